@@ -1,0 +1,108 @@
+// Errors: every refusal in hpref is an hpref::Error carrying a kind (an Errc code
+// with a stable snake_case name) and one sentence naming the offending value.
+// Internal invariants that only our own bug can break use HPREF_CHECK*.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace hpref {
+
+// X-macro: code, then the stable kind name printed in JSON answers.
+#define HPREF_ERROR_KINDS(X)                                                    \
+  /* SPEC 1: values, tensors, dtypes, keys */                                   \
+  X(invalid_dtype)                                                              \
+  X(unsupported_dtype)                                                          \
+  X(invalid_tensor)                                                             \
+  X(invalid_utf8)                                                               \
+  X(unhashable_key)                                                             \
+  X(duplicate_key)                                                              \
+  X(invalid_sample_key)                                                         \
+  /* SPEC 2.3: the metadata pickle */                                           \
+  X(pickle_truncated)                                                           \
+  X(pickle_opcode)                                                              \
+  X(pickle_global)                                                              \
+  X(pickle_reduce)                                                              \
+  X(pickle_protocol)                                                            \
+  X(pickle_trailing_bytes)                                                      \
+  X(pickle_stack)                                                               \
+  X(pickle_int_range)                                                           \
+  X(pickle_invalid_utf8)                                                        \
+  X(pickle_unhashable_key)                                                      \
+  X(pickle_duplicate_key)                                                       \
+  X(pickle_memo_missing)                                                        \
+  X(pickle_frozen_mutation)                                                     \
+  X(pickle_depth_limit)                                                         \
+  X(pickle_memo_limit)                                                          \
+  X(pickle_node_limit)                                                          \
+  X(pickle_unwritable)                                                          \
+  /* SPEC 2.1, 2.2, 2.4: segments */                                            \
+  X(truncated_header)                                                           \
+  X(frame_size_mismatch)                                                        \
+  X(metadata_not_pairs)                                                         \
+  X(invalid_schema_node)                                                        \
+  X(unknown_schema_tag)                                                         \
+  X(schema_field_count)                                                         \
+  X(invalid_shape)                                                              \
+  X(invalid_byte_range)                                                         \
+  X(range_out_of_bounds)                                                        \
+  X(tensor_size_mismatch)                                                       \
+  X(non_canonical_layout)                                                       \
+  X(duplicate_mapping_key)                                                      \
+  /* SPEC 2.5: merging a received buffer */                                     \
+  X(split_sum_mismatch)                                                         \
+  X(duplicate_payload_key)                                                      \
+  /* SPEC 2.6: encoding */                                                      \
+  X(depth_limit)                                                                \
+  X(unencodable_value)                                                          \
+  /* tools: the CLI's JSON interchange and usage */                             \
+  X(json_syntax)                                                                \
+  X(json_value)                                                                 \
+  X(invalid_argument)                                                           \
+  X(invalid_request)                                                            \
+  X(io)                                                                         \
+  /* our own bug */                                                             \
+  X(internal)
+
+enum class Errc {
+#define HPREF_ERRC_ENUM(name) name,
+  HPREF_ERROR_KINDS(HPREF_ERRC_ENUM)
+#undef HPREF_ERRC_ENUM
+};
+
+// The stable name of a kind ("frame_size_mismatch").
+std::string_view errc_name(Errc code) noexcept;
+
+class Error : public std::runtime_error {
+ public:
+  Error(Errc code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  Errc code() const noexcept { return code_; }
+  std::string_view kind() const noexcept { return errc_name(code_); }
+
+ private:
+  Errc code_;
+};
+
+namespace detail {
+[[noreturn]] void check_failed(const char* file, int line, const std::string& what);
+}  // namespace detail
+
+}  // namespace hpref
+
+// Internal invariant checks: a failure is our bug, reported with file:line and values.
+#define HPREF_CHECK(cond)                                                        \
+  do {                                                                           \
+    if (!(cond)) ::hpref::detail::check_failed(__FILE__, __LINE__, "CHECK(" #cond ")"); \
+  } while (0)
+#define HPREF_CHECK_EQ(a, b)                                                     \
+  do {                                                                           \
+    const auto& hpref_a_ = (a);                                                  \
+    const auto& hpref_b_ = (b);                                                  \
+    if (!(hpref_a_ == hpref_b_)) {                                               \
+      std::ostringstream hpref_os_;                                              \
+      hpref_os_ << "CHECK_EQ(" #a ", " #b ") with " << hpref_a_ << " != " << hpref_b_; \
+      ::hpref::detail::check_failed(__FILE__, __LINE__, hpref_os_.str());        \
+    }                                                                            \
+  } while (0)

@@ -1,0 +1,74 @@
+// The metadata pickle (SPEC 2.3): a strict subset of Python's pickle that builds plain
+// Values and never runs code. The reader accepts what CPython's pickle.dumps writes at
+// protocols 2-5 for Value types; the writer produces fixed "golden" bytes (PROTO 5, no
+// FRAME, no memo) that CPython's pickle.loads reads back.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "hpref/sample_key.hpp"
+#include "hpref/value.hpp"
+
+namespace hpref {
+
+// Limits, checked before allocating (SPEC 2.3).
+struct PickleLimits {
+  int max_depth = 256;                       // container levels of the result
+  std::uint64_t max_memo_entries = 1u << 20;  // distinct memo slots
+  std::uint64_t max_nodes = 16u << 20;        // nodes as if memo references were copied
+};
+
+struct PickleReadOptions {
+  PickleLimits limits;
+  // SPEC 1.4 shim: the one "module.Name" whose NEWOBJ + BUILD pattern decodes to the
+  // 2-tuple (sample_id, position). Empty turns the shim off.
+  std::string key_class = std::string(kDefaultKeyClass);
+};
+
+// Reads one pickle that must span all of `data`. Throws hpref::Error (kinds pickle_*)
+// naming the refused opcode, global or value.
+Value read_pickle(std::span<const std::uint8_t> data, const PickleReadOptions& options = {});
+Value read_pickle(std::string_view data, const PickleReadOptions& options = {});
+
+// A streaming writer of the golden form. Appends to `out`.
+class PickleWriter {
+ public:
+  explicit PickleWriter(std::string& out) : out_(out) {}
+
+  void begin();  // PROTO 5
+  void end();    // STOP
+
+  // A whole Value. Tensors cannot be written (Error pickle_unwritable): segments carry
+  // them in the binary region.
+  void value(const Value& v);
+
+  void none();
+  void boolean(bool b);
+  void integer(std::int64_t i);
+  void floating(double d);
+  void str(std::string_view utf8);
+  void bytes(std::string_view data);
+  void bytearray(std::string_view data);
+  // A tuple of n items is written begin_tuple(n), the n items, end_tuple(n).
+  void begin_tuple(std::size_t n);
+  void end_tuple(std::size_t n);
+  // The SPEC 1.4 key-class object pattern for `key`, under class `key_class`.
+  void key_object(const SampleKey& key, std::string_view key_class);
+
+ private:
+  void opcode(std::uint8_t op) { out_.push_back(static_cast<char>(op)); }
+  void length_prefixed(std::uint8_t op1, std::uint8_t op4, std::uint8_t op8,
+                       std::string_view data);
+  std::string& out_;
+};
+
+// PROTO 5, the value, STOP.
+std::string write_pickle(const Value& v);
+
+// The name of a pickle opcode byte ("BINGET", "REDUCE"), or "" if none has that byte.
+std::string_view pickle_opcode_name(std::uint8_t op) noexcept;
+
+}  // namespace hpref

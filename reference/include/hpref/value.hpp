@@ -1,0 +1,131 @@
+// Value (SPEC 1.1): the tree of None, bool, int64, double, str, bytes, bytearray,
+// Tensor, tuple, list and insertion-ordered mapping that payloads and control
+// messages are made of. Values are immutable once built; copies share children,
+// which is unobservable. Two equalities: structural (type-exact, floats by bits,
+// used by round-trip tests) and key equality (Python's ==, used for duplicates).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "hpref/shared_bytes.hpp"
+#include "hpref/tensor.hpp"
+
+namespace hpref {
+
+enum class ValueKind : unsigned char {
+  none, boolean, integer, floating, string, bytes, bytearray, tensor, tuple, list, mapping,
+};
+
+// Python's type name for a kind ("NoneType", "int", "dict", ...).
+std::string_view value_kind_name(ValueKind kind) noexcept;
+
+class Value;
+namespace detail {
+struct ValueAccess;
+}
+
+class Value {
+ public:
+  using Entry = std::pair<Value, Value>;
+
+  Value() noexcept;  // None
+
+  static Value none() noexcept { return Value(); }
+  static Value boolean(bool b) noexcept;
+  static Value integer(std::int64_t i) noexcept;
+  static Value floating(double d) noexcept;
+  // Throws Error invalid_utf8 unless `utf8` is valid UTF-8 (no surrogates).
+  static Value string(std::string_view utf8);
+  static Value bytes(std::span<const std::uint8_t> data);
+  static Value bytes(std::string_view data);
+  static Value bytes(SharedBytes data) noexcept;
+  static Value bytearray(std::span<const std::uint8_t> data);
+  static Value bytearray(SharedBytes data) noexcept;
+  static Value tensor(Tensor t) noexcept;
+  static Value tuple(std::vector<Value> items);
+  static Value list(std::vector<Value> items);
+  // Keys must be hashable (Error unhashable_key) and distinct under key equality
+  // (Error duplicate_key).
+  static Value mapping(std::vector<Entry> entries);
+
+  ValueKind kind() const noexcept { return kind_; }
+  bool is(ValueKind k) const noexcept { return kind_ == k; }
+  bool is_container() const noexcept {
+    return kind_ == ValueKind::tuple || kind_ == ValueKind::list || kind_ == ValueKind::mapping;
+  }
+  bool is_binary_leaf() const noexcept {
+    return kind_ == ValueKind::tensor || kind_ == ValueKind::bytes ||
+           kind_ == ValueKind::bytearray;
+  }
+
+  // Accessors; each checks the kind (an internal error on misuse).
+  bool as_bool() const;
+  std::int64_t as_int() const;
+  double as_float() const;
+  std::string_view as_str() const;
+  const SharedBytes& as_bytes() const;  // bytes or bytearray
+  const Tensor& as_tensor() const;
+  std::span<const Value> items() const;    // tuple or list
+  std::span<const Entry> entries() const;  // mapping
+
+  // Nodes of the tree counted as if every shared child were copied (saturating),
+  // and container depth (a scalar is 0, each tuple/list/mapping level adds 1).
+  std::uint64_t node_count() const noexcept;
+  int depth() const noexcept;
+  // None, bool, int, float, str, bytes, and tuples of hashable Values (SPEC 1.1).
+  bool is_hashable() const noexcept;
+  // Identity of the shared container node (nullptr for scalars and leaves).
+  const void* node_identity() const noexcept;
+
+ private:
+  friend struct detail::ValueAccess;
+  struct Node;
+  ValueKind kind_;
+  union {
+    bool b;
+    std::int64_t i;
+    double f;
+  } scalar_;
+  // The string, SharedBytes, Tensor or Node of this kind (null for scalars).
+  std::shared_ptr<void> ptr_;
+};
+
+// Structural equality (SPEC 1.1): type-exact, floats by bit pattern, tensors by
+// dtype, shape and bytes, mappings entry by entry in order.
+bool operator==(const Value& a, const Value& b) noexcept;
+
+// Python's key equality (SPEC 1.1): True == 1 == 1.0, 0.0 == -0.0, NaN equals nothing,
+// tuples element-wise. Defined for all Values; unhashable ones equal nothing.
+bool key_equal(const Value& a, const Value& b) noexcept;
+// A hash consistent with key_equal.
+std::size_t key_hash(const Value& v) noexcept;
+
+struct KeyHash {
+  std::size_t operator()(const Value& v) const noexcept { return key_hash(v); }
+};
+struct KeyEqual {
+  bool operator()(const Value& a, const Value& b) const noexcept { return key_equal(a, b); }
+};
+
+// A set of keys under key equality; insert() returns false for a key already present.
+class KeySet {
+ public:
+  KeySet();
+  ~KeySet();
+  KeySet(KeySet&&) noexcept;
+  KeySet& operator=(KeySet&&) noexcept;
+  bool insert(const Value& key);
+  std::size_t size() const noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hpref

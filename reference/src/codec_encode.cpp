@@ -1,0 +1,295 @@
+// Segment encoding (SPEC 2.1, 2.2, 2.6): legacy pickle when no item holds a binary leaf,
+// else the HPB1 frame whose metadata replaces each leaf by a descriptor and whose binary
+// region holds the leaves in depth-first order. Values the format cannot carry are
+// refused with the path to the offending part.
+#include <cstring>
+
+#include "hpref/codec.hpp"
+#include "hpref/error.hpp"
+#include "hpref/repr.hpp"
+
+namespace hpref {
+namespace {
+
+constexpr std::string_view kTensorTag = "__hp_tensor__";
+constexpr std::string_view kBytesTag = "__hp_bytes__";
+constexpr std::string_view kByteArrayTag = "__hp_bytearray__";
+constexpr std::string_view kMappingTag = "__hp_mapping__";
+constexpr std::string_view kTupleTag = "__hp_tuple__";
+constexpr std::string_view kListTag = "__hp_list__";
+constexpr std::string_view kValueTag = "__hp_value__";
+
+// One step below items[i]: an index into a tuple/list or a key of a mapping.
+struct Step {
+  const Value* key = nullptr;  // mapping key, or nullptr for an index
+  std::size_t index = 0;
+};
+
+bool contains_binary(const Value& v) {
+  switch (v.kind()) {
+    case ValueKind::tensor:
+    case ValueKind::bytes:
+    case ValueKind::bytearray: return true;
+    case ValueKind::tuple:
+    case ValueKind::list:
+      for (const Value& child : v.items()) {
+        if (contains_binary(child)) return true;
+      }
+      return false;
+    case ValueKind::mapping:
+      for (const auto& entry : v.entries()) {
+        if (contains_binary(entry.second)) return true;
+      }
+      return false;
+    default: return false;
+  }
+}
+
+class Encoder {
+ public:
+  Encoder(const EncodeOptions& options, std::string& metadata)
+      : options_(options), writer_(metadata) {}
+
+  std::vector<std::span<const std::uint8_t>> leaves;
+  std::uint64_t offset = 0;
+
+  // Checks what both forms need: hashable keys, and depth (SPEC 2.3 limit) of each pair.
+  void check_item(std::size_t i, const Item& item) {
+    item_ = i;
+    path_.clear();
+    if (!item.first.is_hashable()) {
+      fail(Errc::unhashable_key, "items[" + std::to_string(i) + "].key " + repr(item.first) +
+                                     " is not hashable");
+    }
+    if (2 + item.first.depth() > options_.max_depth) {
+      fail(Errc::depth_limit, "items[" + std::to_string(i) + "].key nests deeper than the " +
+                                  std::to_string(options_.max_depth) + "-level pickle limit");
+    }
+    // A pair sits at level 2; the value's own containers go deeper.
+    const Value* v = &item.second;
+    int level = 3;
+    while (v->is_container() && level - 1 + v->depth() > options_.max_depth) {
+      if (level > options_.max_depth) fail_depth();
+      v = deepest_child(*v);
+      ++level;
+    }
+  }
+
+  void key(const Value& k) {
+    if (!options_.key_class.empty()) {
+      if (auto sample_key = SampleKey::from_value(k)) {
+        writer_.key_object(*sample_key, options_.key_class);
+        return;
+      }
+    }
+    writer_.value(k);
+  }
+
+  void plain(const Value& v) { writer_.value(v); }
+
+  // The schema node of `v`, whose tuple sits at metadata level `level`.
+  void schema(const Value& v, int level) {
+    if (level > options_.max_depth) fail_depth();
+    switch (v.kind()) {
+      case ValueKind::tensor: tensor(v.as_tensor(), level); return;
+      case ValueKind::bytes:
+      case ValueKind::bytearray: {
+        const SharedBytes& b = v.as_bytes();
+        writer_.begin_tuple(3);
+        writer_.str(v.is(ValueKind::bytes) ? kBytesTag : kByteArrayTag);
+        leaf(b.span());
+        writer_.end_tuple(3);
+        return;
+      }
+      case ValueKind::tuple:
+      case ValueKind::list: sequence(v, level); return;
+      case ValueKind::mapping: mapping(v, level); return;
+      default:
+        writer_.begin_tuple(2);
+        writer_.str(kValueTag);
+        writer_.value(v);
+        writer_.end_tuple(2);
+        return;
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(Errc code, const std::string& message) const {
+    throw Error(code, "cannot encode segment: " + message);
+  }
+
+  [[noreturn]] void fail_depth() const {
+    fail(Errc::depth_limit, path() + " nests deeper than the " +
+                                std::to_string(options_.max_depth) +
+                                "-level metadata pickle limit (SPEC 2.3)");
+  }
+
+  const Value* deepest_child(const Value& v) {
+    if (v.is(ValueKind::mapping)) {
+      auto entries = v.entries();
+      for (std::size_t i = 0; i < entries.size(); ++i) {
+        if (entries[i].second.depth() + 1 == v.depth()) {
+          path_.push_back({&entries[i].first, i});
+          return &entries[i].second;
+        }
+      }
+      // Only a key reaches the depth: name the key's mapping.
+      return &v;
+    }
+    auto items = v.items();
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      if (items[i].depth() + 1 == v.depth()) {
+        path_.push_back({nullptr, i});
+        return &items[i];
+      }
+    }
+    return &v;
+  }
+
+  std::string path() const {
+    std::string out = "items[" + std::to_string(item_) + "].value";
+    for (const Step& s : path_) {
+      if (s.key == nullptr) {
+        out += "[" + std::to_string(s.index) + "]";
+      } else if (s.key->is(ValueKind::string)) {
+        std::string text(s.key->as_str());
+        out += "[\"" + (text.size() > 40 ? text.substr(0, 40) + "..." : text) + "\"]";
+      } else {
+        out += "[" + repr(*s.key, 40) + "]";
+      }
+    }
+    return out;
+  }
+
+  void leaf(std::span<const std::uint8_t> bytes) {
+    writer_.integer(static_cast<std::int64_t>(offset));
+    writer_.integer(static_cast<std::int64_t>(bytes.size()));
+    leaves.push_back(bytes);
+    offset += bytes.size();
+  }
+
+  void tensor(const Tensor& t, int level) {
+    if (level + 1 > options_.max_depth) fail_depth();
+    writer_.begin_tuple(5);
+    writer_.str(kTensorTag);
+    writer_.str(dtype_wire_name(t.dtype()));
+    writer_.begin_tuple(t.dim());
+    for (std::int64_t d : t.shape()) writer_.integer(d);
+    writer_.end_tuple(t.dim());
+    leaf(t.bytes());
+    writer_.end_tuple(5);
+  }
+
+  void sequence(const Value& v, int level) {
+    auto items = v.items();
+    if (level + 1 > options_.max_depth) fail_depth();
+    writer_.begin_tuple(2);
+    writer_.str(v.is(ValueKind::tuple) ? kTupleTag : kListTag);
+    writer_.begin_tuple(items.size());
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      path_.push_back({nullptr, i});
+      schema(items[i], level + 2);
+      path_.pop_back();
+    }
+    writer_.end_tuple(items.size());
+    writer_.end_tuple(2);
+  }
+
+  void mapping(const Value& v, int level) {
+    auto entries = v.entries();
+    if (level + 1 > options_.max_depth) fail_depth();
+    writer_.begin_tuple(2);
+    writer_.str(kMappingTag);
+    writer_.begin_tuple(entries.size());
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      path_.push_back({&entries[i].first, i});
+      if (level + 2 > options_.max_depth ||
+          level + 2 + entries[i].first.depth() > options_.max_depth) {
+        fail_depth();
+      }
+      writer_.begin_tuple(2);
+      writer_.value(entries[i].first);
+      schema(entries[i].second, level + 3);
+      writer_.end_tuple(2);
+      path_.pop_back();
+    }
+    writer_.end_tuple(entries.size());
+    writer_.end_tuple(2);
+  }
+
+  const EncodeOptions& options_;
+  PickleWriter writer_;
+  std::size_t item_ = 0;
+  std::vector<Step> path_;
+};
+
+void put_be64(std::uint8_t* out, std::uint64_t x) {
+  for (int i = 7; i >= 0; --i) *out++ = static_cast<std::uint8_t>(x >> (8 * i));
+}
+
+}  // namespace
+
+SegmentPlan plan_segment(std::span<const Item> items, const EncodeOptions& options) {
+  SegmentPlan plan;
+  if (items.empty()) return plan;
+  Encoder enc(options, plan.metadata_);
+  bool framed = false;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    enc.check_item(i, items[i]);
+    framed = framed || contains_binary(items[i].second);
+  }
+  PickleWriter w(plan.metadata_);
+  w.begin();
+  w.begin_tuple(items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    enc.check_item(i, items[i]);
+    w.begin_tuple(2);
+    enc.key(items[i].first);
+    if (framed) {
+      enc.schema(items[i].second, 3);
+    } else {
+      enc.plain(items[i].second);
+    }
+    w.end_tuple(2);
+  }
+  w.end_tuple(items.size());
+  w.end();
+  plan.framed_ = framed;
+  plan.leaves_ = std::move(enc.leaves);
+  plan.binary_size_ = enc.offset;
+  plan.size_ = plan.metadata_.size() + (framed ? kFrameHeaderSize + plan.binary_size_ : 0);
+  return plan;
+}
+
+void SegmentPlan::write_to(std::span<std::uint8_t> out) const {
+  HPREF_CHECK_EQ(out.size(), size_);
+  std::uint8_t* p = out.data();
+  if (framed_) {
+    std::memcpy(p, kFrameMagic.data(), 4);
+    put_be64(p + 4, metadata_.size());
+    put_be64(p + 12, binary_size_);
+    p += kFrameHeaderSize;
+  }
+  if (!metadata_.empty()) std::memcpy(p, metadata_.data(), metadata_.size());
+  p += metadata_.size();
+  for (const auto& leaf : leaves_) {
+    if (!leaf.empty()) std::memcpy(p, leaf.data(), leaf.size());
+    p += leaf.size();
+  }
+}
+
+std::vector<std::uint8_t> encode_segment(std::span<const Item> items,
+                                         const EncodeOptions& options) {
+  std::vector<std::uint8_t> out;
+  encode_segment_into(items, out, options);
+  return out;
+}
+
+void encode_segment_into(std::span<const Item> items, std::vector<std::uint8_t>& out,
+                         const EncodeOptions& options) {
+  SegmentPlan plan = plan_segment(items, options);
+  out.resize(plan.size());
+  plan.write_to(out);
+}
+
+}  // namespace hpref

@@ -1,0 +1,79 @@
+// SPEC 1.3: the dtype table, its aliases and the two parse errors.
+#include "hpref/dtype.hpp"
+
+#include <array>
+
+#include "hpref/error.hpp"
+#include "hpref/repr.hpp"
+
+namespace hpref {
+namespace {
+
+struct DTypeInfo {
+  std::string_view name;
+  std::size_t size;
+};
+
+constexpr std::array<DTypeInfo, kDTypeCount> kTable{{
+    {"float64", 8},        {"float32", 4},         {"float16", 2},      {"bfloat16", 2},
+    {"complex32", 4},      {"complex64", 8},       {"complex128", 16},  {"int64", 8},
+    {"int32", 4},          {"int16", 2},           {"int8", 1},         {"uint8", 1},
+    {"uint16", 2},         {"uint32", 4},          {"uint64", 8},       {"bool", 1},
+    {"qint8", 1},          {"quint8", 1},          {"qint32", 4},       {"quint4x2", 1},
+    {"quint2x4", 1},       {"float8_e4m3fn", 1},   {"float8_e4m3fnuz", 1},
+    {"float8_e5m2", 1},    {"float8_e5m2fnuz", 1}, {"float8_e8m0fnu", 1},
+    {"bits8", 1},          {"bits16", 2},
+}};
+
+struct Alias {
+  std::string_view alias;
+  DType dtype;
+};
+
+constexpr std::array<Alias, 9> kAliases{{
+    {"double", DType::float64},
+    {"float", DType::float32},
+    {"half", DType::float16},
+    {"cdouble", DType::complex128},
+    {"cfloat", DType::complex64},
+    {"chalf", DType::complex32},
+    {"long", DType::int64},
+    {"int", DType::int32},
+    {"short", DType::int16},
+}};
+
+constexpr std::string_view kPrefix = "torch.";
+
+}  // namespace
+
+std::size_t element_size(DType dtype) noexcept { return kTable[static_cast<int>(dtype)].size; }
+
+std::string_view dtype_name(DType dtype) noexcept { return kTable[static_cast<int>(dtype)].name; }
+
+std::string dtype_wire_name(DType dtype) {
+  return std::string(kPrefix) + std::string(dtype_name(dtype));
+}
+
+DType dtype_at(int index) noexcept { return static_cast<DType>(index); }
+
+std::optional<DType> dtype_from_bare_name(std::string_view name) noexcept {
+  for (int i = 0; i < kDTypeCount; ++i) {
+    if (kTable[i].name == name) return static_cast<DType>(i);
+  }
+  for (const Alias& a : kAliases) {
+    if (a.alias == name) return a.dtype;
+  }
+  return std::nullopt;
+}
+
+DType parse_dtype(std::string_view wire_name) {
+  if (wire_name.substr(0, kPrefix.size()) != kPrefix) {
+    throw Error(Errc::invalid_dtype, "tensor dtype " + quote_text(wire_name) +
+                                         " is invalid: a dtype is written 'torch.<name>'");
+  }
+  if (auto found = dtype_from_bare_name(wire_name.substr(kPrefix.size()))) return *found;
+  throw Error(Errc::unsupported_dtype, "tensor dtype " + quote_text(wire_name) +
+                                           " is not supported (SPEC 1.3 lists the dtypes)");
+}
+
+}  // namespace hpref

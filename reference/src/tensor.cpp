@@ -1,0 +1,85 @@
+// Tensor construction checks and device names (SPEC 1.2).
+#include "hpref/tensor.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+
+#include "hpref/error.hpp"
+
+namespace hpref {
+
+std::string Device::str() const {
+  return type == DeviceType::cpu ? std::string("cpu") : "cuda:" + std::to_string(index);
+}
+
+Device Device::parse(std::string_view text) {
+  if (text == "cpu") return {};
+  if (text.substr(0, 5) == "cuda:") {
+    std::string_view digits = text.substr(5);
+    int index = -1;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+    if (ec == std::errc() && end == digits.data() + digits.size() && !digits.empty() &&
+        index >= 0) {
+      return {DeviceType::cuda, index};
+    }
+  }
+  throw Error(Errc::invalid_argument,
+              "device '" + std::string(text) + "' is not 'cpu' or 'cuda:<index>'");
+}
+
+std::optional<std::int64_t> checked_numel(std::span<const std::int64_t> shape) noexcept {
+  if (std::any_of(shape.begin(), shape.end(), [](std::int64_t d) { return d < 0; })) {
+    return std::nullopt;
+  }
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
+  std::int64_t product = 1;
+  for (std::int64_t d : shape) {
+    if (__builtin_mul_overflow(product, d, &product)) return std::nullopt;
+  }
+  return product;
+}
+
+Tensor::Tensor()
+    : Tensor(DType::float32, std::vector<std::int64_t>{0}, SharedBytes()) {}
+
+Tensor::Tensor(DType dtype, std::vector<std::int64_t> shape, SharedBytes data, Device device)
+    : Tensor(dtype, std::make_shared<const std::vector<std::int64_t>>(std::move(shape)),
+             std::move(data), device) {}
+
+Tensor::Tensor(DType dtype, std::shared_ptr<const std::vector<std::int64_t>> shape,
+               SharedBytes data, Device device)
+    : dtype_(dtype), shape_(std::move(shape)), data_(std::move(data)), device_(device) {
+  HPREF_CHECK(shape_ != nullptr);
+  auto numel = checked_numel(*shape_);
+  std::int64_t nbytes = 0;
+  if (!numel || __builtin_mul_overflow(*numel, static_cast<std::int64_t>(element_size(dtype)),
+                                       &nbytes)) {
+    throw Error(Errc::invalid_tensor,
+                "tensor shape has a negative dim or more elements than int64 can count");
+  }
+  if (static_cast<std::uint64_t>(nbytes) != data_.size()) {
+    throw Error(Errc::invalid_tensor, "tensor of dtype " + std::string(dtype_name(dtype)) +
+                                          " needs " + std::to_string(nbytes) + " bytes, got " +
+                                          std::to_string(data_.size()));
+  }
+  numel_ = *numel;
+}
+
+Tensor Tensor::copy_of(DType dtype, std::vector<std::int64_t> shape,
+                       std::span<const std::uint8_t> bytes, Device device) {
+  return Tensor(dtype, std::move(shape), SharedBytes::copy_of(bytes), device);
+}
+
+Tensor Tensor::on(Device device) const {
+  Tensor copy = *this;
+  copy.device_ = device;
+  return copy;
+}
+
+bool operator==(const Tensor& a, const Tensor& b) noexcept {
+  return a.dtype() == b.dtype() && std::ranges::equal(a.shape(), b.shape()) &&
+         a.storage() == b.storage();
+}
+
+}  // namespace hpref

@@ -1,0 +1,371 @@
+// Value construction, the two equalities of SPEC 1.1, key hashing and KeySet.
+#include "hpref/value.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <unordered_set>
+
+#include "hpref/detail/value_access.hpp"
+#include "hpref/error.hpp"
+#include "hpref/repr.hpp"
+#include "hpref/utf8.hpp"
+
+namespace hpref {
+
+struct Value::Node {
+  std::vector<Value> items;   // tuple, list
+  std::vector<Entry> entries;  // mapping
+  std::uint64_t nodes = 1;
+  int depth = 1;
+};
+
+namespace {
+
+std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) noexcept {
+  std::uint64_t out;
+  return __builtin_add_overflow(a, b, &out) ? std::numeric_limits<std::uint64_t>::max() : out;
+}
+
+}  // namespace
+
+std::string_view value_kind_name(ValueKind kind) noexcept {
+  switch (kind) {
+    case ValueKind::none: return "NoneType";
+    case ValueKind::boolean: return "bool";
+    case ValueKind::integer: return "int";
+    case ValueKind::floating: return "float";
+    case ValueKind::string: return "str";
+    case ValueKind::bytes: return "bytes";
+    case ValueKind::bytearray: return "bytearray";
+    case ValueKind::tensor: return "Tensor";
+    case ValueKind::tuple: return "tuple";
+    case ValueKind::list: return "list";
+    case ValueKind::mapping: return "dict";
+  }
+  return "?";
+}
+
+Value::Value() noexcept : kind_(ValueKind::none), scalar_{.i = 0} {}
+
+Value Value::boolean(bool b) noexcept {
+  Value v;
+  v.kind_ = ValueKind::boolean;
+  v.scalar_.b = b;
+  return v;
+}
+
+Value Value::integer(std::int64_t i) noexcept {
+  Value v;
+  v.kind_ = ValueKind::integer;
+  v.scalar_.i = i;
+  return v;
+}
+
+Value Value::floating(double d) noexcept {
+  Value v;
+  v.kind_ = ValueKind::floating;
+  v.scalar_.f = d;
+  return v;
+}
+
+Value Value::string(std::string_view utf8) {
+  if (!is_valid_utf8(utf8)) {
+    throw Error(Errc::invalid_utf8, "string " + quote_bytes(utf8) + " is not valid UTF-8");
+  }
+  Value v;
+  v.kind_ = ValueKind::string;
+  v.ptr_ = std::make_shared<std::string>(utf8);
+  return v;
+}
+
+Value Value::bytes(std::span<const std::uint8_t> data) {
+  return bytes(SharedBytes::copy_of(data));
+}
+
+Value Value::bytes(std::string_view data) { return bytes(SharedBytes::copy_of(data)); }
+
+Value Value::bytes(SharedBytes data) noexcept {
+  Value v;
+  v.kind_ = ValueKind::bytes;
+  v.ptr_ = std::make_shared<SharedBytes>(std::move(data));
+  return v;
+}
+
+Value Value::bytearray(std::span<const std::uint8_t> data) {
+  return bytearray(SharedBytes::copy_of(data));
+}
+
+Value Value::bytearray(SharedBytes data) noexcept {
+  Value v = bytes(std::move(data));
+  v.kind_ = ValueKind::bytearray;
+  return v;
+}
+
+Value Value::tensor(Tensor t) noexcept {
+  Value v;
+  v.kind_ = ValueKind::tensor;
+  v.ptr_ = std::make_shared<Tensor>(std::move(t));
+  return v;
+}
+
+Value Value::tuple(std::vector<Value> items) {
+  Value v;
+  v.kind_ = ValueKind::tuple;
+  auto node = std::make_shared<Node>();
+  node->items.reserve(items.size());
+  v.ptr_ = node;
+  for (Value& item : items) detail::ValueAccess::append(v, std::move(item));
+  return v;
+}
+
+Value Value::list(std::vector<Value> items) {
+  Value v = tuple(std::move(items));
+  v.kind_ = ValueKind::list;
+  return v;
+}
+
+Value Value::mapping(std::vector<Entry> entries) {
+  Value v;
+  v.kind_ = ValueKind::mapping;
+  auto node = std::make_shared<Node>();
+  node->entries.reserve(entries.size());
+  v.ptr_ = node;
+  KeySet seen;
+  for (Entry& e : entries) {
+    if (!e.first.is_hashable()) {
+      throw Error(Errc::unhashable_key, "mapping key " + repr(e.first) + " of type " +
+                                            std::string(value_kind_name(e.first.kind())) +
+                                            " is not hashable");
+    }
+    if (!seen.insert(e.first)) {
+      throw Error(Errc::duplicate_key, "mapping key " + repr(e.first) + " appears twice");
+    }
+    detail::ValueAccess::add_entry(v, std::move(e.first), std::move(e.second));
+  }
+  return v;
+}
+
+bool Value::as_bool() const {
+  HPREF_CHECK(kind_ == ValueKind::boolean);
+  return scalar_.b;
+}
+
+std::int64_t Value::as_int() const {
+  HPREF_CHECK(kind_ == ValueKind::integer);
+  return scalar_.i;
+}
+
+double Value::as_float() const {
+  HPREF_CHECK(kind_ == ValueKind::floating);
+  return scalar_.f;
+}
+
+std::string_view Value::as_str() const {
+  HPREF_CHECK(kind_ == ValueKind::string);
+  return *static_cast<const std::string*>(ptr_.get());
+}
+
+const SharedBytes& Value::as_bytes() const {
+  HPREF_CHECK(kind_ == ValueKind::bytes || kind_ == ValueKind::bytearray);
+  return *static_cast<const SharedBytes*>(ptr_.get());
+}
+
+const Tensor& Value::as_tensor() const {
+  HPREF_CHECK(kind_ == ValueKind::tensor);
+  return *static_cast<const Tensor*>(ptr_.get());
+}
+
+std::span<const Value> Value::items() const {
+  HPREF_CHECK(kind_ == ValueKind::tuple || kind_ == ValueKind::list);
+  return static_cast<const Node*>(ptr_.get())->items;
+}
+
+std::span<const Value::Entry> Value::entries() const {
+  HPREF_CHECK(kind_ == ValueKind::mapping);
+  return static_cast<const Node*>(ptr_.get())->entries;
+}
+
+std::uint64_t Value::node_count() const noexcept {
+  return is_container() ? static_cast<const Node*>(ptr_.get())->nodes : 1;
+}
+
+int Value::depth() const noexcept {
+  return is_container() ? static_cast<const Node*>(ptr_.get())->depth : 0;
+}
+
+bool Value::is_hashable() const noexcept {
+  switch (kind_) {
+    case ValueKind::none:
+    case ValueKind::boolean:
+    case ValueKind::integer:
+    case ValueKind::floating:
+    case ValueKind::string:
+    case ValueKind::bytes:
+      return true;
+    case ValueKind::tuple:
+      for (const Value& item : items()) {
+        if (!item.is_hashable()) return false;
+      }
+      return true;
+    default:
+      return false;
+  }
+}
+
+const void* Value::node_identity() const noexcept {
+  return is_container() ? ptr_.get() : nullptr;
+}
+
+namespace detail {
+
+void ValueAccess::append(Value& container, Value child) {
+  auto* node = static_cast<Value::Node*>(container.ptr_.get());
+  node->nodes = saturating_add(node->nodes, child.node_count());
+  node->depth = std::max(node->depth, child.depth() + 1);
+  node->items.push_back(std::move(child));
+}
+
+void ValueAccess::add_entry(Value& mapping, Value key, Value value) {
+  auto* node = static_cast<Value::Node*>(mapping.ptr_.get());
+  node->nodes = saturating_add(node->nodes, saturating_add(key.node_count(), value.node_count()));
+  node->depth = std::max({node->depth, key.depth() + 1, value.depth() + 1});
+  node->entries.emplace_back(std::move(key), std::move(value));
+}
+
+long ValueAccess::use_count(const Value& v) noexcept { return v.ptr_.use_count(); }
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------
+// Structural equality.
+
+bool operator==(const Value& a, const Value& b) noexcept {
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case ValueKind::none: return true;
+    case ValueKind::boolean: return a.as_bool() == b.as_bool();
+    case ValueKind::integer: return a.as_int() == b.as_int();
+    case ValueKind::floating:
+      return std::bit_cast<std::uint64_t>(a.as_float()) ==
+             std::bit_cast<std::uint64_t>(b.as_float());
+    case ValueKind::string: return a.as_str() == b.as_str();
+    case ValueKind::bytes:
+    case ValueKind::bytearray: return a.as_bytes() == b.as_bytes();
+    case ValueKind::tensor: return a.as_tensor() == b.as_tensor();
+    case ValueKind::tuple:
+    case ValueKind::list: {
+      if (a.node_identity() == b.node_identity()) return true;
+      auto x = a.items();
+      auto y = b.items();
+      return x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin());
+    }
+    case ValueKind::mapping: {
+      if (a.node_identity() == b.node_identity()) return true;
+      auto x = a.entries();
+      auto y = b.entries();
+      if (x.size() != y.size()) return false;
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        if (!(x[i].first == y[i].first) || !(x[i].second == y[i].second)) return false;
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------
+// Key equality and hashing (Python semantics on hashable Values).
+
+namespace {
+
+bool is_numeric(ValueKind k) {
+  return k == ValueKind::boolean || k == ValueKind::integer || k == ValueKind::floating;
+}
+
+// The int64 a double equals exactly, if any.
+std::optional<std::int64_t> exact_int(double d) {
+  if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0)) return std::nullopt;
+  if (std::trunc(d) != d) return std::nullopt;
+  return static_cast<std::int64_t>(d);
+}
+
+std::optional<std::int64_t> integral_value(const Value& v) {
+  switch (v.kind()) {
+    case ValueKind::boolean: return v.as_bool() ? 1 : 0;
+    case ValueKind::integer: return v.as_int();
+    case ValueKind::floating: return exact_int(v.as_float());
+    default: return std::nullopt;
+  }
+}
+
+std::size_t mix(std::size_t h, std::size_t x) {
+  return h ^ (x + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
+}
+
+}  // namespace
+
+bool key_equal(const Value& a, const Value& b) noexcept {
+  if (is_numeric(a.kind()) && is_numeric(b.kind())) {
+    if (a.is(ValueKind::floating) && b.is(ValueKind::floating)) {
+      return a.as_float() == b.as_float();
+    }
+    auto x = integral_value(a);
+    auto y = integral_value(b);
+    return x && y && *x == *y;
+  }
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case ValueKind::none: return true;
+    case ValueKind::string: return a.as_str() == b.as_str();
+    case ValueKind::bytes: return a.as_bytes() == b.as_bytes();
+    case ValueKind::tuple: {
+      auto x = a.items();
+      auto y = b.items();
+      if (x.size() != y.size()) return false;
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        if (!key_equal(x[i], y[i])) return false;
+      }
+      return true;
+    }
+    default: return false;  // unhashable kinds equal nothing
+  }
+}
+
+std::size_t key_hash(const Value& v) noexcept {
+  std::hash<std::string_view> text_hash;
+  switch (v.kind()) {
+    case ValueKind::none: return 0x6e6f6e65;
+    case ValueKind::boolean:
+    case ValueKind::integer:
+    case ValueKind::floating: {
+      if (auto i = integral_value(v)) return std::hash<std::int64_t>()(*i);
+      return std::hash<std::uint64_t>()(std::bit_cast<std::uint64_t>(v.as_float()));
+    }
+    case ValueKind::string: return mix(1, text_hash(v.as_str()));
+    case ValueKind::bytes: return mix(2, text_hash(v.as_bytes().view()));
+    case ValueKind::tuple: {
+      std::size_t h = 3 + v.items().size();
+      for (const Value& item : v.items()) h = mix(h, key_hash(item));
+      return h;
+    }
+    default: return 7;
+  }
+}
+
+struct KeySet::Impl {
+  std::unordered_set<Value, KeyHash, KeyEqual> keys;
+};
+
+KeySet::KeySet() : impl_(std::make_unique<Impl>()) {}
+KeySet::~KeySet() = default;
+KeySet::KeySet(KeySet&&) noexcept = default;
+KeySet& KeySet::operator=(KeySet&&) noexcept = default;
+
+bool KeySet::insert(const Value& key) { return impl_->keys.insert(key).second; }
+
+std::size_t KeySet::size() const noexcept { return impl_->keys.size(); }
+
+}  // namespace hpref

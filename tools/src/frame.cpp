@@ -1,0 +1,148 @@
+// `hpref frame` batch ops and the inspect view of a segment.
+#include "hpref/cli/frame.hpp"
+
+#include <sstream>
+
+#include "hpref/cli/batch.hpp"
+#include "hpref/error.hpp"
+#include "hpref/repr.hpp"
+
+namespace hpref::cli {
+namespace {
+
+DecodeOptions decode_options(const Json& request) {
+  DecodeOptions options;
+  if (auto it = request.find("strict"); it != request.end() && !it->is_null()) {
+    if (!it->is_boolean()) throw Error(Errc::invalid_request, "\"strict\" must be true or false");
+    options.strict = it->get<bool>();
+  }
+  if (auto it = request.find("key_class"); it != request.end() && !it->is_null()) {
+    if (!it->is_string()) throw Error(Errc::invalid_request, "\"key_class\" must be a string");
+    options.pickle.key_class = it->get<std::string>();
+  }
+  return options;
+}
+
+std::vector<std::uint64_t> splits_from_json(const Json& j) {
+  if (!j.is_array()) throw Error(Errc::invalid_request, "\"splits\" must be an array of sizes");
+  std::vector<std::uint64_t> out;
+  for (const Json& s : j) {
+    if (!s.is_number_unsigned() && !(s.is_number_integer() && s.get<std::int64_t>() >= 0)) {
+      throw Error(Errc::invalid_request,
+                  "a split must be a non-negative JSON integer, got " + dump_json(s));
+    }
+    out.push_back(s.get<std::uint64_t>());
+  }
+  return out;
+}
+
+std::string hex_field(const Json& request, const char* name) {
+  const Json& j = required_field(request, name);
+  if (!j.is_string()) {
+    throw Error(Errc::invalid_request, std::string("\"") + name + "\" must be a hex string");
+  }
+  return j.get<std::string>();
+}
+
+// --- inspect -------------------------------------------------------------------
+
+class SchemaPrinter {
+ public:
+  explicit SchemaPrinter(std::ostringstream& out) : out_(out) {}
+
+  void node(const Value& schema, int indent) {
+    auto f = schema.items();
+    std::string_view tag = f[0].as_str();
+    std::string pad(static_cast<std::size_t>(indent) * 2, ' ');
+    if (tag == "__hp_tensor__") {
+      out_ << "tensor " << f[1].as_str().substr(6) << " shape " << repr(f[2], 60) << " offset "
+           << f[3].as_int() << " size " << f[4].as_int() << "\n";
+    } else if (tag == "__hp_bytes__" || tag == "__hp_bytearray__") {
+      out_ << (tag == "__hp_bytes__" ? "bytes" : "bytearray") << " offset " << f[1].as_int()
+           << " size " << f[2].as_int() << "\n";
+    } else if (tag == "__hp_value__") {
+      out_ << "value " << repr(f[1], 80) << "\n";
+    } else if (tag == "__hp_mapping__") {
+      out_ << "mapping (" << f[1].items().size() << " entries)\n";
+      for (const Value& pair : f[1].items()) {
+        out_ << pad << "  " << repr(pair.items()[0], 60) << ": ";
+        node(pair.items()[1], indent + 1);
+      }
+    } else {
+      out_ << (tag == "__hp_tuple__" ? "tuple" : "list") << " (" << f[1].items().size()
+           << " items)\n";
+      std::size_t i = 0;
+      for (const Value& child : f[1].items()) {
+        out_ << pad << "  [" << i++ << "] ";
+        node(child, indent + 1);
+      }
+    }
+  }
+
+ private:
+  std::ostringstream& out_;
+};
+
+}  // namespace
+
+Json handle_frame_request(const Json& request) {
+  const Json& op = required_field(request, "op");
+  if (!op.is_string()) throw Error(Errc::invalid_request, "\"op\" must be a string");
+  const std::string& name = op.get_ref<const std::string&>();
+  if (name == "encode_segment") {
+    EncodeOptions options;
+    if (auto it = request.find("key_class"); it != request.end() && !it->is_null()) {
+      if (!it->is_string()) throw Error(Errc::invalid_request, "\"key_class\" must be a string");
+      options.key_class = it->get<std::string>();
+    }
+    std::vector<Item> items = items_from_json(required_field(request, "items"));
+    return Json{{"ok", true}, {"frame_hex", to_hex(encode_segment(items, options))}};
+  }
+  if (name == "decode_segment") {
+    std::vector<std::uint8_t> frame = from_hex(hex_field(request, "frame_hex"));
+    auto items = decode_segment(SharedBytes::adopt(std::move(frame)), decode_options(request));
+    return Json{{"ok", true}, {"items", items_to_json(items)}};
+  }
+  if (name == "decode_received") {
+    std::vector<std::uint8_t> received = from_hex(hex_field(request, "received_hex"));
+    auto splits = splits_from_json(required_field(request, "splits"));
+    auto items = merge_received(SharedBytes::adopt(std::move(received)), splits,
+                                decode_options(request));
+    return Json{{"ok", true}, {"items", items_to_json(items)}};
+  }
+  throw Error(Errc::invalid_request,
+              "unknown op \"" + name +
+                  "\" (frame ops: encode_segment, decode_segment, decode_received)");
+}
+
+std::string inspect_segment(std::span<const std::uint8_t> segment, const DecodeOptions& options) {
+  SharedBytes bytes = SharedBytes::copy_of(segment);
+  std::vector<Item> items = decode_segment(bytes, options);
+  SegmentHeader h = read_segment_header(segment);
+  std::ostringstream out;
+  switch (h.kind) {
+    case SegmentHeader::Kind::empty: out << "segment: empty (0 bytes, 0 items)\n"; return out.str();
+    case SegmentHeader::Kind::legacy:
+      out << "segment: legacy metadata pickle, " << segment.size() << " bytes, " << items.size()
+          << " items (no binary leaves)\n";
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        out << "item " << i << " key " << repr(items[i].first, 80) << "\n  value "
+            << repr(items[i].second, 200) << "\n";
+      }
+      return out.str();
+    case SegmentHeader::Kind::framed: break;
+  }
+  out << "segment: HPB1 frame, " << segment.size() << " bytes = header 20 + metadata "
+      << h.metadata_size << " + binary " << h.binary_size << "; " << items.size() << " items"
+      << (options.strict ? " (strict layout checked)" : "") << "\n";
+  Value metadata = read_pickle(segment.subspan(kFrameHeaderSize, h.metadata_size), options.pickle);
+  SchemaPrinter printer(out);
+  std::size_t i = 0;
+  for (const Value& pair : metadata.items()) {
+    out << "item " << i++ << " key " << repr(pair.items()[0], 80) << "\n  ";
+    printer.node(pair.items()[1], 1);
+  }
+  return out.str();
+}
+
+}  // namespace hpref::cli
