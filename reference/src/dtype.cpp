@@ -2,6 +2,7 @@
 #include "hpref/dtype.hpp"
 
 #include <array>
+#include <ostream>
 
 #include "hpref/error.hpp"
 #include "hpref/repr.hpp"
@@ -53,6 +54,8 @@ std::string_view dtype_name(DType dtype) noexcept { return kTable[static_cast<in
 std::string dtype_wire_name(DType dtype) {
   return std::string(kPrefix) + std::string(dtype_name(dtype));
 }
+
+std::ostream& operator<<(std::ostream& os, DType dtype) { return os << dtype_name(dtype); }
 
 DType dtype_at(int index) noexcept { return static_cast<DType>(index); }
 

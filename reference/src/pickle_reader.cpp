@@ -137,7 +137,7 @@ class Reader {
       case Slot::Tag::value: return std::move(s.value);
       case Slot::Tag::callable:
         fail(Errc::pickle_global, "global " + s.global_name +
-                                      " may only be called by REDUCE, not used as a value");
+                                      " may only be called (REDUCE, or NEWOBJ for the key class), not used as a value");
       case Slot::Tag::key_object:
         if (!s.key_object->built) {
           fail(Errc::pickle_reduce, "a " + options_.key_class + " object is used before BUILD");

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <ostream>
 
 #include "hpref/utf8.hpp"
 #include "hpref/value.hpp"
@@ -142,6 +143,8 @@ std::string repr(const Value& v, std::size_t max_chars) {
   printer.print(v);
   return printer.take();
 }
+
+std::ostream& operator<<(std::ostream& os, const Value& v) { return os << repr(v, 400); }
 
 std::string float_repr(double d) {
   if (std::isnan(d)) return "nan";

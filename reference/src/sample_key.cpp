@@ -1,6 +1,8 @@
 // SampleKey validation and its 2-tuple form (SPEC 1.4).
 #include "hpref/sample_key.hpp"
 
+#include <ostream>
+
 #include "hpref/error.hpp"
 #include "hpref/repr.hpp"
 
@@ -25,6 +27,8 @@ SampleKey SampleKey::make(std::string sample_id, std::int64_t position) {
   Value::string(sample_id);  // validates UTF-8
   return SampleKey{std::move(sample_id), position};
 }
+
+std::ostream& operator<<(std::ostream& os, const SampleKey& key) { return os << key.to_value(); }
 
 Value SampleKey::to_value() const {
   Value id = std::holds_alternative<std::int64_t>(sample_id)

@@ -110,9 +110,23 @@ Json handle_frame_request(const Json& request) {
                                 decode_options(request));
     return Json{{"ok", true}, {"items", items_to_json(items)}};
   }
+  if (name == "pickle_read") {
+    std::vector<std::uint8_t> bytes = from_hex(hex_field(request, "pickle_hex"));
+    Value v = read_pickle(std::span<const std::uint8_t>(bytes), decode_options(request).pickle);
+    return Json{{"ok", true}, {"value", value_to_json(v)}};
+  }
+  if (name == "pickle_write") {
+    Value v = value_from_json(required_field(request, "value"));
+    std::string bytes = write_pickle(v);
+    return Json{{"ok", true},
+                {"pickle_hex", to_hex(std::span<const std::uint8_t>(
+                                   reinterpret_cast<const std::uint8_t*>(bytes.data()),
+                                   bytes.size()))}};
+  }
   throw Error(Errc::invalid_request,
               "unknown op \"" + name +
-                  "\" (frame ops: encode_segment, decode_segment, decode_received)");
+                  "\" (frame ops: encode_segment, decode_segment, decode_received, "
+                  "pickle_read, pickle_write)");
 }
 
 std::string inspect_segment(std::span<const std::uint8_t> segment, const DecodeOptions& options) {

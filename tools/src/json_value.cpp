@@ -153,7 +153,7 @@ void dump_to(std::string& out, const Json& j) {
 
 Json parse_json(std::string_view text) {
   Json::parser_callback_t depth_cap = [](int depth, Json::parse_event_t, Json&) {
-    if (depth > kMaxJsonDepth) {
+    if (depth >= kMaxJsonDepth) {
       throw Error(Errc::json_syntax, "JSON nests deeper than " + std::to_string(kMaxJsonDepth) +
                                          " levels");
     }

@@ -116,7 +116,8 @@ int main(int argc, char** argv) {
   auto* frame = app.add_subcommand("frame", "Encode, decode and inspect HPB1 payload segments (SPEC 2)");
   frame->add_flag("--batch", fa.batch,
                   "Read JSON requests from stdin, one per line (ops encode_segment, "
-                  "decode_segment, decode_received), answer one JSON line each");
+                  "decode_segment, decode_received, pickle_read, pickle_write), answer one "
+                  "JSON line each");
   frame->require_subcommand(0, 1);
   auto* encode = frame->add_subcommand("encode", "JSON items [[key, value], ...] -> segment bytes");
   encode->add_option("input", fa.input, "JSON items file ('-' for stdin)");

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,6 +35,9 @@ std::optional<DType> dtype_from_bare_name(std::string_view name) noexcept;
 // invalid_dtype when there is no "torch." prefix and unsupported_dtype when the
 // name after it is not in the table.
 DType parse_dtype(std::string_view wire_name);
+
+// Prints the canonical name.
+std::ostream& operator<<(std::ostream& os, DType dtype);
 
 // All dtypes, in table order (for generators and tests).
 DType dtype_at(int index) noexcept;

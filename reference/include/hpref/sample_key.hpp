@@ -32,4 +32,7 @@ struct SampleKey {
   bool operator==(const SampleKey&) const = default;
 };
 
+// Prints (sample_id, position) as Python would.
+std::ostream& operator<<(std::ostream& os, const SampleKey& key);
+
 }  // namespace hpref

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <memory>
 #include <span>
 #include <string>
@@ -99,6 +100,9 @@ class Value {
 // Structural equality (SPEC 1.1): type-exact, floats by bit pattern, tensors by
 // dtype, shape and bytes, mappings entry by entry in order.
 bool operator==(const Value& a, const Value& b) noexcept;
+
+// Prints repr(v) (hpref/repr.hpp), shortened when long.
+std::ostream& operator<<(std::ostream& os, const Value& v);
 
 // Python's key equality (SPEC 1.1): True == 1 == 1.0, 0.0 == -0.0, NaN equals nothing,
 // tuples element-wise. Defined for all Values; unhashable ones equal nothing.

@@ -1,0 +1,188 @@
+// SPEC 1.1-1.4: dtypes, tensors, Values and their two equalities, sample keys.
+#include <cmath>
+#include <limits>
+
+#include "hpref/dtype.hpp"
+#include "hpref/sample_key.hpp"
+#include "hpref/tensor.hpp"
+#include "hpref/value.hpp"
+#include "test_util.hpp"
+
+using namespace hpref;
+using hpref::test::bytes_of;
+
+BOOST_AUTO_TEST_SUITE(dtype)
+
+BOOST_AUTO_TEST_CASE(table_sizes_spec_1_3) {
+  BOOST_TEST(element_size(parse_dtype("torch.float64")) == 8u);
+  BOOST_TEST(element_size(parse_dtype("torch.complex128")) == 16u);
+  BOOST_TEST(element_size(parse_dtype("torch.complex32")) == 4u);
+  BOOST_TEST(element_size(parse_dtype("torch.bool")) == 1u);
+  BOOST_TEST(element_size(parse_dtype("torch.quint4x2")) == 1u);
+  BOOST_TEST(element_size(parse_dtype("torch.bits16")) == 2u);
+  BOOST_TEST(element_size(parse_dtype("torch.float8_e8m0fnu")) == 1u);
+  for (int i = 0; i < kDTypeCount; ++i) {
+    DType d = dtype_at(i);
+    BOOST_TEST(parse_dtype(dtype_wire_name(d)) == d);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(aliases_read_as_canonical_spec_1_3) {
+  BOOST_TEST(dtype_wire_name(parse_dtype("torch.double")) == "torch.float64");
+  BOOST_TEST(dtype_wire_name(parse_dtype("torch.float")) == "torch.float32");
+  BOOST_TEST(dtype_wire_name(parse_dtype("torch.half")) == "torch.float16");
+  BOOST_TEST(dtype_wire_name(parse_dtype("torch.cdouble")) == "torch.complex128");
+  BOOST_TEST(dtype_wire_name(parse_dtype("torch.cfloat")) == "torch.complex64");
+  BOOST_TEST(dtype_wire_name(parse_dtype("torch.chalf")) == "torch.complex32");
+  BOOST_TEST(dtype_wire_name(parse_dtype("torch.long")) == "torch.int64");
+  BOOST_TEST(dtype_wire_name(parse_dtype("torch.int")) == "torch.int32");
+  BOOST_TEST(dtype_wire_name(parse_dtype("torch.short")) == "torch.int16");
+}
+
+BOOST_AUTO_TEST_CASE(invalid_dtype_without_prefix) {
+  HPREF_CHECK_ERROR(parse_dtype("float32"), Errc::invalid_dtype, "'float32'");
+  HPREF_CHECK_ERROR(parse_dtype("Torch.float32"), Errc::invalid_dtype, "Torch.float32");
+}
+
+BOOST_AUTO_TEST_CASE(unsupported_dtype_not_in_table) {
+  HPREF_CHECK_ERROR(parse_dtype("torch.uint1"), Errc::unsupported_dtype, "torch.uint1");
+  HPREF_CHECK_ERROR(parse_dtype("torch."), Errc::unsupported_dtype, "torch.");
+  HPREF_CHECK_ERROR(parse_dtype("torch.Tensor"), Errc::unsupported_dtype, "torch.Tensor");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(tensor)
+
+BOOST_AUTO_TEST_CASE(numel_is_exact_spec_2_4) {
+  std::vector<std::int64_t> zero_dim = {0, std::numeric_limits<std::int64_t>::max()};
+  BOOST_TEST(*checked_numel(zero_dim) == 0);
+  std::vector<std::int64_t> huge = {1ll << 32, 1ll << 32};
+  BOOST_TEST(!checked_numel(huge).has_value());
+  std::vector<std::int64_t> scalar = {};
+  BOOST_TEST(*checked_numel(scalar) == 1);
+  std::vector<std::int64_t> negative = {2, -1};
+  BOOST_TEST(!checked_numel(negative).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(byte_count_must_match_shape) {
+  HPREF_CHECK_ERROR(Tensor::copy_of(DType::float32, {2, 3}, bytes_of("12345678")),
+                    Errc::invalid_tensor, "needs 24 bytes, got 8");
+  HPREF_CHECK_ERROR(Tensor::copy_of(DType::int8, {-1}, {}), Errc::invalid_tensor, "negative");
+}
+
+BOOST_AUTO_TEST_CASE(view_keeps_buffer_alive_spec_1_2) {
+  Tensor t;
+  {
+    auto buffer = SharedBytes::copy_of(std::string_view("xABCDEFGH", 9));
+    t = Tensor(DType::int32, {2}, buffer.slice(1, 8));
+  }  // the only named owner is gone; the view still owns the allocation
+  BOOST_TEST(std::string(reinterpret_cast<const char*>(t.bytes().data()), 8) == "ABCDEFGH");
+}
+
+BOOST_AUTO_TEST_CASE(misaligned_elements_read_by_memcpy_spec_1_2) {
+  // Offset 1 is misaligned for int32; element() must still read it correctly.
+  std::vector<std::uint8_t> raw = {0xff, 0x01, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x80};
+  auto buffer = SharedBytes::copy_of(raw);
+  Tensor t(DType::int32, {2}, buffer.slice(1, 8));
+  BOOST_TEST(t.element<std::int32_t>(0) == 1);
+  BOOST_TEST(t.element<std::int32_t>(1) == static_cast<std::int32_t>(0x80000002u));
+}
+
+BOOST_AUTO_TEST_CASE(device_names) {
+  BOOST_TEST(Device::parse("cuda:3").str() == "cuda:3");
+  BOOST_TEST(Device::parse("cpu").str() == "cpu");
+  HPREF_CHECK_ERROR(Device::parse("cuda:-1"), Errc::invalid_argument, "cuda:-1");
+  HPREF_CHECK_ERROR(Device::parse("npu"), Errc::invalid_argument, "npu");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(value)
+
+BOOST_AUTO_TEST_CASE(structural_equality_is_type_exact_spec_1_1) {
+  BOOST_TEST(!(Value::boolean(true) == Value::integer(1)));
+  BOOST_TEST(!(Value::integer(1) == Value::floating(1.0)));
+  BOOST_TEST(!(Value::floating(0.0) == Value::floating(-0.0)));
+  double nan = std::numeric_limits<double>::quiet_NaN();
+  BOOST_TEST(Value::floating(nan) == Value::floating(nan));
+  BOOST_TEST(!(Value::bytes(std::string_view("a")) == Value::bytearray(bytes_of("a"))));
+  BOOST_TEST(!(Value::tuple({}) == Value::list({})));
+  BOOST_TEST(Value::list({Value::integer(1)}) == Value::list({Value::integer(1)}));
+  auto t1 = Tensor::copy_of(DType::int16, {2}, bytes_of("abcd"));
+  auto t2 = Tensor::copy_of(DType::uint16, {2}, bytes_of("abcd"));
+  auto t3 = Tensor::copy_of(DType::int16, {1, 2}, bytes_of("abcd"));
+  BOOST_TEST(Value::tensor(t1) == Value::tensor(Tensor::copy_of(DType::int16, {2}, bytes_of("abcd"))));
+  BOOST_TEST(!(Value::tensor(t1) == Value::tensor(t2)));
+  BOOST_TEST(!(Value::tensor(t1) == Value::tensor(t3)));
+}
+
+BOOST_AUTO_TEST_CASE(mapping_order_matters_structurally) {
+  Value a = Value::mapping({{Value::integer(1), Value()}, {Value::integer(2), Value()}});
+  Value b = Value::mapping({{Value::integer(2), Value()}, {Value::integer(1), Value()}});
+  BOOST_TEST(!(a == b));
+}
+
+BOOST_AUTO_TEST_CASE(key_equality_is_pythons_spec_1_1) {
+  BOOST_TEST(key_equal(Value::boolean(true), Value::integer(1)));
+  BOOST_TEST(key_equal(Value::integer(1), Value::floating(1.0)));
+  BOOST_TEST(key_equal(Value::floating(0.0), Value::floating(-0.0)));
+  BOOST_TEST(key_equal(Value::boolean(false), Value::floating(-0.0)));
+  BOOST_TEST(!key_equal(Value::floating(std::nan("")), Value::floating(std::nan(""))));
+  // 2**53 + 1 is not equal to the double nearest to it.
+  BOOST_TEST(!key_equal(Value::integer((1ll << 53) + 1), Value::floating(9007199254740992.0)));
+  BOOST_TEST(key_equal(Value::integer(1ll << 53), Value::floating(9007199254740992.0)));
+  BOOST_TEST(!key_equal(Value::string("a"), Value::bytes(std::string_view("a"))));
+  BOOST_TEST(key_equal(Value::tuple({Value::boolean(true), Value::floating(2.0)}),
+                       Value::tuple({Value::integer(1), Value::integer(2)})));
+  BOOST_TEST(key_hash(Value::tuple({Value::boolean(true), Value::floating(2.0)})) ==
+             key_hash(Value::tuple({Value::integer(1), Value::integer(2)})));
+  BOOST_TEST(!key_equal(Value::floating(9223372036854775808.0),
+                        Value::integer(std::numeric_limits<std::int64_t>::min())));
+}
+
+BOOST_AUTO_TEST_CASE(mapping_refuses_duplicate_and_unhashable_keys) {
+  HPREF_CHECK_ERROR(Value::mapping({{Value::integer(1), Value()}, {Value::boolean(true), Value()}}),
+                    Errc::duplicate_key, "True");
+  HPREF_CHECK_ERROR(Value::mapping({{Value::list({}), Value()}}), Errc::unhashable_key, "[]");
+  HPREF_CHECK_ERROR(Value::mapping({{Value::tuple({Value::bytearray(bytes_of("x"))}), Value()}}),
+                    Errc::unhashable_key, "bytearray");
+}
+
+BOOST_AUTO_TEST_CASE(strings_must_be_utf8) {
+  HPREF_CHECK_ERROR(Value::string("\xed\xa0\x80"), Errc::invalid_utf8, "\\xed");  // surrogate
+  HPREF_CHECK_ERROR(Value::string("\xc0\xaf"), Errc::invalid_utf8, "\\xc0");      // overlong
+  HPREF_CHECK_ERROR(Value::string("\xf4\x90\x80\x80"), Errc::invalid_utf8, "\\xf4");  // > U+10FFFF
+  BOOST_TEST(Value::string("\xf0\x9f\x98\x80 ok").as_str().size() == 7u);
+}
+
+BOOST_AUTO_TEST_CASE(node_count_and_depth) {
+  Value leaf = Value::list({Value::integer(1), Value::integer(2)});
+  Value outer = Value::tuple({leaf, leaf, Value::mapping({{Value::string("k"), leaf}})});
+  BOOST_TEST(leaf.node_count() == 3u);
+  BOOST_TEST(outer.node_count() == 1u + 3u + 3u + (1u + 1u + 3u));
+  BOOST_TEST(outer.depth() == 3);
+  BOOST_TEST(Value::integer(3).depth() == 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(sample_key)
+
+BOOST_AUTO_TEST_CASE(valid_keys_round_trip_spec_1_4) {
+  SampleKey k = SampleKey::make(7, 2);
+  BOOST_TEST(*SampleKey::from_value(k.to_value()) == k);
+  SampleKey s = SampleKey::make(std::string("doc-9"), 0);
+  BOOST_TEST(*SampleKey::from_value(s.to_value()) == s);
+}
+
+BOOST_AUTO_TEST_CASE(invalid_keys_refused_spec_1_4) {
+  HPREF_CHECK_ERROR(SampleKey::make(-1, 0), Errc::invalid_sample_key, "-1");
+  HPREF_CHECK_ERROR(SampleKey::make(1, -2), Errc::invalid_sample_key, "-2");
+  HPREF_CHECK_ERROR(SampleKey::make(std::string(), 0), Errc::invalid_sample_key, "''");
+  BOOST_TEST(!SampleKey::from_value(Value::tuple({Value::boolean(true), Value::integer(0)})));
+  BOOST_TEST(!SampleKey::from_value(Value::tuple({Value::integer(1)})));
+  BOOST_TEST(!SampleKey::from_value(Value::list({Value::integer(1), Value::integer(0)})));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,453 @@
+// SPEC 2.3: the metadata pickle subset. One test per accepted shape, per refusal and
+// per limit (each asserting the error kind and that the message names the offender),
+// and the writer's golden bytes.
+#include <string>
+
+#include "hpref/pickle.hpp"
+#include "test_util.hpp"
+
+using namespace hpref;
+using namespace std::literals;
+using hpref::test::hex;
+
+namespace {
+
+Value read(std::string_view bytes, const PickleReadOptions& options = {}) {
+  return read_pickle(bytes, options);
+}
+
+std::string le(std::uint64_t x, int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out.push_back(static_cast<char>((x >> (8 * i)) & 0xff));
+  return out;
+}
+
+std::string short_str(std::string_view s) {
+  return "\x8c"s + static_cast<char>(s.size()) + std::string(s);
+}
+
+Value str(std::string_view s) { return Value::string(s); }
+Value i64(std::int64_t i) { return Value::integer(i); }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(pickle_accepts)
+
+BOOST_AUTO_TEST_CASE(every_accepted_opcode_spec_2_3) {
+  // PROTO FRAME MARK POP POP_MARK NONE NEWTRUE NEWFALSE BININT BININT1 BININT2 LONG1
+  // BINFLOAT SHORT_BINUNICODE BINUNICODE BINUNICODE8 SHORT_BINBYTES BINBYTES BINBYTES8
+  // BYTEARRAY8 EMPTY_TUPLE TUPLE1-3 TUPLE EMPTY_LIST APPEND APPENDS LIST EMPTY_DICT SETITEM
+  // SETITEMS DICT MEMOIZE BINPUT LONG_BINPUT BINGET LONG_BINGET STOP
+  std::string p = "\x80\x04"s + "\x95" + le(0, 8);
+  p += "N0";                       // NONE POP
+  p += "(N1";                      // MARK NONE POP_MARK
+  p += "]\x94";                    // EMPTY_LIST MEMOIZE(0)
+  p += "(";                        // MARK for APPENDS
+  p += "N\x88\x89";                // NONE NEWTRUE NEWFALSE
+  p += "J" + le(static_cast<std::uint32_t>(-5), 4);  // BININT -5
+  p += "K"s + '\x07' + "M" + le(256, 2);              // BININT1 7, BININT2 256
+  p += "\x8a"s + '\x05' + le(1ull << 32, 5);         // LONG1 2**32
+  p += "G" + le(0xf83f, 8);                           // BINFLOAT 1.5 (big-endian bytes)
+  p += "(" + short_str("a") + "X" + le(1, 4) + "b" + "\x8d" + le(1, 8) + "c" + "t";
+  p += "C"s + '\x01' + "x" + "B" + le(1, 4) + "y" + "\x8e" + le(1, 8) + "z" + "\x87";
+  p += "\x96" + le(2, 8) + "\x00\xff"s + "\x85";   // BYTEARRAY8, TUPLE1
+  p += ")";                                          // EMPTY_TUPLE
+  p += "\x86";                                       // TUPLE2 ((bytearray,), ())
+  p += "(K"s + '\x01' + "K" + '\x02' + "l";          // LIST [1, 2]
+  p += "e";                                          // APPENDS onto the memoized list
+  p += "}q"s + '\x01' + short_str("k") + "K" + '\x01' + "s";  // EMPTY_DICT BINPUT(1) SETITEM
+  p += "(" + short_str("m") + "K" + '\x02' + short_str("n") + "K" + '\x03' + "u";  // SETITEMS
+  p += "r" + le(7, 4);                               // LONG_BINPUT(7)
+  p += "a";                                          // APPEND the dict
+  p += "(" + short_str("d") + "N" + "d" + "a";       // DICT {'d': None}, APPEND
+  p += "h"s + '\x01' + "a";                          // BINGET(1): the dict again, APPEND
+  p += "j" + le(7, 4) + "a";                         // LONG_BINGET(7): same dict, APPEND
+  p += ".";
+  Value v = read(p);
+  BOOST_REQUIRE(v.is(ValueKind::list));
+  auto items = v.items();
+  BOOST_REQUIRE_EQUAL(items.size(), 16u);
+  BOOST_TEST(items[0].is(ValueKind::none));
+  BOOST_TEST(items[1].as_bool() == true);
+  BOOST_TEST(items[2].as_bool() == false);
+  BOOST_TEST(items[3].as_int() == -5);
+  BOOST_TEST(items[4].as_int() == 7);
+  BOOST_TEST(items[5].as_int() == 256);
+  BOOST_TEST(items[6].as_int() == (1ll << 32));
+  BOOST_TEST(items[7].as_float() == 1.5);
+  BOOST_TEST((items[8] == Value::tuple({str("a"), str("b"), str("c")})));
+  BOOST_TEST((items[9] == Value::tuple({Value::bytes("x"sv), Value::bytes("y"sv), Value::bytes("z"sv)})));
+  Value ba = Value::tuple({Value::bytearray(SharedBytes::copy_of("\x00\xff"sv))});
+  BOOST_TEST((items[10] == Value::tuple({ba, Value::tuple({})})));
+  BOOST_TEST((items[11] == Value::list({i64(1), i64(2)})));
+  Value d = Value::mapping({{str("k"), i64(1)}, {str("m"), i64(2)}, {str("n"), i64(3)}});
+  BOOST_TEST((items[12] == d));
+  BOOST_TEST((items[13] == Value::mapping({{str("d"), Value()}})));
+  BOOST_TEST((items[14] == d));
+  BOOST_TEST((items[15] == d));
+}
+
+BOOST_AUTO_TEST_CASE(codecs_encode_bytes_at_protocol_2) {
+  // CPython: pickle.dumps(b'ab\xff', 2)
+  auto p = "\x80\x02" "c_codecs\nencode\nq\x00X\x04\x00\x00\x00" "ab\xc3\xbfq\x01X\x06\x00\x00\x00latin1q\x02\x86q\x03Rq\x04."sv;
+  BOOST_TEST((read(p) == Value::bytes("ab\xff"sv)));
+  // pickle.dumps(b'', 2) uses __builtin__.bytes()
+  BOOST_TEST((read("\x80\x02" "c__builtin__\nbytes\nq\x00)Rq\x01."sv) == Value::bytes(""sv)));
+}
+
+BOOST_AUTO_TEST_CASE(bytearray_with_zero_or_one_argument) {
+  // pickle.dumps(bytearray(b'a\xff'), 2) and 3, and bytearray() at 4
+  auto p2 = "\x80\x02" "c__builtin__\nbytearray\nq\x00" "c_codecs\nencode\nq\x01X\x03\x00\x00\x00" "a\xc3\xbfq\x02X\x06\x00\x00\x00latin1q\x03\x86q\x04Rq\x05\x85q\x06Rq\x07."sv;
+  auto p3 = "\x80\x03" "cbuiltins\nbytearray\nq\x00" "C\x02" "a\xffq\x01\x85q\x02Rq\x03."sv;
+  auto p4 = "\x80\x04\x95\x1d\x00\x00\x00\x00\x00\x00\x00\x8c\x08" "builtins\x94\x8c\tbytearray\x94\x93\x94)R\x94."sv;
+  Value expected = Value::bytearray(std::span<const std::uint8_t>(
+      reinterpret_cast<const std::uint8_t*>("a\xff"), 2));
+  BOOST_TEST((read(p2) == expected));
+  BOOST_TEST((read(p3) == expected));
+  BOOST_TEST((read(p4) == Value::bytearray(SharedBytes())));
+}
+
+BOOST_AUTO_TEST_CASE(key_class_pattern_spec_1_4) {
+  // CPython protocol 2: (SampleKey(3, 0), SampleKey('x', 1)) with memo sharing.
+  auto p = "\x80\x02" "chyper_parallel.distributed_data.schema\nSampleKey\nq\x00)\x81q\x01}q\x02(X\t\x00\x00\x00sample_idq\x03K\x03X\x08\x00\x00\x00positionq\x04K\x00ubh\x00)\x81q\x05}q\x06(h\x03X\x01\x00\x00\x00xq\x07h\x04K\x01ub\x86q\x08."sv;
+  Value expected = Value::tuple({Value::tuple({i64(3), i64(0)}), Value::tuple({str("x"), i64(1)})});
+  BOOST_TEST((read(p) == expected));
+  // The same object fetched again by BINGET after BUILD is the same key.
+  std::string twice(p.substr(0, p.size() - 4));  // up to and including the second BUILD
+  twice += "h\x01\x87.";                          // BINGET(1) = first key object, TUPLE3
+  Value v = read(twice);
+  BOOST_TEST((v.items()[2] == Value::tuple({i64(3), i64(0)})));
+  // With the shim off, the class is an ordinary refused global.
+  PickleReadOptions off;
+  off.key_class = "";
+  HPREF_CHECK_ERROR(read(p, off), Errc::pickle_global, "SampleKey");
+  // Another configured name.
+  PickleReadOptions other;
+  other.key_class = "my.pkg.Key";
+  HPREF_CHECK_ERROR(read(p, other), Errc::pickle_global,
+                    "hyper_parallel.distributed_data.schema.SampleKey");
+}
+
+BOOST_AUTO_TEST_CASE(fetching_a_finished_container_twice_yields_equal_copies) {
+  // [[1], <memo 0>, <memo 0>]: the inner list is finished before it is fetched.
+  // Outer EMPTY_LIST, MARK, inner EMPTY_LIST MEMOIZE, 1, APPEND, BINGET 0 twice, APPENDS.
+  std::string p = "\x80\x05]("s + "]\x94K\x01" "a" + "h\x00h\x00"s + "e.";
+  Value v = read(p);
+  BOOST_REQUIRE_EQUAL(v.items().size(), 3u);
+  BOOST_TEST((v.items()[0] == v.items()[1]));
+  BOOST_TEST((v.items()[1] == v.items()[2]));
+  BOOST_TEST(v.node_count() == 1u + 3u * 2u);
+}
+
+BOOST_AUTO_TEST_CASE(pop_pops_a_mark_like_cpython) {
+  // MARK then POP with nothing above the mark removes the mark.
+  BOOST_TEST((read("\x80\x05K\x01(0."sv) == i64(1)));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(pickle_refuses)
+
+BOOST_AUTO_TEST_CASE(refused_opcodes_are_named) {
+  struct Case {
+    std::string bytes;
+    const char* name;
+  };
+  std::vector<Case> cases = {
+      {"\x80\x02" "I1\n.", "INT"},          {"\x80\x02" "L1L\n.", "LONG"},
+      {"\x80\x02" "S'a'\n.", "STRING"},      {"\x80\x02" "T\x01\x00\x00\x00" "a.", "BINSTRING"},
+      {"\x80\x02" "U\x01" "a.", "SHORT_BINSTRING"}, {"\x80\x02" "Va\n.", "UNICODE"},
+      {"\x80\x02" "F1.0\n.", "FLOAT"},       {"\x80\x02N" "p0\n.", "PUT"},
+      {"\x80\x02N" "g0\n.", "GET"},          {"\x80\x02N2.", "DUP"},
+      {"\x80\x02(ios\nsystem\n.", "INST"},   {"\x80\x02(N" "o.", "OBJ"},
+      {"\x80\x02P1\n.", "PERSID"},           {"\x80\x02NQ.", "BINPERSID"},
+      {"\x80\x02\x82\x01.", "EXT1"},         {"\x80\x02\x83\x01\x00.", "EXT2"},
+      {"\x80\x02\x84\x01\x00\x00\x00.", "EXT4"},
+      {"\x80\x02\x8b\x01\x00\x00\x00\x01.", "LONG4"},
+      {"\x80\x04\x8f.", "EMPTY_SET"},        {"\x80\x04]\x90.", "ADDITEMS"},
+      {"\x80\x04(K\x01\x91.", "FROZENSET"},  {"\x80\x04N)}\x92.", "NEWOBJ_EX"},
+      {"\x80\x05\x97.", "NEXT_BUFFER"},      {"\x80\x05N\x98.", "READONLY_BUFFER"},
+      {"\x80\x05\xff.", "unknown opcode 0xff"},
+  };
+  for (const Case& c : cases) {
+    BOOST_TEST_CONTEXT(c.name) { HPREF_CHECK_ERROR(read(c.bytes), Errc::pickle_opcode, c.name); }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(other_globals_are_refused_by_name) {
+  HPREF_CHECK_ERROR(read("\x80\x02" "cposix\nsystem\nX\x02\x00\x00\x00id\x85R."sv),
+                    Errc::pickle_global, "posix.system");
+  HPREF_CHECK_ERROR(read("\x80\x02" "cos\nsystem\n."sv), Errc::pickle_global, "os.system");
+  std::string stack = "\x80\x05" + short_str("builtins") + short_str("eval") + "\x93.";
+  HPREF_CHECK_ERROR(read(stack), Errc::pickle_global, "builtins.eval");
+  HPREF_CHECK_ERROR(read("\x80\x05K\x01K\x02\x93."sv), Errc::pickle_global, "STACK_GLOBAL");
+}
+
+BOOST_AUTO_TEST_CASE(an_accepted_global_used_as_a_value) {
+  HPREF_CHECK_ERROR(read("\x80\x02" "c_codecs\nencode\n."sv), Errc::pickle_global,
+                    "_codecs.encode");
+}
+
+BOOST_AUTO_TEST_CASE(reduce_of_other_shapes) {
+  // _codecs.encode with another encoding
+  std::string p = "\x80\x02" "c_codecs\nencode\n" + short_str("a") + short_str("utf-8") + "\x86R.";
+  HPREF_CHECK_ERROR(read(p), Errc::pickle_reduce, "utf-8");
+  // characters above U+00FF cannot be latin1
+  p = "\x80\x02" "c_codecs\nencode\n" + short_str("\xc4\x80") + short_str("latin1") + "\x86R.";
+  HPREF_CHECK_ERROR(read(p), Errc::pickle_reduce, "U+00FF");
+  // bytearray with two arguments, or a str argument
+  p = "\x80\x03" "cbuiltins\nbytearray\nC\x01" "aC\x01" "b\x86R.";
+  HPREF_CHECK_ERROR(read(p), Errc::pickle_reduce, "bytearray");
+  p = "\x80\x03" "cbuiltins\nbytearray\n" + short_str("a") + "\x85R.";
+  HPREF_CHECK_ERROR(read(p), Errc::pickle_reduce, "'a'");
+  // bytes with an argument
+  HPREF_CHECK_ERROR(read("\x80\x02" "c__builtin__\nbytes\nK\x01\x85R."sv), Errc::pickle_reduce,
+                    "bytes");
+  // REDUCE of a non-global
+  HPREF_CHECK_ERROR(read("\x80\x02K\x01)R."sv), Errc::pickle_reduce, "not a global");
+  // REDUCE of the key class (only NEWOBJ is its pattern)
+  HPREF_CHECK_ERROR(
+      read("\x80\x02" "chyper_parallel.distributed_data.schema\nSampleKey\n)R."sv),
+      Errc::pickle_reduce, "SampleKey");
+  // NEWOBJ of bytearray
+  HPREF_CHECK_ERROR(read("\x80\x02" "cbuiltins\nbytearray\n)\x81."sv), Errc::pickle_reduce,
+                    "NEWOBJ of builtins.bytearray");
+}
+
+BOOST_AUTO_TEST_CASE(build_outside_the_key_pattern) {
+  HPREF_CHECK_ERROR(read("\x80\x02]}b."sv), Errc::pickle_reduce, "BUILD");
+  std::string k = "\x80\x02" "chyper_parallel.distributed_data.schema\nSampleKey\n)\x81";
+  HPREF_CHECK_ERROR(read(k + "}" + short_str("sample_id") + "K\x01s" + "b."), Errc::pickle_reduce,
+                    "'sample_id'");
+  HPREF_CHECK_ERROR(read(k + "}(" + short_str("sample_id") + "K\x01" + short_str("pos") +
+                         "K\x01ub."),
+                    Errc::pickle_reduce, "'pos'");
+  // BUILD twice
+  std::string built = k + "}(" + short_str("sample_id") + "K\x01" + short_str("position") + "K\x00ub"s;
+  HPREF_CHECK_ERROR(read(built + "}b."), Errc::pickle_reduce, "once");
+  // used before BUILD
+  HPREF_CHECK_ERROR(read(k + "\x85."), Errc::pickle_reduce, "before BUILD");
+  // unhashable field
+  HPREF_CHECK_ERROR(read(k + "}(" + short_str("sample_id") + "]" + short_str("position") + "K\x00ub."s),
+                    Errc::pickle_unhashable_key, "[]");
+}
+
+BOOST_AUTO_TEST_CASE(protocols_outside_2_to_5) {
+  HPREF_CHECK_ERROR(read("\x80\x01N."sv), Errc::pickle_protocol, "protocol 1");
+  HPREF_CHECK_ERROR(read("\x80\x06N."sv), Errc::pickle_protocol, "protocol 6");
+  BOOST_TEST(read("N."sv).is(ValueKind::none));  // PROTO is optional
+}
+
+BOOST_AUTO_TEST_CASE(bytes_after_stop) {
+  HPREF_CHECK_ERROR(read("\x80\x05N.N"sv), Errc::pickle_trailing_bytes, "1 bytes follow STOP");
+}
+
+BOOST_AUTO_TEST_CASE(stack_shape_errors) {
+  HPREF_CHECK_ERROR(read("\x80\x05NN."sv), Errc::pickle_stack, "found 2");
+  HPREF_CHECK_ERROR(read("\x80\x05."sv), Errc::pickle_stack, "found 0");
+  HPREF_CHECK_ERROR(read("\x80\x05(N."sv), Errc::pickle_stack, "unclosed MARK");
+  HPREF_CHECK_ERROR(read("\x80\x05" "0."sv), Errc::pickle_stack, "POP");
+  HPREF_CHECK_ERROR(read("\x80\x05K\x01K\x02" "a."sv), Errc::pickle_stack, "APPEND needs a list");
+  HPREF_CHECK_ERROR(read("\x80\x05}(K\x01u."sv), Errc::pickle_stack, "odd number");
+  HPREF_CHECK_ERROR(read("\x80\x05](K\x01" "a."sv), Errc::pickle_stack, "above the last MARK");
+  HPREF_CHECK_ERROR(read("\x80\x05N1."sv), Errc::pickle_stack, "no MARK");
+  HPREF_CHECK_ERROR(read("\x80\x05N\x86."sv), Errc::pickle_stack, "TUPLE2");
+}
+
+BOOST_AUTO_TEST_CASE(integers_beyond_64_bits) {
+  HPREF_CHECK_ERROR(read("\x80\x05\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01."sv),
+                    Errc::pickle_int_range, "9 bytes");
+  // The 64-bit extremes are accepted.
+  BOOST_TEST(read("\x80\x05\x8a\x08\x00\x00\x00\x00\x00\x00\x00\x80."sv).as_int() ==
+             std::numeric_limits<std::int64_t>::min());
+  BOOST_TEST(read("\x80\x05\x8a\x08\xff\xff\xff\xff\xff\xff\xff\x7f."sv).as_int() ==
+             std::numeric_limits<std::int64_t>::max());
+  BOOST_TEST(read("\x80\x05\x8a\x00."sv).as_int() == 0);
+  BOOST_TEST(read("\x80\x05\x8a\x01\xff."sv).as_int() == -1);
+}
+
+BOOST_AUTO_TEST_CASE(strings_that_are_not_utf8) {
+  // CPython pickles '\ud800' as the surrogatepass bytes ED A0 80.
+  HPREF_CHECK_ERROR(read("\x80\x05\x8c\x03\xed\xa0\x80."sv), Errc::pickle_invalid_utf8, "\\xed");
+  HPREF_CHECK_ERROR(read("\x80\x05X\x01\x00\x00\x00\xff."sv), Errc::pickle_invalid_utf8, "\\xff");
+}
+
+BOOST_AUTO_TEST_CASE(dict_keys_equal_under_key_equality) {
+  HPREF_CHECK_ERROR(read("\x80\x05}(K\x01N\x88Nu."sv), Errc::pickle_duplicate_key, "True");
+  HPREF_CHECK_ERROR(read("\x80\x05(K\x01NG\x3f\xf0\x00\x00\x00\x00\x00\x00Nd."sv),
+                    Errc::pickle_duplicate_key, "1.0");
+  // SETITEM one at a time also checks.
+  HPREF_CHECK_ERROR(read("\x80\x05}K\x00Ns\x89Ns."sv), Errc::pickle_duplicate_key, "False");
+}
+
+BOOST_AUTO_TEST_CASE(unhashable_dict_keys) {
+  HPREF_CHECK_ERROR(read("\x80\x05}]Ns."sv), Errc::pickle_unhashable_key, "list");
+  HPREF_CHECK_ERROR(read("\x80\x05}]\x85Ns."sv), Errc::pickle_unhashable_key, "([],)");
+}
+
+BOOST_AUTO_TEST_CASE(memo_fetch_of_a_missing_index) {
+  HPREF_CHECK_ERROR(read("\x80\x05h\x05."sv), Errc::pickle_memo_missing, "memo index 5");
+  HPREF_CHECK_ERROR(read("\x80\x05j\x00\x00\x01\x00."sv), Errc::pickle_memo_missing, "65536");
+}
+
+BOOST_AUTO_TEST_CASE(modifying_a_container_after_fetching_it) {
+  // A list appended to itself through the memo would be a cycle.
+  HPREF_CHECK_ERROR(read("\x80\x05]\x94h\x00" "a."sv), Errc::pickle_frozen_mutation, "APPEND");
+  HPREF_CHECK_ERROR(read("\x80\x05}\x94K\x01h\x00s."sv), Errc::pickle_frozen_mutation, "SETITEM");
+  // Fetch, drop the copy, then modify the original.
+  HPREF_CHECK_ERROR(read("\x80\x05]\x94h\x00" "0K\x01" "a."sv), Errc::pickle_frozen_mutation,
+                    "fetched");
+  std::string k = "\x80\x02" "chyper_parallel.distributed_data.schema\nSampleKey\n)\x81\x94h\x00" "0"s;
+  HPREF_CHECK_ERROR(read(k + "}(" + short_str("sample_id") + "K\x01" + short_str("position") +
+                         "K\x00ub."s),
+                    Errc::pickle_frozen_mutation, "BUILD");
+}
+
+BOOST_AUTO_TEST_CASE(lengths_longer_than_the_input) {
+  HPREF_CHECK_ERROR(read("\x80\x05\x8c\x05" "ab."sv), Errc::pickle_truncated, "SHORT_BINUNICODE");
+  HPREF_CHECK_ERROR(read("\x80\x05\x8e\xff\xff\xff\xff\xff\xff\xff\x7f."sv), Errc::pickle_truncated,
+                    "9223372036854775807");
+  HPREF_CHECK_ERROR(read("\x80\x05\x96\x00\x00\x00\x00\x00\x00\x01\x00."sv), Errc::pickle_truncated,
+                    "BYTEARRAY8");
+  HPREF_CHECK_ERROR(read("\x80\x05\x95\x00\x01\x00\x00\x00\x00\x00\x00N."sv),
+                    Errc::pickle_truncated, "FRAME");
+  HPREF_CHECK_ERROR(read("\x80\x05N"sv), Errc::pickle_truncated, "opcode");
+  HPREF_CHECK_ERROR(read("\x80\x05J\x01\x02"sv), Errc::pickle_truncated, "BININT");
+  HPREF_CHECK_ERROR(read("\x80\x02" "cos"sv), Errc::pickle_truncated, "newline");
+  HPREF_CHECK_ERROR(read(""sv), Errc::pickle_truncated, "opcode");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(pickle_limits)
+
+std::string nested_lists(int depth) {
+  std::string p = "\x80\x05";
+  for (int i = 0; i < depth; ++i) p += "]";
+  for (int i = 1; i < depth; ++i) p += "a";
+  return p + ".";
+}
+
+BOOST_AUTO_TEST_CASE(depth_256_accepted_257_refused) {
+  BOOST_TEST(read(nested_lists(256)).depth() == 256);
+  HPREF_CHECK_ERROR(read(nested_lists(257)), Errc::pickle_depth_limit, "257");
+  PickleReadOptions shallow;
+  shallow.limits.max_depth = 3;
+  BOOST_TEST(read(nested_lists(3), shallow).depth() == 3);
+  HPREF_CHECK_ERROR(read(nested_lists(4), shallow), Errc::pickle_depth_limit, "limit of 3");
+}
+
+BOOST_AUTO_TEST_CASE(memo_entries_limit) {
+  PickleReadOptions small;
+  small.limits.max_memo_entries = 4;
+  std::string p = "\x80\x05N";
+  for (int i = 0; i < 4; ++i) p += "q" + std::string(1, static_cast<char>(i));
+  BOOST_TEST(read(p + ".", small).is(ValueKind::none));
+  p += "q\x09";
+  HPREF_CHECK_ERROR(read(p + ".", small), Errc::pickle_memo_limit, "4 entries");
+  // Re-storing an existing index is not a new entry.
+  BOOST_TEST(read("\x80\x05Nq\x01q\x01q\x01q\x01q\x01."sv, small).is(ValueKind::none));
+}
+
+BOOST_AUTO_TEST_CASE(memo_bomb_hits_the_node_limit) {
+  // Each level is a tuple of 8 fetches of the previous one: 8**9 nodes from ~200 bytes.
+  std::string p = "\x80\x05K\x00\x94" "0"s;
+  for (int level = 1; level <= 9; ++level) {
+    p += "(";
+    for (int k = 0; k < 8; ++k) p += "h" + std::string(1, static_cast<char>(level - 1));
+    p += "t\x94" "0";
+  }
+  p += "h\x09.";
+  HPREF_CHECK_ERROR(read(p), Errc::pickle_node_limit, "16777216 nodes");
+  PickleReadOptions big;
+  big.limits.max_nodes = 1ull << 40;
+  Value v = read(p, big);
+  BOOST_TEST(v.node_count() > (16ull << 20));  // shared, not copied: it fits in memory
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(pickle_writer)
+
+std::string w(const Value& v) { return hex(write_pickle(v)); }
+
+BOOST_AUTO_TEST_CASE(golden_scalars_spec_2_3) {
+  BOOST_TEST(w(Value()) == "80054e2e");
+  BOOST_TEST(w(Value::boolean(true)) == "8005882e");
+  BOOST_TEST(w(Value::boolean(false)) == "8005892e");
+  BOOST_TEST(w(i64(0)) == "80054b002e");
+  BOOST_TEST(w(i64(255)) == "80054bff2e");
+  BOOST_TEST(w(i64(256)) == "80054d00012e");
+  BOOST_TEST(w(i64(65535)) == "80054dffff2e");
+  BOOST_TEST(w(i64(65536)) == "80054a000001002e");
+  BOOST_TEST(w(i64(-1)) == "80054affffffff2e");
+  BOOST_TEST(w(i64(2147483647)) == "80054affffff7f2e");
+  BOOST_TEST(w(i64(-2147483648ll)) == "80054a000000802e");
+  BOOST_TEST(w(i64(2147483648ll)) == "80058a0500000080002e");
+  BOOST_TEST(w(i64(-2147483649ll)) == "80058a05ffffff7fff2e");
+  BOOST_TEST(w(i64(1ll << 40)) == "80058a060000000000012e");
+  BOOST_TEST(w(i64(std::numeric_limits<std::int64_t>::max())) == "80058a08ffffffffffffff7f2e");
+  BOOST_TEST(w(i64(std::numeric_limits<std::int64_t>::min())) == "80058a0800000000000000802e");
+  BOOST_TEST(w(Value::floating(1.5)) == "8005473ff80000000000002e");
+  BOOST_TEST(w(Value::floating(-0.0)) == "800547" "8000000000000000" "2e");
+}
+
+BOOST_AUTO_TEST_CASE(golden_strings_and_bytes) {
+  BOOST_TEST(w(str("")) == "80058c002e");
+  BOOST_TEST(w(str("\xc3\xa9")) == "80058c02c3a92e");
+  std::string s255(255, 'a'), s256(256, 'a');
+  BOOST_TEST(w(str(s255)).substr(0, 8) == "80058cff");
+  BOOST_TEST(w(str(s256)).substr(0, 14) == "80055800010000");
+  BOOST_TEST(w(Value::bytes(""sv)) == "800543002e");
+  BOOST_TEST(w(Value::bytes(std::string_view(s256))).substr(0, 14) == "80054200010000");
+  BOOST_TEST(w(Value::bytearray(SharedBytes())) == "800596" "0000000000000000" "2e");
+  BOOST_TEST(w(Value::bytearray(SharedBytes::copy_of("xy"sv))) == "800596" "0200000000000000" "7879" "2e");
+}
+
+BOOST_AUTO_TEST_CASE(golden_tuples) {
+  BOOST_TEST(w(Value::tuple({})) == "8005292e");
+  BOOST_TEST(w(Value::tuple({Value()})) == "80054e852e");
+  BOOST_TEST(w(Value::tuple({Value(), Value()})) == "80054e4e862e");
+  BOOST_TEST(w(Value::tuple({Value(), Value(), Value()})) == "80054e4e4e872e");
+  BOOST_TEST(w(Value::tuple({Value(), Value(), Value(), Value()})) == "8005284e4e4e4e742e");
+}
+
+BOOST_AUTO_TEST_CASE(golden_list_batches_of_1000) {
+  BOOST_TEST(w(Value::list({})) == "80055d2e");
+  BOOST_TEST(w(Value::list({Value()})) == "80055d4e612e");
+  BOOST_TEST(w(Value::list({Value(), Value()})) == "80055d284e4e652e");
+  auto list_of = [](std::size_t n) { return Value::list(std::vector<Value>(n, Value())); };
+  std::string b1000 = "28" + std::string(2000, '0') + "65";
+  for (std::size_t i = 0; i < 1000; ++i) b1000.replace(2 + 2 * i, 2, "4e");
+  BOOST_TEST(w(list_of(1000)) == "80055d" + b1000 + "2e");
+  BOOST_TEST(w(list_of(1001)) == "80055d" + b1000 + "4e61" + "2e");
+  BOOST_TEST(w(list_of(2002)) == "80055d" + b1000 + b1000 + "284e4e65" + "2e");
+}
+
+BOOST_AUTO_TEST_CASE(golden_dict_batches_of_1000) {
+  BOOST_TEST(w(Value::mapping({})) == "80057d2e");
+  BOOST_TEST(w(Value::mapping({{i64(1), Value()}})) == "80057d4b014e732e");
+  BOOST_TEST(w(Value::mapping({{i64(1), Value()}, {i64(2), Value()}})) ==
+             "80057d284b014e4b024e752e");
+  std::vector<Value::Entry> entries;
+  for (int i = 0; i < 1001; ++i) entries.emplace_back(i64(i), Value());
+  std::string out = w(Value::mapping(entries));
+  BOOST_TEST(out.substr(0, 8) == "80057d28");
+  BOOST_TEST(out.substr(out.size() - 14) == "754de8034e732e");
+}
+
+BOOST_AUTO_TEST_CASE(key_object_pattern_reads_back) {
+  std::string out;
+  PickleWriter writer(out);
+  writer.begin();
+  writer.key_object(SampleKey::make(std::string("doc"), 3), kDefaultKeyClass);
+  writer.end();
+  BOOST_TEST((read_pickle(out) == Value::tuple({str("doc"), i64(3)})));
+  BOOST_TEST(out.find("\x93)\x81}(") != std::string::npos);  // STACK_GLOBAL EMPTY_TUPLE NEWOBJ
+}
+
+BOOST_AUTO_TEST_CASE(tensors_are_not_pickled) {
+  HPREF_CHECK_ERROR(write_pickle(Value::tensor(Tensor())), Errc::pickle_unwritable, "tensor");
+}
+
+BOOST_AUTO_TEST_SUITE_END()

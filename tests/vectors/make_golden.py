@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Regenerates tests/vectors/golden.jsonl: the item lists of the golden vectors and the
+segment bytes `hpref frame --batch` (our writer) produces for them.
+
+Run only when the wire format deliberately changes (then update docs/wire-format.md too):
+    python3 tests/vectors/make_golden.py build/release/tools/hpref
+It also checks, with CPython's pickle, that every metadata pickle loads."""
+import json
+import pickle
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+SAMPLE_KEY = "hyper_parallel.distributed_data.schema.SampleKey"
+
+VECTORS = [
+    ("empty", []),
+    ("legacy scalars", [[{"key": [1, 0]}, None], [{"key": [2, 0]}, True],
+                        [{"key": ["doc-7", 3]}, 42], [{"key": [3, 1]}, False]]),
+    ("legacy integer boundaries", [[{"key": [1, 0]}, {"list": [
+        0, 255, 256, 65535, 65536, -1, 2**31 - 1, -2**31, 2**31, -2**31 - 1, 2**40,
+        -2**63, 2**63 - 1]}]]),
+    ("legacy floats", [[{"key": [1, 0]}, {"tuple": [
+        {"float": 0.5}, {"float": -0.0}, {"float": "nan"}, {"float": "inf"},
+        {"float": "-inf"}, {"float": 1e300}, {"float": 5e-324}]}]]),
+    ("legacy unicode", [[{"key": ["d\u00e9j\u00e0-vu", 0]}, {"list": [
+        "", "\u00e9", "\u65e5\u672c\u8a9e", "\U0001F600", "line\nbreak\u0000nul", "x" * 256]}]]),
+    ("legacy nested containers", [[{"key": [5, 0]}, {"dict": [
+        ["a", {"list": [1, {"tuple": [2, 3]}]}],
+        [{"tuple": [1, 2]}, {"dict": []}],
+        [{"bytes": "6b6579"}, {"tuple": []}],
+        [None, {"tuple": [1, 2, 3, 4]}]]}]]),
+    ("legacy non-SampleKey keys", [["plain", 1], [{"tuple": [-1, 0]}, 2],
+                                   [{"tuple": [True, 0]}, 3], [7, 4]]),
+    ("legacy list batches of 1000", [[{"key": [1, 0]}, {"list": [i % 7 for i in range(1001)]}],
+                                     [{"key": [2, 0]}, {"dict": [[i, None] for i in range(1002)]}]]),
+    ("framed bytes and bytearray", [[{"key": [1, 0]}, {"bytes": "89504e470d0a1a0a"}],
+                                    [{"key": [2, 0]}, {"bytearray": "00ff"}],
+                                    [{"key": [3, 0]}, {"bytes": ""}]]),
+    ("framed float32 matrix", [[{"key": [9, 0]}, {"tensor": {
+        "dtype": "torch.float32", "shape": [2, 2],
+        "hex": struct.pack("<4f", 1, 2, 3, 4).hex()}}]]),
+    ("framed 0-d and empty tensors", [[{"key": [1, 0]}, {"tuple": [
+        {"tensor": {"dtype": "torch.int64", "shape": [], "hex": struct.pack("<q", 42).hex()}},
+        {"tensor": {"dtype": "torch.float16", "shape": [0, 3], "hex": ""}}]}]]),
+    ("framed training sample", [[{"key": ["shard-00017/doc-4", 0]}, {"dict": [
+        ["input_ids", {"tensor": {"dtype": "torch.int64", "shape": [4],
+                                  "hex": struct.pack("<4q", 1, 2, 3, 50256).hex()}}],
+        ["image", {"bytes": "ffd8ffe0"}],
+        ["meta", {"dict": [["source", "web"], ["length", 4], ["score", {"float": 0.75}],
+                           ["tags", {"list": ["en", "clean"]}], ["extra", None]]}]]}]]),
+    ("framed dtypes", [[{"key": [2, 5]}, {"list": [
+        {"tensor": {"dtype": "torch.bfloat16", "shape": [2], "hex": "803f0040"}},
+        {"tensor": {"dtype": "torch.complex64", "shape": [1], "hex": struct.pack("<2f", 1, 0).hex()}},
+        {"tensor": {"dtype": "torch.bool", "shape": [3], "hex": "010001"}},
+        {"tensor": {"dtype": "torch.uint64", "shape": [1], "hex": "ff" * 8}},
+        {"tensor": {"dtype": "torch.float8_e4m3fn", "shape": [2, 1], "hex": "3840"}}]}]]),
+    ("framed with Python key class", [[{"key": [11, 0]}, {"bytes": "01"}],
+                                      [{"key": ["doc", 2]}, {"dict": [["x", 1]]}]],
+     SAMPLE_KEY),
+]
+
+
+def main():
+    hpref = sys.argv[1]
+    requests = []
+    for v in VECTORS:
+        req = {"op": "encode_segment", "items": v[1]}
+        if len(v) > 2:
+            req["key_class"] = v[2]
+        requests.append(json.dumps(req))
+    out = subprocess.run([hpref, "frame", "--batch"], input="\n".join(requests) + "\n",
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    lines = []
+    for v, answer in zip(VECTORS, out):
+        a = json.loads(answer)
+        assert a["ok"], a
+        frame = bytes.fromhex(a["frame_hex"])
+        if frame.startswith(b"HPB1"):
+            meta_size, = struct.unpack(">Q", frame[4:12])
+            pickle_bytes = frame[20:20 + meta_size]
+        else:
+            pickle_bytes = frame
+        if pickle_bytes and len(v) == 2:
+            pickle.loads(pickle_bytes)  # CPython reads every metadata pickle we write
+        entry = {"name": v[0], "items": v[1], "frame_hex": a["frame_hex"]}
+        if len(v) > 2:
+            entry["key_class"] = v[2]
+        lines.append(json.dumps(entry, ensure_ascii=False))
+    Path(__file__).with_name("golden.jsonl").write_text("\n".join(lines) + "\n")
+    print(f"wrote {len(lines)} vectors")
+
+
+if __name__ == "__main__":
+    main()
