@@ -147,7 +147,9 @@ class Encoder {
   }
 
   std::string path() const {
-    std::string out = "items[" + std::to_string(item_) + "].value";
+    std::string out = "items[";
+    out += std::to_string(item_);
+    out += "].value";
     for (const Step& s : path_) {
       if (s.key == nullptr) {
         out += "[" + std::to_string(s.index) + "]";
