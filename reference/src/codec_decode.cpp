@@ -33,13 +33,12 @@ bool is_pair(const Value& v) { return is_sequence(v) && v.items().size() == 2; }
 // A non-negative int that is not a bool (SPEC 2.4 divergence).
 bool is_count(const Value& v) { return v.is(ValueKind::integer) && v.as_int() >= 0; }
 
-std::vector<Item> items_from_pairs(const Value& pairs, const char* what) {
+// Checks that `pairs` is a sequence of (hashable key, value) pairs and returns them.
+std::span<const Value> checked_pairs(const Value& pairs, const char* what) {
   if (!is_sequence(pairs)) {
     throw Error(Errc::metadata_not_pairs, std::string(what) + " must be a sequence of " +
                                               "(key, value) pairs, got " + repr(pairs, 60));
   }
-  std::vector<Item> out;
-  out.reserve(pairs.items().size());
   for (const Value& pair : pairs.items()) {
     if (!is_pair(pair)) {
       throw Error(Errc::metadata_not_pairs, std::string(what) + " entry " + repr(pair, 60) +
@@ -51,9 +50,8 @@ std::vector<Item> items_from_pairs(const Value& pairs, const char* what) {
                                             std::string(value_kind_name(key.kind())) +
                                             " is not hashable");
     }
-    out.emplace_back(key, pair.items()[1]);
   }
-  return out;
+  return pairs.items();
 }
 
 class SchemaDecoder {
@@ -295,22 +293,28 @@ std::vector<Item> decode_segment(const SharedBytes& segment, const DecodeOptions
   SegmentHeader h = read_segment_header(segment.span());
   switch (h.kind) {
     case SegmentHeader::Kind::empty: return {};
-    case SegmentHeader::Kind::legacy:
-      return items_from_pairs(read_pickle(segment.span(), options.pickle), "legacy segment");
+    case SegmentHeader::Kind::legacy: {
+      Value legacy = read_pickle(segment.span(), options.pickle);
+      std::vector<Item> out;
+      for (const Value& pair : checked_pairs(legacy, "legacy segment")) {
+        out.emplace_back(pair.items()[0], pair.items()[1]);
+      }
+      return out;
+    }
     case SegmentHeader::Kind::framed: break;
   }
   auto meta_size = static_cast<std::size_t>(h.metadata_size);
   Value metadata =
       read_pickle(segment.span().subspan(kFrameHeaderSize, meta_size), options.pickle);
-  std::vector<Item> pairs = items_from_pairs(metadata, "frame metadata");
+  std::span<const Value> pairs = checked_pairs(metadata, "frame metadata");
   SharedBytes binary = segment.slice(kFrameHeaderSize + meta_size,
                                      static_cast<std::size_t>(h.binary_size));
   SchemaDecoder decoder(binary, options.strict);
   std::vector<Item> out;
   out.reserve(pairs.size());
-  for (const Item& pair : pairs) out.emplace_back(pair.first, decoder.decode(pair.second));
+  for (const Value& pair : pairs) out.emplace_back(pair.items()[0], decoder.decode(pair.items()[1]));
   if (options.strict) {
-    for (const Item& pair : pairs) decoder.check_layout(pair.second);
+    for (const Value& pair : pairs) decoder.check_layout(pair.items()[1]);
     decoder.finish_layout();
   }
   return out;

@@ -183,7 +183,9 @@ class Reader {
     }
   }
 
-  void created(const void* identity) { frozen_.erase(identity); }
+  void created(const void* identity) {
+    if (!frozen_.empty()) frozen_.erase(identity);
+  }
 
   void push_container(Value v) {
     created(v.node_identity());
@@ -408,13 +410,22 @@ class Reader {
   }
 
   // ---- scalars ------------------------------------------------------------------
+  // Short strings (tags, dtype names, field names) repeat in every item: equal ones share
+  // one node, found by their bytes in the input (which outlives the reader).
   void push_text(std::string_view text) {
+    if (text.size() <= kInternMax) {
+      auto it = interned_.find(text);
+      if (it != interned_.end()) {
+        push(it->second);
+        return;
+      }
+    }
     if (!is_valid_utf8(text)) {
       fail(Errc::pickle_invalid_utf8, "string " + quote_bytes(text) +
                                           " is not valid UTF-8 (lone surrogates are refused)");
     }
-    Value v;
-    v = Value::string(text);
+    Value v = Value::string(text);
+    if (text.size() <= kInternMax) interned_.emplace(text, v);
     push(std::move(v));
   }
 
@@ -584,6 +595,8 @@ class Reader {
   std::unordered_map<std::uint64_t, Slot> memo_;
   std::unordered_set<const void*> frozen_;
   std::unordered_map<const void*, KeySet> dict_keys_;
+  static constexpr std::size_t kInternMax = 32;
+  std::unordered_map<std::string_view, Value> interned_;
 };
 
 }  // namespace

@@ -115,9 +115,12 @@ Value Value::tuple(std::vector<Value> items) {
   Value v;
   v.kind_ = ValueKind::tuple;
   auto node = std::make_shared<Node>();
-  node->items.reserve(items.size());
-  v.ptr_ = node;
-  for (Value& item : items) detail::ValueAccess::append(v, std::move(item));
+  for (const Value& item : items) {
+    node->nodes = saturating_add(node->nodes, item.node_count());
+    node->depth = std::max(node->depth, item.depth() + 1);
+  }
+  node->items = std::move(items);  // the caller's vector becomes the node's storage
+  v.ptr_ = std::move(node);
   return v;
 }
 
@@ -359,13 +362,30 @@ struct KeySet::Impl {
   std::unordered_set<Value, KeyHash, KeyEqual> keys;
 };
 
-KeySet::KeySet() : impl_(std::make_unique<Impl>()) {}
+namespace {
+constexpr std::size_t kLinearKeys = 16;
+}
+
+KeySet::KeySet() = default;
 KeySet::~KeySet() = default;
 KeySet::KeySet(KeySet&&) noexcept = default;
 KeySet& KeySet::operator=(KeySet&&) noexcept = default;
 
-bool KeySet::insert(const Value& key) { return impl_->keys.insert(key).second; }
+bool KeySet::insert(const Value& key) {
+  if (impl_) return impl_->keys.insert(key).second;
+  for (const Value& k : small_) {
+    if (key_equal(k, key)) return false;
+  }
+  if (small_.size() < kLinearKeys) {
+    small_.push_back(key);
+    return true;
+  }
+  impl_ = std::make_unique<Impl>();
+  impl_->keys.insert(small_.begin(), small_.end());
+  small_.clear();
+  return impl_->keys.insert(key).second;
+}
 
-std::size_t KeySet::size() const noexcept { return impl_->keys.size(); }
+std::size_t KeySet::size() const noexcept { return impl_ ? impl_->keys.size() : small_.size(); }
 
 }  // namespace hpref

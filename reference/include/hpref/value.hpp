@@ -118,6 +118,7 @@ struct KeyEqual {
 };
 
 // A set of keys under key equality; insert() returns false for a key already present.
+// Small sets are scanned linearly (no hashing, one allocation); larger ones are hashed.
 class KeySet {
  public:
   KeySet();
@@ -129,6 +130,7 @@ class KeySet {
 
  private:
   struct Impl;
+  std::vector<Value> small_;
   std::unique_ptr<Impl> impl_;
 };
 
