@@ -1,4 +1,4 @@
-// The hpref command: frame, demo (route and sim join in later issues).
+// The hpref command: frame, route, demo (sim joins in a later issue).
 // Exit codes: 0 success, 1 a check failed, 2 bad usage or bad input.
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -10,6 +10,7 @@
 #include "hpref/cli/batch.hpp"
 #include "hpref/cli/demo.hpp"
 #include "hpref/cli/frame.hpp"
+#include "hpref/cli/route.hpp"
 #include "hpref/error.hpp"
 #include "hpref/version.hpp"
 
@@ -102,6 +103,110 @@ int run_frame(CLI::App& frame, CLI::App& encode, CLI::App& decode, CLI::App& ins
   return kExitBadInput;
 }
 
+struct RouteArgs {
+  std::int64_t local_length = 0, rank = 0, size = 0, window = 0, ratio = 0;
+  std::string boundaries, intervals, owner_offsets;
+  bool json = false;
+  bool batch = false;
+};
+
+struct RouteCommands {
+  CLI::App* route;
+  CLI::App* interval;
+  CLI::App* window;
+  CLI::App* prefix;
+  CLI::App* plan_all;
+  CLI::App* all_interval;
+  CLI::App* all_window;
+  CLI::App* all_prefix;
+};
+
+RouteCommands add_route_commands(CLI::App& app, RouteArgs& ra) {
+  RouteCommands c{};
+  c.route = app.add_subcommand("route", "Sequence dispatch routes (SPEC 7): one rank's route, "
+                                        "the send matrix of all ranks, or JSON-lines batch");
+  c.route->add_flag("--batch", ra.batch,
+                    "Read JSON requests from stdin, one per line (ops interval_route, "
+                    "sliding_window_route, document_prefix_route), answer one JSON line each");
+  c.route->require_subcommand(0, 1);
+  auto common = [&ra](CLI::App* sub, bool rank) {
+    sub->add_option("--local-length", ra.local_length, "Rows each rank owns (L)")->required();
+    if (rank) sub->add_option("--rank", ra.rank, "This rank, 0 <= rank < P")->required();
+    sub->add_flag("--json", ra.json, "Print JSON (the batch answer's route) instead of a table");
+  };
+  auto docs = [&ra](CLI::App* sub, const char* last, std::int64_t& value, const char* help) {
+    sub->add_option("--boundaries", ra.boundaries,
+                    "Document boundaries, comma-separated, from 0 to L * size, e.g. 0,5,12,16")
+        ->required();
+    sub->add_option("--size", ra.size, "Number of context-parallel ranks (P)")->required();
+    sub->add_option(last, value, help)->required();
+  };
+  c.interval = c.route->add_subcommand("interval", "SPEC 7.1: a route from explicit intervals");
+  c.window = c.route->add_subcommand("sliding-window", "SPEC 7.2: document-local sliding-window halos");
+  c.prefix = c.route->add_subcommand("document-prefix", "SPEC 7.4: document-prefix (main KV) routes");
+  c.plan_all = c.route->add_subcommand("plan-all", "Every rank's route of one configuration: the P x P send matrix");
+  c.plan_all->require_subcommand(1);
+  c.all_interval = c.plan_all->add_subcommand("interval", "All ranks, explicit intervals");
+  c.all_window = c.plan_all->add_subcommand("sliding-window", "All ranks, sliding-window halos");
+  c.all_prefix = c.plan_all->add_subcommand("document-prefix", "All ranks, document prefixes");
+  for (CLI::App* sub : {c.interval, c.all_interval}) {
+    common(sub, sub == c.interval);
+    sub->add_option("--intervals", ra.intervals, "One interval per rank, start:end comma-separated, e.g. 0:7,5:10")
+        ->required();
+    sub->add_option("--owner-offsets", ra.owner_offsets,
+                    "P+1 owner offsets, comma-separated (default p * local_length)");
+  }
+  for (CLI::App* sub : {c.window, c.all_window}) {
+    common(sub, sub == c.window);
+    docs(sub, "--window", ra.window, "Window length in rows (> 0)");
+  }
+  for (CLI::App* sub : {c.prefix, c.all_prefix}) {
+    common(sub, sub == c.prefix);
+    docs(sub, "--ratio", ra.ratio, "Compression ratio, 1 or 2 (SPEC 7.3)");
+  }
+  return c;
+}
+
+int run_route(const RouteCommands& c, const RouteArgs& ra) {
+  if (ra.batch) {
+    cli::run_batch(std::cin, std::cout, cli::handle_route_request);
+    return 0;
+  }
+  auto boundaries = cli::parse_int_list(ra.boundaries, "--boundaries");
+  auto intervals = cli::parse_interval_list(ra.intervals);
+  auto owners = cli::parse_int_list(ra.owner_offsets, "--owner-offsets");
+  std::optional<std::span<const std::int64_t>> owner_span;
+  if (!ra.owner_offsets.empty()) owner_span = owners;
+  if (c.plan_all->parsed()) {
+    std::vector<hpref::Route> routes;
+    if (c.all_interval->parsed()) routes = hpref::interval_routes(ra.local_length, intervals, owner_span);
+    if (c.all_window->parsed()) routes = hpref::sliding_window_routes(boundaries, ra.local_length, ra.size, ra.window);
+    if (c.all_prefix->parsed()) routes = hpref::document_prefix_routes(boundaries, ra.local_length, ra.size, ra.ratio);
+    if (ra.json) {
+      cli::Json all = cli::Json::array();
+      for (const auto& r : routes) all.push_back(cli::route_to_json(r));
+      std::cout << cli::dump_json(all) << "\n";
+    } else {
+      std::cout << cli::send_matrix_table(routes);
+    }
+    return 0;
+  }
+  hpref::Route route;
+  if (c.interval->parsed()) route = hpref::interval_route(ra.local_length, ra.rank, intervals, owner_span);
+  else if (c.window->parsed()) route = hpref::sliding_window_route(boundaries, ra.local_length, ra.size, ra.rank, ra.window);
+  else if (c.prefix->parsed()) route = hpref::document_prefix_route(boundaries, ra.local_length, ra.size, ra.rank, ra.ratio);
+  else {
+    std::cerr << c.route->help();
+    return kExitBadInput;
+  }
+  if (ra.json) {
+    std::cout << cli::dump_json(cli::route_to_json(route)) << "\n";
+  } else {
+    std::cout << cli::route_table(route, ra.rank);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -136,6 +241,9 @@ int main(int argc, char** argv) {
   }
   decode->add_option("-o,--output", fa.output, "JSON output file ('-' for stdout)");
 
+  RouteArgs ra;
+  RouteCommands rc = add_route_commands(app, ra);
+
   std::uint64_t seed = 1;
   auto* demo = app.add_subcommand("demo", "Codec demonstration: encode, inspect, decode and check a realistic segment");
   demo->add_option("--seed", seed, "Seed of the synthetic samples");
@@ -148,6 +256,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (frame->parsed()) return run_frame(*frame, *encode, *decode, *inspect, fa);
+    if (rc.route->parsed()) return run_route(rc, ra);
     if (demo->parsed()) return hpref::cli::run_codec_demo(seed, std::cout) == 0 ? 0 : kExitCheckFailed;
   } catch (const Error& e) {
     std::cerr << "hpref: error [" << e.kind() << "]: " << e.what() << "\n";

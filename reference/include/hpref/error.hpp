@@ -57,6 +57,20 @@ namespace hpref {
   /* SPEC 2.6: encoding */                                                      \
   X(depth_limit)                                                                \
   X(unencodable_value)                                                          \
+  /* SPEC 7: sequence dispatch routes */                                        \
+  X(route_owner_count)                                                          \
+  X(route_no_intervals)                                                         \
+  X(route_owner_start)                                                          \
+  X(route_rank)                                                                 \
+  X(route_owner_order)                                                          \
+  X(route_interval)                                                             \
+  X(route_local_length)                                                         \
+  X(route_arguments)                                                            \
+  X(route_boundaries)                                                           \
+  X(route_overflow)                                                             \
+  /* SPEC 8: the global oracle */                                               \
+  X(oracle_mismatch)                                                            \
+  X(unsupported_arithmetic)                                                     \
   /* tools: the CLI's JSON interchange and usage */                             \
   X(json_syntax)                                                                \
   X(json_value)                                                                 \

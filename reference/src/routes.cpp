@@ -1,0 +1,357 @@
+// SPEC 7: interval, sliding-window and document-prefix routes, checked in the SPEC's
+// order with int64 arithmetic that refuses overflow, and all-rank planners that share
+// the O(P + D) work of intervals and owners.
+#include "hpref/routes.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "hpref/error.hpp"
+
+namespace hpref {
+namespace {
+
+[[noreturn]] void fail(Errc code, const std::string& message) { throw Error(code, message); }
+
+std::string text(const Interval& i) {
+  return "(" + std::to_string(i.start) + ", " + std::to_string(i.end) + ")";
+}
+
+std::int64_t checked_mul(std::int64_t a, std::int64_t b, const char* what) {
+  std::int64_t out;
+  if (__builtin_mul_overflow(a, b, &out)) {
+    fail(Errc::route_overflow, std::string(what) + " = " + std::to_string(a) + " * " +
+                                   std::to_string(b) + " is beyond int64");
+  }
+  return out;
+}
+
+std::vector<std::int64_t> default_owners(std::int64_t local_length, std::size_t peers) {
+  std::vector<std::int64_t> owners(peers + 1);
+  for (std::size_t p = 0; p <= peers; ++p) {
+    owners[p] = checked_mul(static_cast<std::int64_t>(p), local_length, "owner offset p * local_length");
+  }
+  return owners;
+}
+
+// SPEC 7.1 (a) but the rank, then (b): the parts every rank shares.
+void check_owners_and_intervals(std::span<const std::int64_t> owners,
+                                std::span<const Interval> intervals) {
+  std::size_t peers = intervals.size();
+  if (owners.size() != peers + 1) {
+    fail(Errc::route_owner_count, "owner_offsets has " + std::to_string(owners.size()) +
+                                      " entries but " + std::to_string(peers) +
+                                      " intervals need " + std::to_string(peers + 1));
+  }
+  if (peers == 0) fail(Errc::route_no_intervals, "a route needs at least one interval, got none");
+  if (owners[0] != 0) {
+    fail(Errc::route_owner_start, "owner_offsets must start at 0, got " + std::to_string(owners[0]));
+  }
+}
+
+void check_owner_order(std::span<const std::int64_t> owners) {
+  for (std::size_t p = 0; p + 1 < owners.size(); ++p) {
+    if (owners[p + 1] < owners[p]) {
+      fail(Errc::route_owner_order, "owner_offsets decrease at index " + std::to_string(p + 1) +
+                                        ": " + std::to_string(owners[p]) + " then " +
+                                        std::to_string(owners[p + 1]));
+    }
+  }
+}
+
+void check_intervals(std::span<const std::int64_t> owners, std::span<const Interval> intervals) {
+  std::int64_t total = owners.back();
+  for (std::size_t p = 0; p < intervals.size(); ++p) {
+    const Interval& i = intervals[p];
+    if (!(0 <= i.start && i.start <= owners[p] && owners[p] <= owners[p + 1] &&
+          owners[p + 1] <= i.end && i.end <= total)) {
+      fail(Errc::route_interval,
+           "interval " + std::to_string(p) + " " + text(i) + " does not contain owner shard " +
+               text({owners[p], owners[p + 1]}) + " within the global bank [0, " +
+               std::to_string(total) + ")");
+    }
+  }
+}
+
+void check_rank(std::int64_t rank, std::size_t peers, const char* what) {
+  if (rank < 0 || rank >= static_cast<std::int64_t>(peers)) {
+    fail(Errc::route_rank, std::string(what) + " " + std::to_string(rank) + " is outside [0, " +
+                               std::to_string(peers) + ")");
+  }
+}
+
+bool needs_exchange(std::span<const std::int64_t> owners, std::span<const Interval> intervals) {
+  for (std::size_t p = 0; p < intervals.size(); ++p) {
+    if (intervals[p].start != owners[p] || intervals[p].end != owners[p + 1]) return true;
+  }
+  return false;
+}
+
+// The route of `rank` once every check passed.
+Route build(std::span<const std::int64_t> owners, std::span<const Interval> intervals,
+            std::size_t rank, bool exchange) {
+  std::size_t peers = intervals.size();
+  std::int64_t lo = owners[rank];
+  std::int64_t hi = owners[rank + 1];
+  const Interval& own = intervals[rank];
+  Route r;
+  r.local_length = hi - lo;
+  r.global_start = own.start;
+  r.global_end = own.end;
+  r.local_output_start = lo - own.start;
+  r.needs_exchange = exchange;
+  r.send_offsets.assign(peers, 0);
+  r.input_splits.assign(peers, 0);
+  r.output_splits.assign(peers, 0);
+  for (std::size_t p = 0; p < peers; ++p) {
+    if (p == rank) continue;
+    std::int64_t first = std::max(lo, intervals[p].start);
+    std::int64_t count = std::max<std::int64_t>(0, std::min(hi, intervals[p].end) - first);
+    r.input_splits[p] = count;
+    r.send_offsets[p] = count > 0 ? first - lo : 0;
+    r.output_splits[p] = std::max<std::int64_t>(
+        0, std::min(owners[p + 1], own.end) - std::max(owners[p], own.start));
+  }
+  return r;
+}
+
+void check_local_length(std::span<const std::int64_t> owners, std::size_t rank,
+                        std::int64_t local_length) {
+  if (owners[rank + 1] - owners[rank] != local_length) {
+    fail(Errc::route_local_length,
+         "local_length " + std::to_string(local_length) + " differs from rank " +
+             std::to_string(rank) + "'s owner shard " + text({owners[rank], owners[rank + 1]}) +
+             " of length " + std::to_string(owners[rank + 1] - owners[rank]));
+  }
+}
+
+// SPEC 7.2 / 7.4 (a), one error kind naming which argument.
+void check_arguments(std::int64_t local_length, std::int64_t size, const std::int64_t* rank,
+                     const char* last_name, std::int64_t last, bool ratio) {
+  if (ratio && last != 1 && last != 2) {
+    fail(Errc::route_arguments, "ratio must be 1 or 2, got " + std::to_string(last));
+  }
+  if (local_length <= 0) {
+    fail(Errc::route_arguments, "local_length must be positive, got " + std::to_string(local_length));
+  }
+  if (size <= 0) fail(Errc::route_arguments, "size must be positive, got " + std::to_string(size));
+  if (rank != nullptr && (*rank < 0 || *rank >= size)) {
+    fail(Errc::route_arguments, "rank " + std::to_string(*rank) + " is outside [0, size = " +
+                                    std::to_string(size) + ")");
+  }
+  if (!ratio && last <= 0) {
+    fail(Errc::route_arguments, std::string(last_name) + " must be positive, got " + std::to_string(last));
+  }
+}
+
+// SPEC 7.2 / 7.4 (b).
+void check_boundaries(std::span<const std::int64_t> b, std::int64_t local_length, std::int64_t size) {
+  if (b.size() < 2) {
+    fail(Errc::route_boundaries, "document boundaries need at least 2 entries, got " +
+                                     std::to_string(b.size()));
+  }
+  if (b.front() != 0) {
+    fail(Errc::route_boundaries, "document boundaries must start at 0, got " + std::to_string(b.front()));
+  }
+  std::int64_t total = checked_mul(local_length, size, "sequence length local_length * size");
+  if (b.back() != total) {
+    fail(Errc::route_boundaries, "document boundaries must end at local_length * size = " +
+                                     std::to_string(total) + ", got " + std::to_string(b.back()));
+  }
+  for (std::size_t i = 0; i + 1 < b.size(); ++i) {
+    if (b[i + 1] <= b[i]) {
+      fail(Errc::route_boundaries, "document boundaries must strictly increase, got " +
+                                       std::to_string(b[i]) + " then " + std::to_string(b[i + 1]) +
+                                       " at index " + std::to_string(i + 1));
+    }
+  }
+}
+
+// For x_p = p * L, p = 0..count-1: the index of the largest boundary <= x_p (one merge pass).
+std::vector<std::size_t> boundary_index_at_shards(std::span<const std::int64_t> b,
+                                                  std::int64_t local_length, std::int64_t count) {
+  std::vector<std::size_t> out(static_cast<std::size_t>(count));
+  std::size_t d = 0;
+  for (std::int64_t p = 0; p < count; ++p) {
+    std::int64_t x = p * local_length;
+    while (d + 1 < b.size() && b[d + 1] <= x) ++d;
+    out[static_cast<std::size_t>(p)] = d;
+  }
+  return out;
+}
+
+std::vector<Route> all_routes(std::span<const std::int64_t> owners,
+                              std::span<const Interval> intervals) {
+  check_owners_and_intervals(owners, intervals);
+  check_owner_order(owners);
+  check_intervals(owners, intervals);
+  bool exchange = needs_exchange(owners, intervals);
+  std::vector<Route> routes;
+  routes.reserve(intervals.size());
+  for (std::size_t r = 0; r < intervals.size(); ++r) routes.push_back(build(owners, intervals, r, exchange));
+  return routes;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::int64_t, std::int64_t>> Route::owner_ranges() const {
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  for (std::size_t p = 0; p < send_offsets.size() && p < input_splits.size(); ++p) {
+    out.emplace_back(send_offsets[p], input_splits[p]);
+  }
+  return out;
+}
+
+bool Route::is_valid() const {
+  std::size_t peers = send_offsets.size();
+  if (peers == 0 || input_splits.size() != peers || output_splits.size() != peers) return false;
+  if (local_length < 0 || global_start < 0 || global_end < global_start) return false;
+  std::int64_t received = 0;
+  for (std::size_t p = 0; p < peers; ++p) {
+    std::int64_t off = send_offsets[p], n = input_splits[p], m = output_splits[p];
+    if (off < 0 || n < 0 || m < 0) return false;
+    if (n == 0 && off != 0) return false;
+    std::int64_t end;
+    if (__builtin_add_overflow(off, n, &end) || end > local_length) return false;
+    if (__builtin_add_overflow(received, m, &received)) return false;
+    if (!needs_exchange && (n != 0 || m != 0)) return false;
+  }
+  std::int64_t assembled;
+  if (__builtin_add_overflow(received, local_length, &assembled)) return false;
+  if (global_end - global_start != assembled) return false;
+  return local_output_start >= 0 && local_output_start <= received;
+}
+
+Route interval_route(std::int64_t local_length, std::int64_t rank,
+                     std::span<const Interval> intervals,
+                     std::optional<std::span<const std::int64_t>> owner_offsets) {
+  std::vector<std::int64_t> owned;
+  std::span<const std::int64_t> owners;
+  if (owner_offsets) {
+    owners = *owner_offsets;
+  } else {
+    owned = default_owners(local_length, intervals.size());
+    owners = owned;
+  }
+  check_owners_and_intervals(owners, intervals);
+  check_rank(rank, intervals.size(), "rank");
+  check_owner_order(owners);
+  check_intervals(owners, intervals);
+  auto r = static_cast<std::size_t>(rank);
+  check_local_length(owners, r, local_length);
+  return build(owners, intervals, r, needs_exchange(owners, intervals));
+}
+
+std::vector<Interval> sliding_window_intervals(std::span<const std::int64_t> boundaries,
+                                               std::int64_t local_length, std::int64_t size,
+                                               std::int64_t window) {
+  check_arguments(local_length, size, nullptr, "window", window, false);
+  check_boundaries(boundaries, local_length, size);
+  auto doc = boundary_index_at_shards(boundaries, local_length, size);
+  std::vector<Interval> intervals(static_cast<std::size_t>(size));
+  for (std::int64_t p = 0; p < size; ++p) {
+    std::int64_t x = p * local_length;
+    intervals[static_cast<std::size_t>(p)] = {
+        std::max(boundaries[doc[static_cast<std::size_t>(p)]], x - window + 1), x + local_length};
+  }
+  return intervals;
+}
+
+Route sliding_window_route(std::span<const std::int64_t> boundaries, std::int64_t local_length,
+                           std::int64_t size, std::int64_t rank, std::int64_t window) {
+  check_arguments(local_length, size, &rank, "window", window, false);
+  auto intervals = sliding_window_intervals(boundaries, local_length, size, window);
+  return interval_route(local_length, rank, intervals);
+}
+
+std::vector<std::int64_t> compressed_document_offsets(std::span<const std::int64_t> boundaries,
+                                                      std::int64_t ratio) {
+  if (ratio <= 0) fail(Errc::route_arguments, "ratio must be positive, got " + std::to_string(ratio));
+  if (boundaries.empty() || boundaries.front() != 0) {
+    fail(Errc::route_boundaries, "document boundaries must start at 0");
+  }
+  std::vector<std::int64_t> keys(boundaries.size());
+  keys[0] = 0;
+  for (std::size_t d = 0; d + 1 < boundaries.size(); ++d) {
+    if (boundaries[d + 1] < boundaries[d]) {
+      fail(Errc::route_boundaries, "document boundaries decrease at index " + std::to_string(d + 1));
+    }
+    keys[d + 1] = keys[d] + (boundaries[d + 1] - boundaries[d]) / ratio;
+  }
+  return keys;
+}
+
+std::vector<std::int64_t> compressed_owner_offsets(std::span<const std::int64_t> boundaries,
+                                                   std::int64_t ratio, std::int64_t local_length) {
+  if (local_length <= 0) {
+    fail(Errc::route_arguments, "local_length must be positive, got " + std::to_string(local_length));
+  }
+  auto keys = compressed_document_offsets(boundaries, ratio);
+  std::int64_t size = boundaries.back() / local_length;
+  auto doc = boundary_index_at_shards(boundaries, local_length, size + 1);
+  std::vector<std::int64_t> owners(static_cast<std::size_t>(size) + 1);
+  for (std::int64_t p = 0; p <= size; ++p) {
+    std::size_t d = doc[static_cast<std::size_t>(p)];
+    // Blocks of earlier documents all end before b_d <= x; in document d those ending
+    // before x number floor((x - b_d) / ratio), which never exceeds its block count.
+    owners[static_cast<std::size_t>(p)] = keys[d] + (p * local_length - boundaries[d]) / ratio;
+  }
+  return owners;
+}
+
+namespace {
+
+// SPEC 7.4 after its argument checks: compressed owners and each peer's prefix interval
+// (keys[doc(p L)], owners[p + 1]).
+struct PrefixPlan {
+  std::vector<std::int64_t> owners;
+  std::vector<Interval> intervals;
+};
+
+PrefixPlan prefix_plan(std::span<const std::int64_t> boundaries, std::int64_t local_length,
+                       std::int64_t size, std::int64_t ratio) {
+  check_boundaries(boundaries, local_length, size);
+  auto keys = compressed_document_offsets(boundaries, ratio);
+  PrefixPlan plan{compressed_owner_offsets(boundaries, ratio, local_length), {}};
+  auto doc = boundary_index_at_shards(boundaries, local_length, size);
+  plan.intervals.resize(static_cast<std::size_t>(size));
+  for (std::size_t p = 0; p < plan.intervals.size(); ++p) {
+    plan.intervals[p] = {keys[doc[p]], plan.owners[p + 1]};
+  }
+  return plan;
+}
+
+}  // namespace
+
+Route document_prefix_route(std::span<const std::int64_t> boundaries, std::int64_t local_length,
+                            std::int64_t size, std::int64_t rank, std::int64_t ratio) {
+  check_arguments(local_length, size, &rank, "ratio", ratio, true);
+  PrefixPlan plan = prefix_plan(boundaries, local_length, size, ratio);
+  auto r = static_cast<std::size_t>(rank);
+  return interval_route(plan.owners[r + 1] - plan.owners[r], rank, plan.intervals,
+                        std::span<const std::int64_t>(plan.owners));
+}
+
+std::vector<Route> interval_routes(std::int64_t local_length, std::span<const Interval> intervals,
+                                   std::optional<std::span<const std::int64_t>> owner_offsets) {
+  if (owner_offsets) return all_routes(*owner_offsets, intervals);
+  auto owners = default_owners(local_length, intervals.size());
+  return all_routes(owners, intervals);
+}
+
+std::vector<Route> sliding_window_routes(std::span<const std::int64_t> boundaries,
+                                         std::int64_t local_length, std::int64_t size,
+                                         std::int64_t window) {
+  auto intervals = sliding_window_intervals(boundaries, local_length, size, window);
+  return all_routes(default_owners(local_length, intervals.size()), intervals);
+}
+
+std::vector<Route> document_prefix_routes(std::span<const std::int64_t> boundaries,
+                                          std::int64_t local_length, std::int64_t size,
+                                          std::int64_t ratio) {
+  check_arguments(local_length, size, nullptr, "ratio", ratio, true);
+  PrefixPlan plan = prefix_plan(boundaries, local_length, size, ratio);
+  return all_routes(plan.owners, plan.intervals);
+}
+
+}  // namespace hpref

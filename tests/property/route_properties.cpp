@@ -1,0 +1,320 @@
+// Properties of SPEC 7-8: the route algebra on random configurations (P <= 64, random
+// documents, windows, ratios, owner offsets), checked against the global oracle.
+#define BOOST_TEST_DYN_LINK
+#include <boost/test/unit_test.hpp>
+#include <rapidcheck/boost_test.h>
+
+#include <cstring>
+
+#include "hpref/error.hpp"
+#include "hpref/oracle.hpp"
+#include "hpref/routes.hpp"
+
+using namespace hpref;
+using V = std::vector<std::int64_t>;
+
+namespace {
+
+struct Docs {
+  V boundaries;
+  std::int64_t local_length;
+  std::int64_t size;
+};
+
+// Random documents over size * local_length tokens.
+rc::Gen<Docs> docs() {
+  return rc::gen::exec([] {
+    Docs d;
+    d.size = *rc::gen::inRange<std::int64_t>(1, 65);
+    d.local_length = *rc::gen::inRange<std::int64_t>(1, 12);
+    std::int64_t total = d.size * d.local_length;
+    d.boundaries = {0};
+    std::int64_t mean = *rc::gen::element<std::int64_t>(1, 3, 7, 20, 100);
+    while (d.boundaries.back() < total) {
+      std::int64_t len = *rc::gen::inRange<std::int64_t>(1, 2 * mean + 1);
+      d.boundaries.push_back(std::min(total, d.boundaries.back() + len));
+    }
+    return d;
+  });
+}
+
+struct Config {
+  std::vector<Route> routes;
+  const char* kind;
+};
+
+// Random owner offsets (zero-length shards included) and intervals holding each shard.
+rc::Gen<Config> interval_config() {
+  return rc::gen::exec([] {
+    auto peers = *rc::gen::inRange<std::size_t>(1, 65);
+    V owners = {0};
+    for (std::size_t p = 0; p < peers; ++p) {
+      owners.push_back(owners.back() + *rc::gen::weightedOneOf<std::int64_t>(
+                                            {{1, rc::gen::just<std::int64_t>(0)},
+                                             {4, rc::gen::inRange<std::int64_t>(1, 10)}}));
+    }
+    std::vector<Interval> intervals(peers);
+    for (std::size_t p = 0; p < peers; ++p) {
+      intervals[p] = {*rc::gen::inRange<std::int64_t>(0, owners[p] + 1),
+                      *rc::gen::inRange<std::int64_t>(owners[p + 1], owners.back() + 1)};
+      if (*rc::gen::inRange(0, 4) == 0) intervals[p] = {owners[p], owners[p + 1]};
+    }
+    return Config{interval_routes(0, intervals, std::span<const std::int64_t>(owners)), "interval"};
+  });
+}
+
+rc::Gen<Config> any_config() {
+  return rc::gen::oneOf(
+      interval_config(),
+      rc::gen::exec([] {
+        Docs d = *docs();
+        auto window = *rc::gen::weightedOneOf<std::int64_t>(
+            {{3, rc::gen::inRange<std::int64_t>(1, 30)},
+             {1, rc::gen::just(d.local_length * d.size + 5)}});
+        return Config{sliding_window_routes(d.boundaries, d.local_length, d.size, window), "window"};
+      }),
+      rc::gen::exec([] {
+        Docs d = *docs();
+        auto ratio = *rc::gen::element<std::int64_t>(1, 2);
+        return Config{document_prefix_routes(d.boundaries, d.local_length, d.size, ratio), "prefix"};
+      }));
+}
+
+// A bank of `rows` rows of int64 values seeded per row, `width` columns.
+Tensor bank(std::int64_t rows, std::int64_t width, std::uint64_t seed) {
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(rows * width) * 8);
+  for (std::int64_t i = 0; i < rows * width; ++i) {
+    std::uint64_t v = (seed + static_cast<std::uint64_t>(i)) * 0x9e3779b97f4a7c15ULL;
+    v ^= v >> 29;
+    std::memcpy(bytes.data() + i * 8, &v, 8);
+  }
+  return Tensor(DType::int64, {rows, width}, SharedBytes::adopt(std::move(bytes)));
+}
+
+Tensor rows_of(const Tensor& t, std::int64_t start, std::int64_t count) {
+  std::size_t width = static_cast<std::size_t>(t.shape()[1]) * 8;
+  return Tensor(t.dtype(), {count, t.shape()[1]},
+                t.storage().slice(static_cast<std::size_t>(start) * width,
+                                  static_cast<std::size_t>(count) * width));
+}
+
+std::vector<std::uint8_t> cat(std::initializer_list<std::span<const std::uint8_t>> parts) {
+  std::vector<std::uint8_t> out;
+  for (auto p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
+// SPEC 8.1 executed from the routes alone, as every rank would: send each peer its rows,
+// concatenate what arrives in peer order, put the own shard at local_output_start.
+std::vector<Tensor> dispatch_forward(const std::vector<Route>& routes, const std::vector<Tensor>& shards) {
+  std::size_t peers = routes.size();
+  std::int64_t width = shards[0].shape()[1];
+  std::size_t row = static_cast<std::size_t>(width) * 8;
+  std::vector<Tensor> out;
+  for (std::size_t q = 0; q < peers; ++q) {
+    std::vector<std::uint8_t> received;
+    for (std::size_t p = 0; p < peers; ++p) {
+      auto rows = rows_of(shards[p], routes[p].send_offsets[q], routes[p].input_splits[q]);
+      RC_ASSERT(routes[p].input_splits[q] == routes[q].output_splits[p]);
+      received.insert(received.end(), rows.bytes().begin(), rows.bytes().end());
+    }
+    std::size_t split = static_cast<std::size_t>(routes[q].local_output_start) * row;
+    auto local = shards[q].bytes();
+    std::span<const std::uint8_t> r(received);
+    auto bytes = cat({r.subspan(0, split), local, r.subspan(split)});
+    auto rows = static_cast<std::int64_t>(bytes.size() / row);
+    out.emplace_back(DType::int64, std::vector<std::int64_t>{rows, width}, SharedBytes::adopt(std::move(bytes)));
+  }
+  return out;
+}
+
+// SPEC 8.2 executed from the routes alone: each consumer sends back every row outside its
+// own block, split by its output_splits; each owner starts from its own block and adds
+// peers' rows in ascending rank at its send offsets.
+std::vector<Tensor> dispatch_backward(const std::vector<Route>& routes, const std::vector<Tensor>& grads) {
+  std::size_t peers = routes.size();
+  std::int64_t width = grads[0].shape()[1];
+  std::size_t row = static_cast<std::size_t>(width) * 8;
+  std::vector<std::vector<std::uint8_t>> chunks(peers * peers);  // [consumer * peers + owner]
+  for (std::size_t q = 0; q < peers; ++q) {
+    auto g = grads[q].bytes();
+    std::size_t first = static_cast<std::size_t>(routes[q].local_output_start) * row;
+    std::size_t last = first + static_cast<std::size_t>(routes[q].local_length) * row;
+    auto send = cat({g.subspan(0, first), g.subspan(last)});
+    std::size_t cursor = 0;
+    for (std::size_t r = 0; r < peers; ++r) {
+      std::size_t n = static_cast<std::size_t>(routes[q].output_splits[r]) * row;
+      chunks[q * peers + r].assign(send.begin() + static_cast<std::ptrdiff_t>(cursor),
+                                   send.begin() + static_cast<std::ptrdiff_t>(cursor + n));
+      cursor += n;
+    }
+  }
+  std::vector<Tensor> out;
+  for (std::size_t r = 0; r < peers; ++r) {
+    auto g = grads[r].bytes();
+    std::size_t first = static_cast<std::size_t>(routes[r].local_output_start) * row;
+    std::vector<std::uint8_t> own(g.begin() + static_cast<std::ptrdiff_t>(first),
+                                  g.begin() + static_cast<std::ptrdiff_t>(first + static_cast<std::size_t>(routes[r].local_length) * row));
+    for (std::size_t q = 0; q < peers; ++q) {
+      const auto& chunk = chunks[q * peers + r];
+      RC_ASSERT(chunk.size() == static_cast<std::size_t>(routes[r].input_splits[q]) * row);
+      if (!chunk.empty()) {
+        add_elements(DType::int64, own.data() + static_cast<std::size_t>(routes[r].send_offsets[q]) * row,
+                     chunk.data(), chunk.size() / 8);
+      }
+    }
+    out.emplace_back(DType::int64, std::vector<std::int64_t>{routes[r].local_length, width},
+                     SharedBytes::adopt(std::move(own)));
+  }
+  return out;
+}
+
+std::uint64_t dot(const Tensor& a, const Tensor& b) {  // over Z / 2^64, exact
+  std::uint64_t sum = 0;
+  for (std::int64_t i = 0; i < a.numel(); ++i) {
+    sum += static_cast<std::uint64_t>(a.element<std::int64_t>(i)) *
+           static_cast<std::uint64_t>(b.element<std::int64_t>(i));
+  }
+  return sum;
+}
+
+}  // namespace
+
+RC_BOOST_PROP(sends_equal_receives_and_totals_agree_spec_7_1, ()) {
+  Config c = *any_config();
+  RC_TAG(c.kind);
+  std::int64_t sent = 0, received = 0;
+  for (std::size_t r = 0; r < c.routes.size(); ++r) {
+    RC_ASSERT(c.routes[r].is_valid());
+    for (std::size_t p = 0; p < c.routes.size(); ++p) {
+      RC_ASSERT(c.routes[r].input_splits[p] == c.routes[p].output_splits[r]);
+      sent += c.routes[r].input_splits[p];
+      received += c.routes[r].output_splits[p];
+    }
+  }
+  RC_ASSERT(sent == received);
+}
+
+RC_BOOST_PROP(needs_exchange_is_the_same_on_every_rank_spec_7_1, ()) {
+  Config c = *any_config();
+  for (const Route& r : c.routes) RC_ASSERT(r.needs_exchange == c.routes[0].needs_exchange);
+}
+
+RC_BOOST_PROP(assembly_equals_the_global_rows_of_each_interval_spec_8_1, ()) {
+  Config c = *any_config();
+  RC_TAG(c.kind);
+  auto owners = route_owner_offsets(c.routes);
+  std::int64_t width = *rc::gen::inRange<std::int64_t>(1, 4);
+  Tensor global = bank(owners.back(), width, *rc::gen::arbitrary<std::uint64_t>());
+  std::vector<Tensor> shards;
+  for (std::size_t r = 0; r < c.routes.size(); ++r) {
+    shards.push_back(rows_of(global, owners[r], c.routes[r].local_length));
+  }
+  auto assembled = dispatch_forward(c.routes, shards);
+  auto expected = oracle_forward(global, c.routes);
+  for (std::size_t r = 0; r < c.routes.size(); ++r) RC_ASSERT(assembled[r] == expected[r]);
+}
+
+// <F x, g> == <x, B g> exactly over Z / 2^64, and B equals the oracle's fixed-order sums.
+RC_BOOST_PROP(backward_is_the_adjoint_of_forward_spec_8_2, ()) {
+  Config c = *any_config();
+  RC_TAG(c.kind);
+  auto owners = route_owner_offsets(c.routes);
+  std::int64_t width = *rc::gen::inRange<std::int64_t>(1, 3);
+  auto seed = *rc::gen::arbitrary<std::uint64_t>();
+  Tensor global = bank(owners.back(), width, seed);
+  std::vector<Tensor> shards, grads;
+  for (std::size_t r = 0; r < c.routes.size(); ++r) {
+    shards.push_back(rows_of(global, owners[r], c.routes[r].local_length));
+    grads.push_back(bank(c.routes[r].global_end - c.routes[r].global_start, width, seed * 31 + r + 1));
+  }
+  auto fx = dispatch_forward(c.routes, shards);
+  auto bg = dispatch_backward(c.routes, grads);
+  auto oracle = oracle_backward(grads, c.routes);
+  std::uint64_t lhs = 0, rhs = 0;
+  for (std::size_t r = 0; r < c.routes.size(); ++r) {
+    lhs += dot(fx[r], grads[r]);
+    rhs += dot(shards[r], bg[r]);
+    RC_ASSERT(bg[r] == oracle[r]);
+  }
+  RC_ASSERT(lhs == rhs);
+}
+
+RC_BOOST_PROP(ratio_one_prefix_route_equals_unbounded_window_route_spec_7_4, ()) {
+  Docs d = *docs();
+  std::int64_t window = d.local_length * d.size + *rc::gen::inRange<std::int64_t>(0, 100);
+  auto rank = *rc::gen::inRange<std::int64_t>(0, d.size);
+  RC_ASSERT(document_prefix_route(d.boundaries, d.local_length, d.size, rank, 1) ==
+            sliding_window_route(d.boundaries, d.local_length, d.size, rank, window));
+}
+
+RC_BOOST_PROP(compressed_owners_are_monotone_and_prefix_intervals_hold_their_shard_spec_7_3, ()) {
+  Docs d = *docs();
+  auto ratio = *rc::gen::element<std::int64_t>(1, 2);
+  auto keys = compressed_document_offsets(d.boundaries, ratio);
+  auto owners = compressed_owner_offsets(d.boundaries, ratio, d.local_length);
+  RC_ASSERT(owners.size() == static_cast<std::size_t>(d.size) + 1);
+  RC_ASSERT(owners.front() == 0);
+  RC_ASSERT(owners.back() == keys.back());  // every block has an owner
+  for (std::size_t p = 0; p + 1 < owners.size(); ++p) RC_ASSERT(owners[p] <= owners[p + 1]);
+  auto routes = document_prefix_routes(d.boundaries, d.local_length, d.size, ratio);
+  for (std::size_t p = 0; p < routes.size(); ++p) {
+    RC_ASSERT(routes[p].global_start <= owners[p]);
+    RC_ASSERT(owners[p + 1] == routes[p].global_end);
+    RC_ASSERT(routes[p].local_length == owners[p + 1] - owners[p]);
+  }
+}
+
+// One rank's route equals the all-ranks planner's entry for it.
+RC_BOOST_PROP(single_route_equals_the_planner_entry_spec_7, ()) {
+  Docs d = *docs();
+  auto rank = *rc::gen::inRange<std::int64_t>(0, d.size);
+  auto window = *rc::gen::inRange<std::int64_t>(1, 40);
+  auto ratio = *rc::gen::element<std::int64_t>(1, 2);
+  RC_ASSERT(sliding_window_route(d.boundaries, d.local_length, d.size, rank, window) ==
+            sliding_window_routes(d.boundaries, d.local_length, d.size, window)[static_cast<std::size_t>(rank)]);
+  RC_ASSERT(document_prefix_route(d.boundaries, d.local_length, d.size, rank, ratio) ==
+            document_prefix_routes(d.boundaries, d.local_length, d.size, ratio)[static_cast<std::size_t>(rank)]);
+}
+
+// Random (often invalid) arguments: a valid route or an hpref::Error, never anything else.
+RC_BOOST_PROP(route_arguments_give_a_valid_route_or_an_error_spec_7, ()) {
+  auto small = rc::gen::inRange<std::int64_t>(-3, 20);
+  V boundaries = *rc::gen::container<V>(small);
+  if (*rc::gen::arbitrary<bool>()) {  // often well-formed documents, so routes get built too
+    Docs d = *docs();
+    boundaries = d.boundaries;
+    if (*rc::gen::arbitrary<bool>()) {
+      auto rank = *rc::gen::inRange<std::int64_t>(-1, d.size + 1);
+      auto window = *rc::gen::inRange<std::int64_t>(-1, 30);
+      auto ratio = *rc::gen::inRange<std::int64_t>(0, 4);
+      Route r = *rc::gen::arbitrary<bool>()
+                    ? [&] { try { return sliding_window_route(boundaries, d.local_length, d.size, rank, window); }
+                            catch (const Error& e) { RC_ASSERT(e.code() != Errc::internal); return Route{}; } }()
+                    : [&] { try { return document_prefix_route(boundaries, d.local_length, d.size, rank, ratio); }
+                            catch (const Error& e) { RC_ASSERT(e.code() != Errc::internal); return Route{}; } }();
+      RC_TAG(r.send_offsets.empty() ? "refused" : "route");
+      if (!r.send_offsets.empty()) RC_ASSERT(r.is_valid());
+      return;
+    }
+  }
+  try {
+    Route r;
+    switch (*rc::gen::inRange(0, 3)) {
+      case 0: r = sliding_window_route(boundaries, *small, *small, *small, *small); break;
+      case 1: r = document_prefix_route(boundaries, *small, *small, *small, *small); break;
+      default: {
+        auto ends = *rc::gen::container<V>(small);
+        std::vector<Interval> intervals;
+        for (std::size_t i = 0; i + 1 < ends.size(); i += 2) intervals.push_back({ends[i], ends[i + 1]});
+        r = *rc::gen::arbitrary<bool>() ? interval_route(*small, *small, intervals)
+                                        : interval_route(*small, *small, intervals, std::span<const std::int64_t>(boundaries));
+      }
+    }
+    RC_TAG("route");
+    RC_ASSERT(r.is_valid());
+  } catch (const Error& e) {
+    RC_TAG(std::string(e.kind()));
+    RC_ASSERT(e.code() != Errc::internal);
+  }
+}
