@@ -68,6 +68,31 @@ namespace hpref {
   X(route_arguments)                                                            \
   X(route_boundaries)                                                           \
   X(route_overflow)                                                             \
+  /* SPEC 3.1: data topology */                                                 \
+  X(topology_shape)                                                             \
+  X(topology_names)                                                             \
+  X(topology_rank_list)                                                         \
+  X(topology_global_rank)                                                       \
+  X(topology_dp_names)                                                          \
+  /* SPEC 3.2: group planning, one kind per check */                            \
+  X(group_planner)                                                              \
+  X(group_not_distributed)                                                      \
+  X(group_mesh_world)                                                           \
+  X(group_rank)                                                                 \
+  X(group_cpu_backend)                                                          \
+  X(group_payload_backend)                                                      \
+  X(group_payload_device)                                                       \
+  X(group_device)                                                               \
+  /* SPEC 6.1-6.3: model batch spec, layout and header */                       \
+  X(batch_spec)                                                                 \
+  X(batch_missing_field)                                                        \
+  X(batch_unknown_field)                                                        \
+  X(batch_dtype)                                                                \
+  X(batch_rank)                                                                 \
+  X(batch_dim)                                                                  \
+  X(batch_symbol)                                                               \
+  X(batch_header)                                                               \
+  X(batch_size_limit)                                                           \
   /* SPEC 8: the global oracle */                                               \
   X(oracle_mismatch)                                                            \
   X(unsupported_arithmetic)                                                     \

@@ -1,0 +1,179 @@
+// SPEC 3.2: the group plan, checks in order, creations identical on every rank.
+#include "hpref/group_plan.hpp"
+
+#include <algorithm>
+#include <ostream>
+#include <set>
+
+#include "hpref/error.hpp"
+
+namespace hpref {
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+std::string join(const std::vector<int>& v) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + "]";
+}
+
+// The type of a device string ("cuda:1" -> "cuda"); absent stays absent.
+std::optional<std::string> device_type(const std::optional<std::string>& device, const char* what) {
+  if (!device) return std::nullopt;
+  const std::string& d = *device;
+  auto colon = d.find(':');
+  std::string type = d.substr(0, colon);
+  bool index_ok = colon == std::string::npos ||
+                  (colon + 1 < d.size() &&
+                   std::all_of(d.begin() + static_cast<std::ptrdiff_t>(colon + 1), d.end(),
+                               [](unsigned char c) { return std::isdigit(c); }));
+  if ((type != "cpu" && type != "cuda" && type != "npu") || !index_ok || (type == "cpu" && colon != std::string::npos)) {
+    throw Error(Errc::group_device, std::string(what) + " '" + d +
+                                        "' is not a device (cpu, cuda[:N] or npu[:N])");
+  }
+  return type;
+}
+
+// SPEC 3.2 step 5: (effective payload backend, reuses control group).
+std::pair<std::optional<std::string>, bool> resolve_payload(const GroupPlanInputs& in,
+                                                            std::size_t data_plane_size,
+                                                            const std::optional<std::string>& device) {
+  if (!in.enable_payload_exchange || data_plane_size == 1) return {std::nullopt, false};
+  std::string backend = in.payload_backend ? *in.payload_backend
+                        : (device && *device != "cpu") ? in.world_backend
+                                                       : in.cpu_backend;
+  std::string norm = lower(backend);
+  bool accelerator = is_accelerator_backend(norm);
+  if (accelerator && (!device || *device == "cpu")) {
+    throw Error(Errc::group_payload_device, "payload backend '" + backend +
+                                                "' needs a rank-local accelerator communication_device, got " +
+                                                (device ? "'" + *device + "'" : std::string("none")));
+  }
+  const char* expected = norm.find("nccl") != std::string::npos   ? "cuda"
+                         : norm.find("hccl") != std::string::npos ? "npu"
+                                                                  : nullptr;
+  if (expected && device && *device != expected) {
+    throw Error(Errc::group_payload_device, "payload backend '" + backend + "' needs a " + expected +
+                                                " communication_device, got " + *device);
+  }
+  if (!accelerator && device && *device != "cpu") {
+    throw Error(Errc::group_payload_device, "payload backend '" + backend +
+                                                "' cannot exchange tensors on a " + *device + " device");
+  }
+  bool reuse = norm == lower(in.cpu_backend) && (!device || *device == "cpu");
+  return {backend, reuse};
+}
+
+}  // namespace
+
+std::string_view group_role_name(GroupRole role) noexcept {
+  switch (role) {
+    case GroupRole::control: return "control";
+    case GroupRole::payload: return "payload";
+    case GroupRole::model_parallel_host: return "model_parallel_host";
+    case GroupRole::model_parallel_tensor: return "model_parallel_tensor";
+  }
+  return "?";
+}
+
+std::ostream& operator<<(std::ostream& os, GroupRole role) { return os << group_role_name(role); }
+
+bool is_accelerator_backend(const std::string& backend) {
+  std::string n = lower(backend);
+  return n.find("nccl") != std::string::npos || n.find("hccl") != std::string::npos;
+}
+
+GroupPlan plan_groups(const GroupPlanInputs& in) {
+  if (in.topology == nullptr) throw Error(Errc::internal, "plan_groups needs a topology");
+  const DataTopology& topo = *in.topology;
+  GroupPlan plan;
+  // 1. data-plane ranks and the planner
+  std::set<int> plane(in.reader_ranks.begin(), in.reader_ranks.end());
+  plane.insert(topo.constructor_ranks().begin(), topo.constructor_ranks().end());
+  plan.data_plane_ranks.assign(plane.begin(), plane.end());
+  plan.planner_rank = in.planner_rank;
+  if (!plane.count(in.planner_rank)) {
+    throw Error(Errc::group_planner, "planner_rank " + std::to_string(in.planner_rank) +
+                                         " must belong to the data-plane ranks " + join(plan.data_plane_ranks));
+  }
+  // 2. not distributed
+  if (!in.distributed) {
+    if (topo.rank_list().size() != 1) {
+      throw Error(Errc::group_not_distributed,
+                  "a mesh of " + std::to_string(topo.rank_list().size()) +
+                      " ranks needs an initialized distributed world");
+    }
+    return plan;
+  }
+  plan.distributed = true;
+  // 3. the mesh holds exactly the world, and this rank is the topology's
+  std::set<int> mesh(topo.rank_list().begin(), topo.rank_list().end());
+  bool exact = static_cast<int>(mesh.size()) == in.world_size && !mesh.empty() &&
+               *mesh.begin() == 0 && *mesh.rbegin() == in.world_size - 1;
+  if (!exact) {
+    throw Error(Errc::group_mesh_world, "the mesh ranks " + join(topo.rank_list()) +
+                                            " must be exactly the world ranks 0.." +
+                                            std::to_string(in.world_size - 1) +
+                                            " so every rank creates groups in the same order");
+  }
+  if (topo.global_rank() != in.rank) {
+    throw Error(Errc::group_rank, "topology global_rank " + std::to_string(topo.global_rank()) +
+                                      " does not match this rank " + std::to_string(in.rank));
+  }
+  // 4. backend names
+  std::string cpu = lower(in.cpu_backend);
+  if (in.cpu_backend.empty() || (cpu != "gloo" && cpu != "hccl" && cpu != "sim" && cpu != "mpi")) {
+    throw Error(Errc::group_cpu_backend, "cpu_backend '" + in.cpu_backend +
+                                             "' must be one of gloo, hccl, sim, mpi");
+  }
+  if (in.payload_backend && in.payload_backend->empty()) {
+    throw Error(Errc::group_payload_backend, "payload_backend must be a non-empty name or none");
+  }
+  // 5. payload backend
+  auto comm = device_type(in.communication_device, "communication_device");
+  auto [payload, reuse] = resolve_payload(in, plan.data_plane_ranks.size(), comm);
+  auto model = device_type(in.model_device, "model_device");
+  // 6. creations, the same on every rank
+  bool member = plane.count(in.rank) > 0;
+  if (plan.data_plane_ranks.size() > 1) {
+    plan.creations.push_back({GroupRole::control, plan.data_plane_ranks, in.cpu_backend});
+    if (member) plan.control = plan.creations.size() - 1;
+    if (in.enable_payload_exchange) {
+      plan.payload_backend = payload;
+      plan.payload_reuses_control = reuse;
+      if (reuse) {
+        plan.payload = plan.control;
+      } else {
+        plan.creations.push_back({GroupRole::payload, plan.data_plane_ranks, *payload});
+        if (member) plan.payload = plan.creations.size() - 1;
+      }
+    }
+  }
+  std::optional<std::string> tensor;
+  if (comm && *comm != "cpu") {
+    std::string candidate = in.payload_backend ? *in.payload_backend : in.world_backend;
+    if (is_accelerator_backend(candidate)) tensor = candidate;
+  }
+  if (model == std::optional<std::string>("cuda")) tensor = "nccl";
+  if (model == std::optional<std::string>("npu")) tensor = "hccl";
+  plan.tensor_backend = tensor;
+  for (const auto& group : topo.model_parallel_rank_groups()) {
+    if (group.size() == 1) continue;
+    std::vector<int> sorted = group;
+    std::sort(sorted.begin(), sorted.end());
+    bool in_group = std::find(group.begin(), group.end(), in.rank) != group.end();
+    plan.creations.push_back({GroupRole::model_parallel_host, sorted, in.cpu_backend});
+    if (in_group) plan.model_parallel = plan.creations.size() - 1;
+    if (tensor) {
+      plan.creations.push_back({GroupRole::model_parallel_tensor, sorted, *tensor});
+      if (in_group) plan.model_parallel_tensor = plan.creations.size() - 1;
+    }
+  }
+  return plan;
+}
+
+}  // namespace hpref

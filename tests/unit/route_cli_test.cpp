@@ -1,0 +1,76 @@
+// `hpref route`: the batch ops against the 60 cases the original implementation answered
+// (tests/data/routes.jsonl, from shared/examples: accept or refuse as it did, identical
+// routes), the CLI argument parsers and the tables.
+#include <fstream>
+
+#include "hpref/cli/batch.hpp"
+#include "hpref/cli/route.hpp"
+#include "test_util.hpp"
+
+using namespace hpref;
+using namespace hpref::cli;
+
+BOOST_AUTO_TEST_SUITE(route_batch)
+
+BOOST_AUTO_TEST_CASE(original_implementation_examples) {
+  std::ifstream in(std::string(HPREF_TEST_DATA_DIR) + "/data/routes.jsonl");
+  BOOST_REQUIRE(in.good());
+  std::string line;
+  int cases = 0, refused = 0;
+  while (std::getline(in, line)) {
+    Json c = parse_json(line);
+    ++cases;
+    BOOST_TEST_CONTEXT("case " << cases << ": " << dump_json(c["request"])) {
+      Json ours = answer_line(dump_json(c["request"]), handle_route_request);
+      const Json& expected = c["original_answer"];
+      BOOST_TEST(ours["ok"].get<bool>() == expected["ok"].get<bool>());
+      if (ours["ok"].get<bool>() && expected["ok"].get<bool>()) {
+        BOOST_TEST(dump_json(ours["route"]) == dump_json(expected["route"]));
+      }
+      if (!expected["ok"].get<bool>()) ++refused;
+    }
+  }
+  BOOST_TEST(cases == 60);
+  BOOST_TEST(refused > 0);
+}
+
+BOOST_AUTO_TEST_CASE(requests_are_checked) {
+  auto kind = [](const char* line) {
+    return answer_line(line, handle_route_request)["kind"].get<std::string>();
+  };
+  BOOST_TEST(kind(R"({"op":"interval_route","local_length":4,"rank":0})") == "invalid_request");
+  BOOST_TEST(kind(R"({"op":"interval_route","local_length":4.5,"rank":0,"intervals":[[0,4]]})") ==
+             "invalid_request");
+  BOOST_TEST(kind(R"({"op":"interval_route","local_length":4,"rank":true,"intervals":[[0,4]]})") ==
+             "invalid_request");
+  BOOST_TEST(kind(R"({"op":"interval_route","local_length":4,"rank":0,"intervals":[[0,4,5]]})") ==
+             "invalid_request");
+  BOOST_TEST(kind(R"({"op":"sliding_window_route","boundaries":[0,8],"local_length":4,"size":2,"rank":0,"window":0})") ==
+             "route_arguments");
+  BOOST_TEST(kind(R"({"op":"teleport"})") == "invalid_request");
+  Json ok = answer_line(R"({"op":"interval_route","local_length":4,"rank":1,"intervals":[[0,4],[2,8]],"owner_offsets":null,"id":[1]})",
+                        handle_route_request);
+  BOOST_TEST(dump_json(ok) ==
+             R"({"ok": true, "route": {"local_length": 4, "global_start": 2, "global_end": 8, "local_output_start": 2, "send_offsets": [0, 0], "input_splits": [0, 0], "output_splits": [2, 0], "needs_exchange": true}, "id": [1]})");
+}
+
+BOOST_AUTO_TEST_CASE(argument_lists) {
+  BOOST_TEST(parse_int_list("0,5,-3", "--x") == std::vector<std::int64_t>({0, 5, -3}),
+             boost::test_tools::per_element());
+  HPREF_CHECK_ERROR(parse_int_list("0,x", "--boundaries"), Errc::invalid_argument, "'x'");
+  HPREF_CHECK_ERROR(parse_int_list("0,,1", "--boundaries"), Errc::invalid_argument, "''");
+  HPREF_CHECK_ERROR(parse_int_list("99999999999999999999", "--b"), Errc::invalid_argument, "int64");
+  auto iv = parse_interval_list("0:4,2:8");
+  BOOST_TEST(iv.size() == 2u);
+  BOOST_TEST(iv[1].end == 8);
+  HPREF_CHECK_ERROR(parse_interval_list("0-4"), Errc::invalid_argument, "start:end");
+}
+
+BOOST_AUTO_TEST_CASE(send_matrix_shows_who_sends_what) {
+  auto routes = document_prefix_routes(std::vector<std::int64_t>{0, 5, 12, 16}, 4, 4, 2);
+  std::string table = send_matrix_table(routes);
+  BOOST_TEST(table.find("0        .     2     0     0     2") != std::string::npos);
+  BOOST_TEST(table.find("total    0     2     1     0     3") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
