@@ -9,11 +9,11 @@
 
 #include <cstdio>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <random>
 
 #include "hpref/codec.hpp"
+#include "ratio_reporter.hpp"
 #include "hpref/sample_key.hpp"
 
 using namespace hpref;
@@ -136,18 +136,9 @@ BENCHMARK(BM_memcpy_reused)->Arg(0)->Arg(1)->ArgName("workload");
 BENCHMARK(BM_memcpy_fresh)->Arg(0)->Arg(1)->ArgName("workload");
 BENCHMARK(BM_decode)->Arg(0)->Arg(1)->ArgName("workload");
 
-// Collects each run's time per iteration so the ratios can be printed at the end.
-class RatioReporter : public benchmark::ConsoleReporter {
+// The ratio table printed after the runs.
+class CodecReporter : public hpref::bench::RatioReporter {
  public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& run : runs) {
-      if (run.run_type == Run::RT_Iteration && run.iterations > 0 && !run.error_occurred) {
-        seconds_[run.benchmark_name()] = run.GetAdjustedRealTime();
-      }
-    }
-    ConsoleReporter::ReportRuns(runs);
-  }
-
   void PrintRatios() const {
     std::printf("\nratios to memcpy of the same bytes, same run (time per iteration)\n");
     std::printf("%-10s %-8s %-10s %14s %14s %10s  %s\n", "workload", "op", "dest", "op time",
@@ -172,11 +163,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
   }
 
  private:
-  double get(const std::string& name) const {
-    auto it = seconds_.find(name);
-    return it == seconds_.end() ? 0.0 / 0.0 : it->second;
-  }
-  std::map<std::string, double> seconds_;
+  double get(const std::string& name) const { return time(name); }
 };
 
 }  // namespace
@@ -184,7 +171,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  RatioReporter reporter;
+  CodecReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   reporter.PrintRatios();
   benchmark::Shutdown();

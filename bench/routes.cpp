@@ -1,0 +1,85 @@
+// bench/routes: all-rank route planning (SPEC 7) for P = 64 and 1024 ranks over 1,000
+// documents, sliding-window and document-prefix routes. Reports ns per route and its
+// ratio to one pass over the document boundaries measured in the same run (the work a
+// route cannot avoid: each rank must look at where documents start).
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <random>
+
+#include "hpref/routes.hpp"
+#include "ratio_reporter.hpp"
+
+namespace {
+
+constexpr std::int64_t kDocuments = 1000;
+constexpr std::int64_t kLocalLength = 4096;
+
+std::vector<std::int64_t> boundaries(std::int64_t ranks) {
+  std::mt19937_64 rng(static_cast<std::uint64_t>(ranks));
+  std::int64_t total = ranks * kLocalLength;
+  std::vector<std::int64_t> cuts = {0, total};
+  while (static_cast<std::int64_t>(cuts.size()) < kDocuments + 1) {
+    cuts.push_back(1 + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(total - 1)));
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  }
+  return cuts;
+}
+
+void BM_window_plan_all(benchmark::State& state) {
+  auto b = boundaries(state.range(0));
+  for (auto _ : state) {
+    auto routes = hpref::sliding_window_routes(b, kLocalLength, state.range(0), 8192);
+    benchmark::DoNotOptimize(routes.data());
+  }
+  state.counters["ns_per_route"] = benchmark::Counter(
+      static_cast<double>(state.range(0)), benchmark::Counter::kIsIterationInvariantRate |
+                                               benchmark::Counter::kInvert);
+}
+
+void BM_prefix_plan_all(benchmark::State& state) {
+  auto b = boundaries(state.range(0));
+  for (auto _ : state) {
+    auto routes = hpref::document_prefix_routes(b, kLocalLength, state.range(0), 2);
+    benchmark::DoNotOptimize(routes.data());
+  }
+  state.counters["ns_per_route"] = benchmark::Counter(
+      static_cast<double>(state.range(0)), benchmark::Counter::kIsIterationInvariantRate |
+                                               benchmark::Counter::kInvert);
+}
+
+// One pass over the boundaries: the differences' sum, which the compiler cannot skip.
+void BM_boundary_pass(benchmark::State& state) {
+  auto b = boundaries(state.range(0));
+  for (auto _ : state) {
+    std::int64_t sum = 0;
+    for (std::size_t i = 0; i + 1 < b.size(); ++i) sum += (b[i + 1] - b[i]) ^ static_cast<std::int64_t>(i);
+    benchmark::DoNotOptimize(sum);
+  }
+}
+
+BENCHMARK(BM_window_plan_all)->Arg(64)->Arg(1024)->ArgName("P");
+BENCHMARK(BM_prefix_plan_all)->Arg(64)->Arg(1024)->ArgName("P");
+BENCHMARK(BM_boundary_pass)->Arg(64)->Arg(1024)->ArgName("P");
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  hpref::bench::RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  std::printf("\nall-rank planning, %lld documents (time units as above)\n", static_cast<long long>(kDocuments));
+  std::printf("%-8s %6s %16s %14s %18s\n", "route", "P", "plan all ranks", "per route", "route / boundary pass");
+  for (const char* kind : {"window", "prefix"}) {
+    for (int p : {64, 1024}) {
+      std::string suffix = "/P:" + std::to_string(p);
+      double all = reporter.time(std::string("BM_") + kind + "_plan_all" + suffix);
+      double pass = reporter.time("BM_boundary_pass" + suffix);
+      std::printf("%-8s %6d %16.1f %14.2f %17.2fx\n", kind, p, all, all / p, all / p / pass);
+    }
+  }
+  benchmark::Shutdown();
+  return 0;
+}
