@@ -33,7 +33,7 @@ struct Slot {
   Tag tag = Tag::value;
   Value value;
   Callable callable = Callable::bytes;
-  std::string global_name;  // of a callable, for messages
+  std::uint32_t global_name = 0;  // index into Reader::global_names_, for messages
   std::shared_ptr<KeyObject> key_object;
 };
 
@@ -54,6 +54,8 @@ class Reader {
       key_module_ = options.key_class.substr(0, dot);
       key_name_ = options.key_class.substr(dot + 1);
     }
+    stack_.reserve(64);
+    marks_.reserve(16);
   }
 
   Value run() {
@@ -136,7 +138,7 @@ class Reader {
     switch (s.tag) {
       case Slot::Tag::value: return std::move(s.value);
       case Slot::Tag::callable:
-        fail(Errc::pickle_global, "global " + s.global_name +
+        fail(Errc::pickle_global, "global " + name_of(s) +
                                       " may only be called (REDUCE, or NEWOBJ for the key class), not used as a value");
       case Slot::Tag::key_object:
         if (!s.key_object->built) {
@@ -277,7 +279,8 @@ class Reader {
   void push_global(std::string_view module, std::string_view name) {
     Slot s;
     s.tag = Slot::Tag::callable;
-    s.global_name = std::string(module) + "." + std::string(name);
+    s.global_name = static_cast<std::uint32_t>(global_names_.size());
+    global_names_.push_back(std::string(module) + "." + std::string(name));
     if (module == "_codecs" && name == "encode") {
       s.callable = Callable::codecs_encode;
     } else if ((module == "builtins" || module == "__builtin__") && name == "bytearray") {
@@ -288,7 +291,7 @@ class Reader {
       s.callable = Callable::key_class;
     } else {
       fail(Errc::pickle_global,
-           "global " + quote_text(s.global_name) +
+           "global " + quote_text(name_of(s)) +
                " is refused: only _codecs.encode, builtins.bytearray, builtins.bytes and the "
                "key class build plain data, and decoding never runs code");
     }
@@ -326,7 +329,7 @@ class Reader {
     Value args = pop_value("REDUCE");
     Slot fn = pop_callable("REDUCE");
     if (!args.is(ValueKind::tuple)) {
-      fail(Errc::pickle_reduce, "REDUCE arguments for " + fn.global_name + " must be a tuple, got " +
+      fail(Errc::pickle_reduce, "REDUCE arguments for " + name_of(fn) + " must be a tuple, got " +
                                     repr(args, 60));
     }
     auto a = args.items();
@@ -357,7 +360,7 @@ class Reader {
       case Callable::key_class:
         break;
     }
-    fail(Errc::pickle_reduce, "REDUCE of " + fn.global_name + " with arguments " + repr(args, 60) +
+    fail(Errc::pickle_reduce, "REDUCE of " + name_of(fn) + " with arguments " + repr(args, 60) +
                                   " is refused: only _codecs.encode(str, 'latin1'), "
                                   "bytearray() / bytearray(bytes) and bytes() are accepted");
   }
@@ -366,7 +369,7 @@ class Reader {
     Value args = pop_value("NEWOBJ");
     Slot cls = pop_callable("NEWOBJ");
     if (cls.callable != Callable::key_class || !args.is(ValueKind::tuple) || !args.items().empty()) {
-      fail(Errc::pickle_reduce, "NEWOBJ of " + cls.global_name + " with arguments " +
+      fail(Errc::pickle_reduce, "NEWOBJ of " + name_of(cls) + " with arguments " +
                                     repr(args, 60) + " is refused: only " + options_.key_class +
                                     " with no arguments is accepted");
     }
@@ -597,6 +600,9 @@ class Reader {
   std::unordered_map<const void*, KeySet> dict_keys_;
   static constexpr std::size_t kInternMax = 32;
   std::unordered_map<std::string_view, Value> interned_;
+  std::vector<std::string> global_names_;
+
+  const std::string& name_of(const Slot& s) const { return global_names_[s.global_name]; }
 };
 
 }  // namespace
