@@ -56,7 +56,7 @@ std::span<const Value> checked_pairs(const Value& pairs, const char* what) {
 
 class SchemaDecoder {
  public:
-  SchemaDecoder(const SharedBytes& binary, bool strict) : binary_(binary), strict_(strict) {}
+  explicit SchemaDecoder(const SharedBytes& binary) : binary_(binary) {}
 
   Value decode(const Value& schema) {
     bool shared = schema.is_container() && detail::ValueAccess::use_count(schema) > 1;
@@ -254,7 +254,6 @@ class SchemaDecoder {
   }
 
   const SharedBytes& binary_;
-  bool strict_;
   std::uint64_t cursor_ = 0;
   std::unordered_map<const void*, Value> cache_;
   std::unordered_map<const void*, std::shared_ptr<const std::vector<std::int64_t>>> shapes_;
@@ -309,7 +308,7 @@ std::vector<Item> decode_segment(const SharedBytes& segment, const DecodeOptions
   std::span<const Value> pairs = checked_pairs(metadata, "frame metadata");
   SharedBytes binary = segment.slice(kFrameHeaderSize + meta_size,
                                      static_cast<std::size_t>(h.binary_size));
-  SchemaDecoder decoder(binary, options.strict);
+  SchemaDecoder decoder(binary);
   std::vector<Item> out;
   out.reserve(pairs.size());
   for (const Value& pair : pairs) out.emplace_back(pair.items()[0], decoder.decode(pair.items()[1]));

@@ -110,10 +110,12 @@ ModelBatchLayout::Flat ModelBatchLayout::flatten(const Value& batch) const {
     }
     flat.tensors.push_back(t);
   }
-  for (const auto& [k, v] : batch.entries()) {
-    bool known = k.is(ValueKind::string) &&
-                 std::any_of(fields_.begin(), fields_.end(), [&](const FieldSpec& f) { return f.name == k.as_str(); });
-    if (!known) throw Error(Errc::batch_unknown_field, "batch field " + repr(k, 60) + " is not in the spec");
+  for (const auto& entry : batch.entries()) {
+    const Value& key = entry.first;
+    bool known = key.is(ValueKind::string) &&
+                 std::any_of(fields_.begin(), fields_.end(),
+                             [&](const FieldSpec& f) { return f.name == key.as_str(); });
+    if (!known) throw Error(Errc::batch_unknown_field, "batch field " + repr(key, 60) + " is not in the spec");
   }
   return flat;
 }

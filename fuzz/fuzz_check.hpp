@@ -1,0 +1,216 @@
+// Shared pieces of the fuzz targets: the one rule that only hpref::Error may escape the
+// library (anything else, and an Error of kind `internal`, is our bug and aborts with a
+// message), structural comparisons of items, and a size budget that keeps a round trip
+// cheap when a memo-shared value would expand on re-encoding.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <typeinfo>
+#include <vector>
+
+#include "hpref/codec.hpp"
+#include "hpref/error.hpp"
+#include "hpref/repr.hpp"
+#include "hpref/value.hpp"
+
+namespace hpref::fuzz {
+
+// Work a round trip may do, in nodes plus bytes of strings and leaves: values larger
+// than this (possible through memo sharing) are decoded but not re-encoded.
+inline constexpr std::int64_t kRoundTripBudget = std::int64_t{1} << 18;
+
+[[noreturn]] inline void fail(std::string_view what) {
+  std::fprintf(stderr, "\n*** hpref fuzz check failed: %.*s\n", static_cast<int>(what.size()),
+               what.data());
+  std::fflush(stderr);
+  std::abort();
+}
+
+#define HPREF_FUZZ_REQUIRE(cond, what)                                           \
+  do {                                                                           \
+    if (!(cond)) {                                                               \
+      ::hpref::fuzz::fail(std::string(__FILE__ ":") + std::to_string(__LINE__) + \
+                          ": REQUIRE(" #cond ") " + std::string(what));          \
+    }                                                                            \
+  } while (0)
+
+// The outcome of one library call: the result, or the kind of the Error it refused with.
+template <class T>
+struct Outcome {
+  std::optional<T> value;
+  std::optional<Errc> error;
+  explicit operator bool() const noexcept { return value.has_value(); }
+};
+
+// Runs `f`; an hpref::Error (other than `internal`) is a refusal, anything else aborts.
+template <class F>
+auto attempt(const char* what, F&& f) -> Outcome<decltype(f())> {
+  Outcome<decltype(f())> out;
+  try {
+    out.value.emplace(f());
+  } catch (const Error& e) {
+    if (e.code() == Errc::internal) {
+      fail(std::string(what) + " hit an internal check: " + e.what());
+    }
+    out.error = e.code();
+  } catch (const std::exception& e) {
+    fail(std::string(what) + " let a non-hpref exception escape (" + typeid(e).name() +
+         "): " + e.what());
+  } catch (...) {
+    fail(std::string(what) + " let a non-std exception escape");
+  }
+  return out;
+}
+
+inline std::string kind_text(const std::optional<Errc>& e) {
+  return e ? std::string(errc_name(*e)) : std::string("no error");
+}
+
+// Subtracts v's expanded size (memo-shared children counted per use) from `budget`;
+// false once it is spent. Stops walking as soon as it is, so it costs at most `budget`.
+inline bool spend(const Value& v, std::int64_t& budget) {
+  budget -= 1;
+  switch (v.kind()) {
+    case ValueKind::string:
+      budget -= static_cast<std::int64_t>(v.as_str().size());
+      break;
+    case ValueKind::bytes:
+    case ValueKind::bytearray:
+      budget -= static_cast<std::int64_t>(v.as_bytes().size());
+      break;
+    case ValueKind::tensor:
+      budget -= static_cast<std::int64_t>(v.as_tensor().nbytes() + v.as_tensor().dim());
+      break;
+    case ValueKind::tuple:
+    case ValueKind::list:
+      for (const Value& child : v.items()) {
+        if (!spend(child, budget)) return false;
+      }
+      break;
+    case ValueKind::mapping:
+      for (const auto& [key, child] : v.entries()) {
+        if (!spend(key, budget) || !spend(child, budget)) return false;
+      }
+      break;
+    default:
+      break;
+  }
+  return budget >= 0;
+}
+
+inline bool small_enough(const Value& v, std::int64_t budget = kRoundTripBudget) {
+  if (v.node_count() > static_cast<std::uint64_t>(budget)) return false;
+  return spend(v, budget);
+}
+
+inline bool small_enough(std::span<const Item> items, std::int64_t budget = kRoundTripBudget) {
+  for (const Item& item : items) {
+    if (!spend(item.first, budget) || !spend(item.second, budget)) return false;
+  }
+  return true;
+}
+
+inline bool items_equal(std::span<const Item> a, std::span<const Item> b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (!(a[i].first == b[i].first) || !(a[i].second == b[i].second)) return false;
+  }
+  return true;
+}
+
+// Structural equality, except that any two NaN floats are equal (a text format that
+// writes "nan" cannot keep the payload bits).
+inline bool equal_nan_blind(const Value& a, const Value& b) {
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case ValueKind::floating:
+      if (std::isnan(a.as_float()) && std::isnan(b.as_float())) return true;
+      return a == b;
+    case ValueKind::tuple:
+    case ValueKind::list: {
+      auto x = a.items();
+      auto y = b.items();
+      if (x.size() != y.size()) return false;
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        if (!equal_nan_blind(x[i], y[i])) return false;
+      }
+      return true;
+    }
+    case ValueKind::mapping: {
+      auto x = a.entries();
+      auto y = b.entries();
+      if (x.size() != y.size()) return false;
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        if (!equal_nan_blind(x[i].first, y[i].first) ||
+            !equal_nan_blind(x[i].second, y[i].second)) {
+          return false;
+        }
+      }
+      return true;
+    }
+    default:
+      return a == b;
+  }
+}
+
+inline bool items_equal_nan_blind(std::span<const Item> a, std::span<const Item> b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (!equal_nan_blind(a[i].first, b[i].first) || !equal_nan_blind(a[i].second, b[i].second)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+inline std::string items_repr(std::span<const Item> items) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < items.size() && out.size() < 400; ++i) {
+    if (i) out += ", ";
+    out += "(" + repr(items[i].first, 80) + ", " + repr(items[i].second, 160) + ")";
+  }
+  return out + "]";
+}
+
+// SPEC 2.6 for an item list that encodes: the encoder's bytes decode (strictly) to equal
+// items and re-encode to the same bytes. Returns the bytes, or nullopt when the encoder
+// refused with `allowed` (a Value the format cannot carry).
+inline std::optional<std::vector<std::uint8_t>> check_encode_round_trip(
+    std::span<const Item> items, std::initializer_list<Errc> allowed,
+    const EncodeOptions& encode_options = {}) {
+  auto encoded = attempt("encode_segment", [&] { return encode_segment(items, encode_options); });
+  if (!encoded) {
+    bool ok = false;
+    for (Errc e : allowed) ok = ok || *encoded.error == e;
+    HPREF_FUZZ_REQUIRE(ok, "encode_segment refused decodable items with " +
+                               kind_text(encoded.error) + ": " + items_repr(items));
+    return std::nullopt;
+  }
+  DecodeOptions strict;
+  strict.strict = true;
+  auto again = attempt("decode_segment(encoded)", [&] {
+    return decode_segment(std::span<const std::uint8_t>(*encoded.value), strict);
+  });
+  HPREF_FUZZ_REQUIRE(again, "the encoder's output does not decode strictly (" +
+                                kind_text(again.error) + "): " + items_repr(items));
+  HPREF_FUZZ_REQUIRE(
+      items_equal(*again.value, items),
+      "decode(encode(items)) != items: " + items_repr(items) + " vs " + items_repr(*again.value));
+  auto re_encoded = attempt("encode_segment(again)",
+                            [&] { return encode_segment(*again.value, encode_options); });
+  HPREF_FUZZ_REQUIRE(re_encoded, "re-encoding decoded encoder output failed (" +
+                                     kind_text(re_encoded.error) + ")");
+  HPREF_FUZZ_REQUIRE(*re_encoded.value == *encoded.value,
+                     "encode(decode(s)) != s for an encoder output s");
+  return std::move(*encoded.value);
+}
+
+}  // namespace hpref::fuzz
