@@ -27,10 +27,13 @@ std::vector<std::int64_t> boundaries(std::int64_t ranks) {
   return cuts;
 }
 
-void BM_window_plan_all(benchmark::State& state) {
+// All ranks' routes of one configuration; ns per route as a counter.
+template <bool Prefix>
+void BM_plan_all(benchmark::State& state) {
   auto b = boundaries(state.range(0));
   for (auto _ : state) {
-    auto routes = hpref::sliding_window_routes(b, kLocalLength, state.range(0), 8192);
+    auto routes = Prefix ? hpref::document_prefix_routes(b, kLocalLength, state.range(0), 2)
+                         : hpref::sliding_window_routes(b, kLocalLength, state.range(0), 8192);
     benchmark::DoNotOptimize(routes.data());
   }
   state.counters["ns_per_route"] = benchmark::Counter(
@@ -38,16 +41,8 @@ void BM_window_plan_all(benchmark::State& state) {
                                                benchmark::Counter::kInvert);
 }
 
-void BM_prefix_plan_all(benchmark::State& state) {
-  auto b = boundaries(state.range(0));
-  for (auto _ : state) {
-    auto routes = hpref::document_prefix_routes(b, kLocalLength, state.range(0), 2);
-    benchmark::DoNotOptimize(routes.data());
-  }
-  state.counters["ns_per_route"] = benchmark::Counter(
-      static_cast<double>(state.range(0)), benchmark::Counter::kIsIterationInvariantRate |
-                                               benchmark::Counter::kInvert);
-}
+void BM_window_plan_all(benchmark::State& state) { BM_plan_all<false>(state); }
+void BM_prefix_plan_all(benchmark::State& state) { BM_plan_all<true>(state); }
 
 // One pass over the boundaries: the differences' sum, which the compiler cannot skip.
 void BM_boundary_pass(benchmark::State& state) {

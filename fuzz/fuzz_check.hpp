@@ -118,6 +118,22 @@ inline bool small_enough(std::span<const Item> items, std::int64_t budget = kRou
   return true;
 }
 
+// Whether a tensor appears anywhere in v (keys included): such Values cannot be pickled.
+inline bool holds_tensor(const Value& v) {
+  if (v.is(ValueKind::tensor)) return true;
+  if (v.is(ValueKind::tuple) || v.is(ValueKind::list)) {
+    for (const Value& child : v.items()) {
+      if (holds_tensor(child)) return true;
+    }
+  }
+  if (v.is(ValueKind::mapping)) {
+    for (const auto& [key, child] : v.entries()) {
+      if (holds_tensor(key) || holds_tensor(child)) return true;
+    }
+  }
+  return false;
+}
+
 inline bool items_equal(std::span<const Item> a, std::span<const Item> b) {
   if (a.size() != b.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i) {

@@ -534,6 +534,59 @@ def json_texts():
 
 # --- main ----------------------------------------------------------------------------------
 
+# --- route_args and batch_header: fuzz/targets/byte_reader.hpp's encoding -------------------
+
+def br_int(v):
+    """One ByteReader integer: selector 1 (signed int16) or 0xff (raw int64)."""
+    if -32768 <= v <= 32767:
+        return bytes([1]) + struct.pack("<h", v)
+    return bytes([0xff]) + struct.pack("<q", v)
+
+
+def br_ints(values):
+    return bytes([len(values)]) + b"".join(br_int(v) for v in values)
+
+
+def route_args_seeds():
+    """The original implementation's route cases (tests/data/routes.jsonl), and extremes."""
+    seeds = []
+    with open(os.path.join(ROOT, "tests", "data", "routes.jsonl")) as f:
+        for line in f:
+            req = json.loads(line)["request"]
+            if req["op"] == "interval_route":
+                blob = bytes([0]) + br_int(req["local_length"]) + br_int(req["rank"])
+                blob += bytes([len(req["intervals"])])
+                blob += b"".join(br_int(s) + br_int(e) for s, e in req["intervals"])
+                owners = req.get("owner_offsets")
+                blob += bytes([1]) + br_ints(owners) if owners else bytes([0, 0])
+            else:
+                op = 1 if req["op"] == "sliding_window_route" else 2
+                last = req["window"] if op == 1 else req["ratio"]
+                blob = bytes([op, 1]) + br_ints(req["boundaries"])
+                blob += br_int(req["local_length"]) + br_int(req["size"]) + br_int(req["rank"])
+                blob += br_int(last)
+            seeds.append(blob)
+    big = 2**62
+    seeds.append(bytes([1, 1]) + br_ints([0, big]) + br_int(big) + br_int(3) + br_int(0) + br_int(1))
+    seeds.append(bytes([2, 0, 5, 3, 1, 4, 2, 8]) + br_int(2) + br_int(9) + br_int(4) + br_int(2))
+    return seeds
+
+
+def batch_header_seeds():
+    seeds = []
+    # fields: count, then per field name byte, dtype byte, placement byte, rank, dims
+    tokens = bytes([0, 7, 1, 2, 1, 3])          # f0 int64 accelerator dims (B, S)
+    image = bytes([1, 11, 0, 2, 7, 6])          # f1 uint8 cpu dims (N, 3)
+    two = bytes([2]) + tokens + image
+    for header in ([1, 2, 5, 1], [0, 0, 0, 0], [-1, 0, 0, 0], [1, 0, 0, 0], [1, -1, 2, 3],
+                   [2, 1, 1, 1], [1, 2**40, 2**40, 1], [1, 2]):
+        for shift in (10, 19):
+            seeds.append(two + br_ints(header) + bytes([shift]))
+    seeds.append(bytes([2]) + tokens + tokens + br_ints([1, 1, 1]) + bytes([4]))  # repeated name
+    seeds.append(bytes([1, 0, 0, 0, 1, 1]) + br_ints([1, 3]) + bytes([5]))          # negative fixed dim
+    return seeds
+
+
 def write_corpus(target, blobs, clean):
     d = os.path.join(HERE, "corpus", target)
     os.makedirs(d, exist_ok=True)
@@ -578,6 +631,8 @@ def main():
     write_corpus("pickle_read", cpython_pickles() + hand_pickles() + golden, args.clean)
     write_corpus("received_merge", merge_inputs(hp), args.clean)
     write_corpus("json_value", json_texts(), args.clean)
+    write_corpus("route_args", route_args_seeds(), args.clean)
+    write_corpus("batch_header", batch_header_seeds(), args.clean)
     write_corpus("canary", [b"", b"HPB1", b"HPB1\x00", b"HPB0\xc5", b"HPB1\xc4", b"hpb1\xc5"],
                  args.clean)
 

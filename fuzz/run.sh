@@ -21,7 +21,7 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-targets_all=(segment_decode pickle_read received_merge json_value)
+targets_all=(segment_decode pickle_read received_merge json_value route_args batch_header)
 
 if [ $# -lt 3 ]; then
   sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2

@@ -19,21 +19,6 @@ namespace cli = hpref::cli;
 
 namespace {
 
-bool holds_tensor(const Value& v) {
-  if (v.is(ValueKind::tensor)) return true;
-  if (v.is(ValueKind::tuple) || v.is(ValueKind::list)) {
-    for (const Value& child : v.items()) {
-      if (holds_tensor(child)) return true;
-    }
-  }
-  if (v.is(ValueKind::mapping)) {
-    for (const auto& [key, child] : v.entries()) {
-      if (holds_tensor(child)) return true;
-    }
-  }
-  return false;
-}
-
 void check_items(const cli::Json& j) {
   auto items = attempt("items_from_json", [&] { return cli::items_from_json(j); });
   if (!items) return;

@@ -17,21 +17,6 @@ using namespace hpref::fuzz;
 
 namespace {
 
-bool holds_tensor(const Value& v) {
-  if (v.is(ValueKind::tensor)) return true;
-  if (v.is(ValueKind::tuple) || v.is(ValueKind::list)) {
-    for (const Value& child : v.items()) {
-      if (holds_tensor(child)) return true;
-    }
-  }
-  if (v.is(ValueKind::mapping)) {
-    for (const auto& [key, child] : v.entries()) {
-      if (holds_tensor(key) || holds_tensor(child)) return true;
-    }
-  }
-  return false;
-}
-
 PickleReadOptions tight_options() {
   PickleReadOptions o;
   o.limits.max_depth = 4;

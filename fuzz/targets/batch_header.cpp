@@ -1,0 +1,75 @@
+// Fuzz target batch_header: a model-batch spec and a received header decoded from bytes
+// (SPEC 6.1-6.3). Checks: header_status and shapes accept or refuse with an hpref::Error
+// only; accepted shapes match the spec's fixed dims and the header's symbol values and
+// stay within max_message_bytes; tensors of those shapes rebuild into a batch whose
+// flatten gives back the same header.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "byte_reader.hpp"
+#include "fuzz_check.hpp"
+#include "hpref/model_batch.hpp"
+
+using namespace hpref;
+using namespace hpref::fuzz;
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  ByteReader in(data, size);
+  std::vector<FieldSpec> fields(in.count(5));
+  const char* symbol_names[] = {"B", "S", "H", "N"};
+  for (std::size_t f = 0; f < fields.size(); ++f) {
+    fields[f].name = "f" + std::to_string(in.byte() % 6);  // may repeat: batch_spec
+    fields[f].dtype = dtype_at(in.byte() % kDTypeCount);
+    fields[f].placement = (in.byte() & 1) ? Placement::accelerator : Placement::cpu;
+    std::size_t rank = in.count(4);
+    for (std::size_t d = 0; d < rank; ++d) {
+      std::uint8_t sel = in.byte();
+      if (sel & 1) {
+        fields[f].dims.emplace_back(std::string(symbol_names[(sel >> 1) % 4]));
+      } else {
+        fields[f].dims.emplace_back(static_cast<std::int64_t>(sel >> 1) - 4);  // negatives too
+      }
+    }
+  }
+  auto layout = attempt("ModelBatchLayout", [&] { return ModelBatchLayout(fields); });
+  if (!layout) return 0;
+  std::vector<std::int64_t> header(in.count(6));
+  for (auto& v : header) v = in.integer();
+  std::uint64_t max_bytes = std::uint64_t{1} << (in.byte() % 20);
+  auto status = attempt("header_status", [&] { return layout.value->header_status(header); });
+  auto shapes = attempt("shapes", [&] { return layout.value->shapes(header, max_bytes); });
+  if (!status) {
+    HPREF_FUZZ_REQUIRE(!shapes, "shapes accepted a header header_status refused");
+    return 0;
+  }
+  HPREF_FUZZ_REQUIRE(*status.value >= -1 && *status.value <= 1, "status out of range");
+  if (!shapes) return 0;
+  const auto& syms = layout.value->symbols();
+  std::vector<Tensor> tensors;
+  for (std::size_t f = 0; f < fields.size(); ++f) {
+    const auto& shape = (*shapes.value)[f];
+    HPREF_FUZZ_REQUIRE(shape.size() == fields[f].dims.size(), "shape rank differs from the spec");
+    for (std::size_t d = 0; d < shape.size(); ++d) {
+      HPREF_FUZZ_REQUIRE(shape[d] >= 0, "negative dim accepted");
+      if (const auto* fixed = std::get_if<std::int64_t>(&fields[f].dims[d])) {
+        HPREF_FUZZ_REQUIRE(shape[d] == *fixed, "fixed dim not kept");
+      } else {
+        auto k = std::find(syms.begin(), syms.end(), std::get<std::string>(fields[f].dims[d])) - syms.begin();
+        HPREF_FUZZ_REQUIRE(shape[d] == header[static_cast<std::size_t>(k) + 1], "symbol value not kept");
+      }
+    }
+    auto numel = checked_numel(shape);
+    HPREF_FUZZ_REQUIRE(numel.has_value(), "accepted a shape whose numel overflows");
+    std::uint64_t bytes = static_cast<std::uint64_t>(*numel) * element_size(fields[f].dtype);
+    HPREF_FUZZ_REQUIRE(bytes <= max_bytes, "accepted a field larger than max_message_bytes");
+    tensors.push_back(Tensor::copy_of(fields[f].dtype, shape, std::vector<std::uint8_t>(bytes, 1)));
+  }
+  Value batch = layout.value->rebuild(tensors);
+  auto flat = attempt("flatten", [&] { return layout.value->flatten(batch); });
+  HPREF_FUZZ_REQUIRE(flat, "flatten refused a rebuilt batch with " + kind_text(flat.error));
+  // Symbols bound by fields of zero extent still carry the header's value.
+  HPREF_FUZZ_REQUIRE(layout.value->header(*flat.value) == header, "flatten's header differs");
+  return 0;
+}
