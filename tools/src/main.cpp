@@ -1,5 +1,5 @@
-// The hpref command: frame, route, demo (sim joins in a later issue).
-// Exit codes: 0 success, 1 a check failed, 2 bad usage or bad input.
+// The hpref command: frame, route, sim, demo.
+// Exit codes: 0 success, 1 a check failed, 2 bad usage or bad input, 3-6 simulator failure classes.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
@@ -13,6 +13,7 @@
 #include "hpref/cli/route.hpp"
 #include "hpref/error.hpp"
 #include "hpref/version.hpp"
+#include "sim_command.hpp"
 
 namespace {
 
@@ -212,7 +213,8 @@ int run_route(const RouteCommands& c, const RouteArgs& ra) {
 int main(int argc, char** argv) {
   CLI::App app{"hpref: a verification-focused reference of a distributed data plane and "
                "context-parallel sequence dispatch.\nExit codes: 0 success, 1 a check failed, "
-               "2 bad usage or bad input."};
+               "2 bad usage or bad input, 3 collective mismatch, 4 deadlock, 5 peer failure, "
+               "6 determinism violation (the last four from hpref sim)."};
   app.set_version_flag("--version", std::string("hpref ") + hpref::kVersion + " (wire format " +
                                         hpref::kWireFormat + ")");
   app.require_subcommand(1);
@@ -244,6 +246,9 @@ int main(int argc, char** argv) {
   RouteArgs ra;
   RouteCommands rc = add_route_commands(app, ra);
 
+  cli::SimArgs sa;
+  cli::SimCommands sc = cli::add_sim_commands(app, sa);
+
   std::uint64_t seed = 1;
   auto* demo = app.add_subcommand("demo", "Codec demonstration: encode, inspect, decode and check a realistic segment");
   demo->add_option("--seed", seed, "Seed of the synthetic samples");
@@ -257,6 +262,7 @@ int main(int argc, char** argv) {
   try {
     if (frame->parsed()) return run_frame(*frame, *encode, *decode, *inspect, fa);
     if (rc.route->parsed()) return run_route(rc, ra);
+    if (sc.sim->parsed()) return cli::run_sim(sc, sa);
     if (demo->parsed()) return hpref::cli::run_codec_demo(seed, std::cout) == 0 ? 0 : kExitCheckFailed;
   } catch (const Error& e) {
     std::cerr << "hpref: error [" << e.kind() << "]: " << e.what() << "\n";

@@ -96,6 +96,17 @@ namespace hpref {
   /* SPEC 8: the global oracle */                                               \
   X(oracle_mismatch)                                                            \
   X(unsupported_arithmetic)                                                     \
+  /* SPEC 9: communicators */                                                   \
+  X(comm_mismatch)                                                              \
+  X(comm_deadlock)                                                              \
+  X(comm_peer_failed)                                                           \
+  X(comm_timeout)                                                               \
+  X(comm_buffer_mutated)                                                        \
+  X(comm_memory_space)                                                          \
+  X(comm_usage)                                                                 \
+  X(comm_resource)                                                              \
+  /* simulator scenarios: a check of the scenario itself failed */              \
+  X(scenario_check)                                                             \
   /* tools: the CLI's JSON interchange and usage */                             \
   X(json_syntax)                                                                \
   X(json_value)                                                                 \

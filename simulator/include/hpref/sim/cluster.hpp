@@ -1,0 +1,108 @@
+// The deterministic cluster simulator (SPEC 9.3): n forked rank processes over one
+// Boost.Interprocess segment, exactly one running at a time. A monitor (the calling
+// process) owns every piece of scheduling state; ranks only post requests and copy data
+// while they hold the baton, so a rank killed at any instant cannot wedge the others.
+// Every Communicator call is a scheduling point where the next runnable rank is
+// runnable[next() % count] of a splitmix64 generator seeded with the run's seed: the same
+// program and seed give the same schedule, results and trace hash on every machine.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hpref/communicator.hpp"
+
+namespace hpref::sim {
+
+// A fault plan (SPEC 9.3), written "crash:R@K" (rank R dies by SIGKILL when it makes its
+// K-th Communicator call, 1-based, holding the baton), "flip:R@K" or "flip:R@K:B" (byte B,
+// or a byte drawn from the seed, of what rank R receives from its K-th operation is
+// flipped) and "delay:R@K" (rank R is not chosen for K scheduling decisions while another
+// rank can run).
+struct Fault {
+  enum class Kind { crash, flip, delay };
+  Kind kind = Kind::crash;
+  int rank = 0;
+  std::uint64_t at = 1;
+  std::int64_t byte = -1;
+  // Error invalid_argument naming the text.
+  static Fault parse(std::string_view spec);
+  // A fault drawn from the seed for a run of `ranks` ranks ("--fault random").
+  static Fault drawn(std::uint64_t seed, int ranks);
+  std::string str() const;
+};
+
+struct Options {
+  std::uint64_t seed = 1;
+  std::vector<Fault> faults;
+  std::string world_backend = "sim";
+  // Shared segment size (virtual; pages are used as data is staged).
+  std::size_t segment_bytes = std::size_t{1} << 30;
+  // A rank that holds the baton longer than this is killed and reported dead.
+  int turn_timeout_ms = 120000;
+  // Test hook: called in the monitor once every rank process exists.
+  std::function<void(std::span<const int> pids)> on_started;
+};
+
+struct RankOutcome {
+  enum class Status { ok, error, died };
+  Status status = Status::ok;
+  std::string value;    // ok: what the rank function returned
+  std::string kind;     // error: the hpref::Error kind ("comm_deadlock", ...)
+  std::string message;  // error: what(); died: how
+};
+
+std::ostream& operator<<(std::ostream& os, RankOutcome::Status s);
+
+// Failure classes, each with its own exit code (TigerBeetle's idea).
+enum class Failure { none, check, mismatch, deadlock, peer_failure, determinism };
+std::string_view failure_name(Failure f) noexcept;
+std::ostream& operator<<(std::ostream& os, Failure f);
+int exit_code(Failure f) noexcept;  // 0, 1, 3, 4, 5, 6 (2 is bad usage)
+
+struct RunResult {
+  std::vector<RankOutcome> outcomes;
+  std::vector<std::string> trace;  // one line per operation, in schedule order
+  std::uint64_t trace_hash = 0;    // FNV-1a 64 over the trace lines
+  std::uint64_t decisions = 0;     // scheduling decisions taken
+  // mismatch > deadlock > peer failure > any other error (a check); none if all ok.
+  Failure failure() const;
+};
+
+using RankFn = std::function<std::string(Communicator&)>;
+
+class Cluster {
+ public:
+  // Runs fn on `ranks` forked processes (1..64). Never hangs on a deadlock or a dead
+  // rank; the segment is removed on every exit path.
+  static RunResult run(int ranks, const Options& options, const RankFn& fn);
+};
+
+// SPEC 9.3's generator, pinned.
+class SplitMix64 {
+ public:
+  explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
+  std::uint64_t next() noexcept {
+    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+
+ private:
+  std::uint64_t state_;
+};
+
+// The trace hash: FNV-1a 64 over the lines, each followed by '\n'.
+std::uint64_t trace_hash(std::span<const std::string> lines) noexcept;
+
+// Names of leftover segments of this simulator in /dev/shm (tests check none remain).
+std::vector<std::string> leftover_segments();
+
+}  // namespace hpref::sim

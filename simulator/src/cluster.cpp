@@ -1,0 +1,272 @@
+// Cluster::run: the segment, the rank processes, cleanup on every exit path; fault plans,
+// failure classes and the trace hash.
+#include "hpref/sim/cluster.hpp"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <ostream>
+
+#include "monitor.hpp"
+#include "rank_comm.hpp"
+
+namespace hpref::sim {
+namespace {
+
+namespace bip = boost::interprocess;
+constexpr const char* kPrefix = "hpref-sim-";
+
+// State the interrupt handler needs (async-signal-safe: plain arrays).
+char g_segment_path[256];
+pid_t g_children[detail::kMaxRanks];
+std::atomic<int> g_child_count{0};
+struct sigaction g_old_int, g_old_term;
+
+void on_interrupt(int sig) {
+  int n = g_child_count.load();
+  for (int i = 0; i < n; ++i) kill(g_children[i], SIGKILL);
+  if (g_segment_path[0]) unlink(g_segment_path);
+  sigaction(SIGINT, &g_old_int, nullptr);
+  sigaction(SIGTERM, &g_old_term, nullptr);
+  raise(sig);
+}
+
+// Removes the segment and reaps the ranks however run() ends.
+class Session {
+ public:
+  Session(const std::string& name, std::size_t bytes)
+      : name_(name), segment_(bip::create_only, name.c_str(), bytes) {
+    std::snprintf(g_segment_path, sizeof g_segment_path, "/dev/shm/%s", name.c_str());
+    struct sigaction sa {};
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &g_old_int);
+    sigaction(SIGTERM, &sa, &g_old_term);
+  }
+  ~Session() {
+    int n = g_child_count.exchange(0);
+    for (int i = 0; i < n; ++i) {
+      if (waitpid(g_children[i], nullptr, WNOHANG) == 0) {
+        kill(g_children[i], SIGKILL);
+        waitpid(g_children[i], nullptr, 0);
+      }
+    }
+    if (control_) {
+      sem_destroy(&control_->wake);
+      for (int r = 0; r < control_->nranks; ++r) sem_destroy(&control_->slots[r].go);
+    }
+    bip::shared_memory_object::remove(name_.c_str());
+    g_segment_path[0] = '\0';
+    sigaction(SIGINT, &g_old_int, nullptr);
+    sigaction(SIGTERM, &g_old_term, nullptr);
+  }
+  bip::managed_shared_memory& segment() { return segment_; }
+  detail::Control* control_ = nullptr;
+
+ private:
+  std::string name_;
+  bip::managed_shared_memory segment_;
+};
+
+[[noreturn]] void rank_main(detail::Control* control, char* base, int rank, int size,
+                            const Options& options, const RankFn& fn, pid_t parent) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(1);
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  while (sem_wait(&control->slots[rank].go) != 0) {
+  }
+  std::uint64_t crash_at = 0;
+  for (const Fault& f : options.faults) {
+    if (f.kind == Fault::Kind::crash && f.rank == rank) crash_at = f.at;
+  }
+  detail::RankComm comm(control, base, rank, size, options.world_backend, crash_at);
+  try {
+    std::string value = fn(comm);
+    comm.finish(true, "", value);
+  } catch (const Error& e) {
+    comm.finish(false, std::string(e.kind()), e.what());
+  } catch (const std::exception& e) {
+    comm.finish(false, "exception", e.what());
+  } catch (...) {
+    comm.finish(false, "exception", "a non-standard exception");
+  }
+}
+
+std::uint64_t parse_number(std::string_view text, std::string_view spec) {
+  std::uint64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
+    throw Error(Errc::invalid_argument, "fault '" + std::string(spec) +
+                                            "' is not crash:R@K, flip:R@K[:B] or delay:R@K");
+  }
+  return v;
+}
+
+}  // namespace
+
+Fault Fault::parse(std::string_view spec) {
+  Fault f;
+  auto colon = spec.find(':');
+  auto at = spec.find('@');
+  if (colon == std::string_view::npos || at == std::string_view::npos || at < colon) {
+    parse_number("", spec);
+  }
+  std::string_view kind = spec.substr(0, colon);
+  if (kind == "crash") {
+    f.kind = Kind::crash;
+  } else if (kind == "flip") {
+    f.kind = Kind::flip;
+  } else if (kind == "delay") {
+    f.kind = Kind::delay;
+  } else {
+    parse_number("", spec);
+  }
+  f.rank = static_cast<int>(parse_number(spec.substr(colon + 1, at - colon - 1), spec));
+  std::string_view rest = spec.substr(at + 1);
+  auto second = rest.find(':');
+  f.at = parse_number(rest.substr(0, second), spec);
+  if (second != std::string_view::npos) {
+    if (f.kind != Kind::flip) parse_number("", spec);
+    f.byte = static_cast<std::int64_t>(parse_number(rest.substr(second + 1), spec));
+  }
+  if (f.at == 0 && f.kind != Kind::delay) {
+    throw Error(Errc::invalid_argument, "fault '" + std::string(spec) + "': K counts from 1");
+  }
+  return f;
+}
+
+Fault Fault::drawn(std::uint64_t seed, int ranks) {
+  SplitMix64 rng(seed ^ 0xfa017c0ffeeULL);
+  Fault f;
+  f.kind = static_cast<Kind>(rng.next() % 3);
+  f.rank = static_cast<int>(rng.next() % static_cast<std::uint64_t>(std::max(ranks, 1)));
+  f.at = 1 + rng.next() % 8;
+  return f;
+}
+
+std::string Fault::str() const {
+  const char* names[] = {"crash", "flip", "delay"};
+  std::string out = std::string(names[static_cast<int>(kind)]) + ":" + std::to_string(rank) + "@" +
+                    std::to_string(at);
+  if (kind == Kind::flip && byte >= 0) out += ":" + std::to_string(byte);
+  return out;
+}
+
+std::string_view failure_name(Failure f) noexcept {
+  switch (f) {
+    case Failure::none: return "none";
+    case Failure::check: return "check failed";
+    case Failure::mismatch: return "collective mismatch";
+    case Failure::deadlock: return "deadlock";
+    case Failure::peer_failure: return "peer failure";
+    case Failure::determinism: return "determinism violation";
+  }
+  return "?";
+}
+
+std::ostream& operator<<(std::ostream& os, Failure f) { return os << failure_name(f); }
+
+std::ostream& operator<<(std::ostream& os, RankOutcome::Status s) {
+  const char* names[] = {"ok", "error", "died"};
+  return os << names[static_cast<int>(s)];
+}
+
+int exit_code(Failure f) noexcept {
+  switch (f) {
+    case Failure::none: return 0;
+    case Failure::check: return 1;
+    case Failure::mismatch: return 3;
+    case Failure::deadlock: return 4;
+    case Failure::peer_failure: return 5;
+    case Failure::determinism: return 6;
+  }
+  return 1;
+}
+
+Failure RunResult::failure() const {
+  bool mismatch = false, deadlock = false, peer = false, other = false;
+  for (const RankOutcome& o : outcomes) {
+    if (o.status == RankOutcome::Status::died) peer = true;
+    if (o.status != RankOutcome::Status::error) continue;
+    if (o.kind == "comm_mismatch") {
+      mismatch = true;
+    } else if (o.kind == "comm_deadlock") {
+      deadlock = true;
+    } else if (o.kind == "comm_peer_failed") {
+      peer = true;
+    } else {
+      other = true;
+    }
+  }
+  if (mismatch) return Failure::mismatch;
+  if (deadlock) return Failure::deadlock;
+  if (peer) return Failure::peer_failure;
+  return other ? Failure::check : Failure::none;
+}
+
+std::uint64_t trace_hash(std::span<const std::string> lines) noexcept {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (const std::string& line : lines) {
+    h = fnv1a64(line.data(), line.size(), h);
+    h = fnv1a64("\n", 1, h);
+  }
+  return h;
+}
+
+std::vector<std::string> leftover_segments() {
+  std::vector<std::string> out;
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return out;
+  while (dirent* e = readdir(dir)) {
+    if (std::strncmp(e->d_name, kPrefix, std::strlen(kPrefix)) == 0) out.emplace_back(e->d_name);
+  }
+  closedir(dir);
+  return out;
+}
+
+RunResult Cluster::run(int ranks, const Options& options, const RankFn& fn) {
+  if (ranks < 1 || ranks > detail::kMaxRanks) {
+    throw Error(Errc::invalid_argument, "a simulated cluster has 1 to " + std::to_string(detail::kMaxRanks) +
+                                            " ranks, got " + std::to_string(ranks));
+  }
+  for (const Fault& f : options.faults) {
+    if (f.rank < 0 || f.rank >= ranks) {
+      throw Error(Errc::invalid_argument, "fault " + f.str() + " names rank " + std::to_string(f.rank) +
+                                              " of a " + std::to_string(ranks) + "-rank cluster");
+    }
+  }
+  static std::atomic<unsigned> counter{0};
+  std::string name = kPrefix + std::to_string(getpid()) + "-" + std::to_string(counter++);
+  bip::shared_memory_object::remove(name.c_str());
+  std::fflush(nullptr);  // children must not inherit unflushed output
+  Session session(name, options.segment_bytes);
+  auto* control = session.segment().construct<detail::Control>(bip::anonymous_instance)();
+  session.control_ = control;
+  control->nranks = ranks;
+  sem_init(&control->wake, 1, 0);
+  for (int r = 0; r < ranks; ++r) sem_init(&control->slots[r].go, 1, 0);
+  char* base = static_cast<char*>(session.segment().get_address());
+  pid_t parent = getpid();
+  std::vector<pid_t> pids;
+  for (int r = 0; r < ranks; ++r) {
+    pid_t pid = fork();
+    if (pid < 0) throw Error(Errc::comm_resource, "fork failed for rank " + std::to_string(r));
+    if (pid == 0) rank_main(control, base, r, ranks, options, fn, parent);
+    pids.push_back(pid);
+    g_children[g_child_count++] = pid;
+  }
+  if (options.on_started) options.on_started(std::vector<int>(pids.begin(), pids.end()));
+  detail::Monitor monitor(control, session.segment(), ranks, options, pids);
+  return monitor.run();
+}
+
+}  // namespace hpref::sim

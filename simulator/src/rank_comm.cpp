@@ -1,0 +1,331 @@
+// The rank side of the simulator (see rank_comm.hpp).
+#include "rank_comm.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <optional>
+#include <algorithm>
+
+namespace hpref::sim::detail {
+
+const char* op_kind_name(OpKind k) noexcept {
+  switch (k) {
+    case OpKind::all_gather: return "all_gather";
+    case OpKind::broadcast: return "broadcast";
+    case OpKind::all_reduce: return "all_reduce";
+    case OpKind::all_to_all_v: return "all_to_all_v";
+    case OpKind::barrier: return "barrier";
+  }
+  return "?";
+}
+
+std::uint64_t buffer_checksum(const void* data, std::size_t bytes) noexcept {
+  const auto* p = static_cast<const unsigned char*>(data);
+  std::uint64_t lanes[4] = {0x9e3779b97f4a7c15ULL, 0xbf58476d1ce4e5b9ULL, 0x94d049bb133111ebULL,
+                            bytes};
+  std::size_t i = 0;
+  for (; i + 32 <= bytes; i += 32) {
+    for (int k = 0; k < 4; ++k) {
+      std::uint64_t w;
+      std::memcpy(&w, p + i + 8 * k, 8);
+      lanes[k] = (lanes[k] ^ w) * 0x100000001b3ULL;
+      lanes[k] ^= lanes[k] >> 29;
+    }
+  }
+  std::uint64_t h = lanes[0] ^ (lanes[1] << 1) ^ (lanes[2] << 2) ^ (lanes[3] << 3);
+  return fnv1a64(p + i, bytes - i, h);
+}
+
+// What a launch stages and how its wait delivers.
+struct RankComm::Launch {
+  Launch(const Group* g, OpKind k) : group(g), kind(k) {}
+  const Group* group;
+  OpKind kind;
+  int root = -1;
+  ReduceOp op = ReduceOp::sum;
+  DType dtype = DType::int64;
+  const void* send = nullptr;  // staged at launch, checked unchanged at wait
+  std::size_t send_bytes = 0;
+  void* recv = nullptr;
+  std::size_t recv_bytes = 0;
+  std::uint64_t in_bytes = 0;  // the signature's byte count
+  std::uint64_t out_bytes = 0;
+  std::span<const std::size_t> counts_in, counts_out;
+};
+
+struct RankComm::SimWork final : Work::State {
+  RankComm* comm = nullptr;
+  std::uint64_t id = 0;
+  OpKind kind = OpKind::barrier;
+  int group = -1;
+  const void* send = nullptr;
+  std::size_t send_bytes = 0;
+  std::uint64_t send_sum = 0;
+  void* recv = nullptr;
+  std::size_t recv_bytes = 0;
+  bool done = false;
+  std::optional<CommError> error;
+  void wait() override { comm->wait_work(*this); }
+};
+
+RankComm::RankComm(Control* control, char* base, int rank, int size, std::string world_backend,
+                   std::uint64_t crash_at_call)
+    : control_(control), base_(base), rank_(rank), size_(size),
+      world_backend_(std::move(world_backend)), crash_at_(crash_at_call) {}
+
+Group RankComm::world() const {
+  std::vector<int> all(static_cast<std::size_t>(size_));
+  std::iota(all.begin(), all.end(), 0);
+  return Group(0, std::move(all), world_backend_, rank_);
+}
+
+void RankComm::call() {
+  sem_post(&control_->wake);
+  while (sem_wait(&slot().go) != 0) {
+    if (errno != EINTR) std::abort();
+  }
+}
+
+void RankComm::point() {
+  if (++calls_ == crash_at_) {
+    std::fflush(nullptr);
+    kill(getpid(), SIGKILL);  // the crash fault: die holding the baton
+  }
+}
+
+void RankComm::throw_response() {
+  const Slot& s = control_->slots[rank_];
+  std::vector<int> ranks(s.err_ranks, s.err_ranks + s.err_nranks);
+  throw CommError(static_cast<Errc>(s.status), s.message, s.err_group, s.err_seq, std::move(ranks));
+}
+
+void RankComm::check_member(const Group& group, const char* op) const {
+  if (!group.is_member()) {
+    throw CommError(Errc::comm_usage,
+                    std::string(op) + " on group " + std::to_string(group.id()) + " by rank " +
+                        std::to_string(rank_) + ", which is not a member",
+                    group.id());
+  }
+}
+
+void RankComm::check_space(const Group& group, MemorySpace space, const char* op) const {
+  if (space != group.memory()) {
+    throw CommError(Errc::comm_memory_space,
+                    std::string(op) + " on group " + std::to_string(group.id()) + " (backend " +
+                        group.backend() + ") refuses a " +
+                        (space == MemorySpace::host ? "host" : "accelerator") +
+                        " buffer: the group moves " +
+                        (group.memory() == MemorySpace::host ? "host" : "accelerator") + " memory",
+                    group.id(), -1, {rank_});
+  }
+}
+
+Group RankComm::new_group(std::span<const int> ranks, const std::string& backend) {
+  std::vector<int> sorted(ranks.begin(), ranks.end());
+  std::sort(sorted.begin(), sorted.end());
+  bool bad = sorted.empty() || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end() ||
+             sorted.front() < 0 || sorted.back() >= size_;
+  if (bad || backend.empty() || backend.size() >= kNameBytes) {
+    throw CommError(Errc::comm_usage, "new_group needs distinct world ranks in [0, " +
+                                          std::to_string(size_) + ") and a backend name");
+  }
+  point();
+  Slot& s = slot();
+  s.req = Req::new_group;
+  s.nranks = static_cast<std::int32_t>(sorted.size());
+  std::copy(sorted.begin(), sorted.end(), s.ranks);
+  std::snprintf(s.backend, sizeof s.backend, "%s", backend.c_str());
+  call();
+  if (s.status != 0) throw_response();
+  return Group(static_cast<int>(s.handle), std::move(sorted), backend, rank_);
+}
+
+Work RankComm::launch(const Launch& l) {
+  point();
+  Slot& s = slot();
+  s.req = Req::launch;
+  s.kind = l.kind;
+  s.group = l.group->id();
+  s.root = l.root;
+  s.reduce_op = static_cast<std::int32_t>(l.op);
+  s.dtype = static_cast<std::int32_t>(l.dtype);
+  s.in_bytes = l.in_bytes;
+  s.out_bytes = l.out_bytes;
+  std::fill(s.counts_in, s.counts_in + kMaxRanks, 0);
+  std::fill(s.counts_out, s.counts_out + kMaxRanks, 0);
+  std::copy(l.counts_in.begin(), l.counts_in.end(), s.counts_in);
+  std::copy(l.counts_out.begin(), l.counts_out.end(), s.counts_out);
+  s.stage_bytes = l.send_bytes;
+  call();
+  if (s.status != 0) throw_response();
+  auto work = std::make_shared<SimWork>();
+  if (l.send_bytes) std::memcpy(base_ + s.handle, l.send, l.send_bytes);  // data taken at launch
+  work->send_sum = buffer_checksum(l.send, l.send_bytes);
+  s.checksum = work->send_sum;
+  s.req = Req::launch_staged;
+  call();
+  if (s.status != 0) throw_response();
+  work->comm = this;
+  work->id = s.work_id;
+  work->kind = l.kind;
+  work->group = l.group->id();
+  work->send = l.send;
+  work->send_bytes = l.send_bytes;
+  work->recv = l.recv;
+  work->recv_bytes = l.recv_bytes;
+  return Work(work);
+}
+
+void RankComm::wait_work(SimWork& w) {
+  if (w.done) {
+    if (w.error) throw *w.error;
+    return;
+  }
+  point();
+  Slot& s = slot();
+  s.req = Req::wait;
+  s.work = w.id;
+  call();
+  w.done = true;
+  if (s.status != 0) {
+    try {
+      throw_response();
+    } catch (const CommError& e) {
+      w.error = e;
+      throw;
+    }
+  }
+  if (w.send_bytes && buffer_checksum(w.send, w.send_bytes) != w.send_sum) {
+    w.error = CommError(Errc::comm_buffer_mutated,
+                        std::string("rank ") + std::to_string(rank_) + " changed its send buffer of " +
+                            op_kind_name(w.kind) + " on group " + std::to_string(w.group) +
+                            " between launch and wait (real backends read it later)",
+                        w.group, -1, {rank_});
+    throw *w.error;
+  }
+  auto* out = static_cast<char*>(w.recv);
+  for (std::int32_t i = 0; i < s.npieces; ++i) {
+    const Piece& p = s.pieces[i];
+    if (p.bytes) std::memcpy(out + p.dst, base_ + p.handle + p.offset, p.bytes);
+  }
+  if (s.flip_byte >= 0 && static_cast<std::size_t>(s.flip_byte) < w.recv_bytes) {
+    out[s.flip_byte] = static_cast<char>(out[s.flip_byte] ^ 0xff);
+  }
+}
+
+Work RankComm::all_gather(const Group& group, ConstBuffer in, MutableBuffer out) {
+  check_member(group, "all_gather");
+  check_space(group, in.space, "all_gather");
+  check_space(group, out.space, "all_gather");
+  if (out.bytes != in.bytes * static_cast<std::size_t>(group.size())) {
+    throw CommError(Errc::comm_usage, "all_gather output of " + std::to_string(out.bytes) +
+                                          " bytes is not group size " + std::to_string(group.size()) +
+                                          " x input " + std::to_string(in.bytes),
+                    group.id());
+  }
+  Launch l(&group, OpKind::all_gather);
+  l.send = in.data;
+  l.send_bytes = in.bytes;
+  l.recv = out.data;
+  l.recv_bytes = out.bytes;
+  l.in_bytes = in.bytes;
+  return launch(l);
+}
+
+Work RankComm::broadcast(const Group& group, MutableBuffer buffer, int root) {
+  check_member(group, "broadcast");
+  check_space(group, buffer.space, "broadcast");
+  if (group.index_of(root) < 0) {
+    throw CommError(Errc::comm_usage, "broadcast root " + std::to_string(root) +
+                                          " is not a member of group " + std::to_string(group.id()),
+                    group.id());
+  }
+  Launch l(&group, OpKind::broadcast);
+  l.root = root;
+  l.in_bytes = buffer.bytes;
+  if (root == rank_) {
+    l.send = buffer.data;
+    l.send_bytes = buffer.bytes;
+  } else {
+    l.recv = buffer.data;
+    l.recv_bytes = buffer.bytes;
+  }
+  return launch(l);
+}
+
+Work RankComm::all_reduce(const Group& group, MutableBuffer buffer, DType dtype, ReduceOp op) {
+  check_member(group, "all_reduce");
+  check_space(group, buffer.space, "all_reduce");
+  if ((dtype != DType::int32 && dtype != DType::int64 && dtype != DType::float32 &&
+       dtype != DType::float64) ||
+      buffer.bytes % element_size(dtype) != 0) {
+    throw CommError(Errc::comm_usage, "all_reduce takes int32, int64, float32 or float64 and a whole "
+                                      "number of elements, got " + std::string(dtype_name(dtype)) +
+                                          " over " + std::to_string(buffer.bytes) + " bytes",
+                    group.id());
+  }
+  Launch l(&group, OpKind::all_reduce);
+  l.op = op;
+  l.dtype = dtype;
+  l.send = buffer.data;
+  l.send_bytes = buffer.bytes;
+  l.recv = buffer.data;
+  l.recv_bytes = buffer.bytes;
+  l.in_bytes = buffer.bytes;
+  return launch(l);
+}
+
+Work RankComm::all_to_all_v(const Group& group, ConstBuffer in, std::span<const std::size_t> in_counts,
+                            MutableBuffer out, std::span<const std::size_t> out_counts) {
+  check_member(group, "all_to_all_v");
+  check_space(group, in.space, "all_to_all_v");
+  check_space(group, out.space, "all_to_all_v");
+  auto n = static_cast<std::size_t>(group.size());
+  std::size_t sent = std::accumulate(in_counts.begin(), in_counts.end(), std::size_t{0});
+  std::size_t received = std::accumulate(out_counts.begin(), out_counts.end(), std::size_t{0});
+  if (in_counts.size() != n || out_counts.size() != n || sent > in.bytes || received > out.bytes) {
+    throw CommError(Errc::comm_usage,
+                    "all_to_all_v needs " + std::to_string(n) + " counts each way within the buffers, got " +
+                        std::to_string(in_counts.size()) + " summing to " + std::to_string(sent) + " of " +
+                        std::to_string(in.bytes) + " and " + std::to_string(out_counts.size()) +
+                        " summing to " + std::to_string(received) + " of " + std::to_string(out.bytes),
+                    group.id());
+  }
+  Launch l(&group, OpKind::all_to_all_v);
+  l.send = in.data;
+  l.send_bytes = sent;
+  l.recv = out.data;
+  l.recv_bytes = received;
+  l.in_bytes = sent;
+  l.out_bytes = received;
+  l.counts_in = in_counts;
+  l.counts_out = out_counts;
+  return launch(l);
+}
+
+Work RankComm::barrier(const Group& group) {
+  check_member(group, "barrier");
+  Launch l(&group, OpKind::barrier);
+  return launch(l);
+}
+
+void RankComm::finish(bool ok, const std::string& kind, const std::string& text) {
+  std::string outcome = ok ? text : kind + '\n' + text;
+  Slot& s = slot();
+  s.req = Req::finish;
+  s.outcome_status = ok ? 0 : 1;
+  s.stage_bytes = outcome.size();
+  call();
+  if (s.status == 0 && !outcome.empty()) std::memcpy(base_ + s.handle, outcome.data(), outcome.size());
+  s.req = Req::finish_staged;
+  std::fflush(nullptr);
+  sem_post(&control_->wake);
+  _exit(0);
+}
+
+}  // namespace hpref::sim::detail

@@ -1,0 +1,58 @@
+// The Communicator a rank process sees: each call posts a request in its slot, hands the
+// baton to the monitor and waits for its turn; data is copied only while it holds the
+// baton, and it never allocates in the segment.
+#pragma once
+
+#include <string>
+
+#include "hpref/communicator.hpp"
+#include "shared.hpp"
+
+namespace hpref::sim::detail {
+
+// A fast checksum of a send buffer (word-wise, not the pinned trace hash).
+std::uint64_t buffer_checksum(const void* data, std::size_t bytes) noexcept;
+
+class RankComm final : public Communicator {
+ public:
+  RankComm(Control* control, char* base, int rank, int size, std::string world_backend,
+           std::uint64_t crash_at_call);
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string world_backend() const override { return world_backend_; }
+  Group world() const override;
+  Group new_group(std::span<const int> ranks, const std::string& backend) override;
+  Work all_gather(const Group& group, ConstBuffer in, MutableBuffer out) override;
+  Work broadcast(const Group& group, MutableBuffer buffer, int root) override;
+  Work all_reduce(const Group& group, MutableBuffer buffer, DType dtype, ReduceOp op) override;
+  Work all_to_all_v(const Group& group, ConstBuffer in, std::span<const std::size_t> in_counts,
+                    MutableBuffer out, std::span<const std::size_t> out_counts) override;
+  Work barrier(const Group& group) override;
+
+  // Reports the rank function's outcome to the monitor and ends the process.
+  [[noreturn]] void finish(bool ok, const std::string& kind, const std::string& text);
+
+  struct Launch;
+  struct SimWork;
+  void wait_work(SimWork& work);
+
+ private:
+  Slot& slot() { return control_->slots[rank_]; }
+  void call();   // hand the baton to the monitor, wait for the turn
+  void point();  // a scheduling point: count it, and crash here if the plan says so
+  [[noreturn]] void throw_response();
+  void check_member(const Group& group, const char* op) const;
+  void check_space(const Group& group, MemorySpace space, const char* op) const;
+  Work launch(const Launch& l);
+
+  Control* control_;
+  char* base_;
+  int rank_;
+  int size_;
+  std::string world_backend_;
+  std::uint64_t crash_at_;
+  std::uint64_t calls_ = 0;
+};
+
+}  // namespace hpref::sim::detail

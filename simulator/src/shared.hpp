@@ -1,0 +1,70 @@
+// The shared segment's control block: one slot per rank through which a rank posts a
+// request and reads the monitor's response. Only the rank holding the baton writes its
+// slot; only the monitor allocates in the segment.
+#pragma once
+
+#include <semaphore.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace hpref::sim::detail {
+
+inline constexpr int kMaxRanks = 64;
+inline constexpr std::size_t kMessageBytes = 16384;
+inline constexpr std::size_t kNameBytes = 128;
+
+enum class Req : std::int32_t { none, new_group, launch, launch_staged, wait, finish, finish_staged };
+enum class OpKind : std::int32_t { all_gather, broadcast, all_reduce, all_to_all_v, barrier };
+
+const char* op_kind_name(OpKind k) noexcept;
+
+// A copy a rank makes at wait(): bytes from a staged area into its output buffer.
+struct Piece {
+  std::uint64_t handle;  // segment handle of the staged area
+  std::uint64_t offset;  // within it
+  std::uint64_t bytes;
+  std::uint64_t dst;     // offset in the rank's output buffer
+};
+
+struct Slot {
+  sem_t go;  // the monitor posts: your turn, your response is ready
+  // ---- request (rank -> monitor)
+  Req req;
+  OpKind kind;
+  std::int32_t group;
+  std::int32_t root;
+  std::int32_t reduce_op;
+  std::int32_t dtype;
+  std::uint64_t in_bytes;
+  std::uint64_t out_bytes;
+  std::uint64_t counts_in[kMaxRanks];
+  std::uint64_t counts_out[kMaxRanks];
+  std::int32_t nranks;
+  std::int32_t ranks[kMaxRanks];
+  char backend[kNameBytes];
+  std::uint64_t work;         // wait: the work id
+  std::uint64_t stage_bytes;  // launch / finish: bytes to stage
+  std::uint64_t checksum;     // launch_staged: checksum of the staged bytes
+  std::int32_t outcome_status;  // finish: 0 ok, 1 error
+  // ---- response (monitor -> rank)
+  std::int32_t status;  // 0 ok, else an Errc value
+  std::int32_t err_group;
+  std::int64_t err_seq;
+  std::int32_t err_nranks;
+  std::int32_t err_ranks[kMaxRanks];
+  char message[kMessageBytes];
+  std::uint64_t handle;   // launch / finish: staging area; new_group: the group id
+  std::uint64_t work_id;  // launch_staged: the new work
+  std::int32_t npieces;
+  Piece pieces[kMaxRanks];
+  std::int64_t flip_byte;  // wait: flip this byte of what was received (-1: none)
+};
+
+struct Control {
+  sem_t wake;  // a rank posts: my request is in my slot
+  std::int32_t nranks;
+  Slot slots[kMaxRanks];
+};
+
+}  // namespace hpref::sim::detail
