@@ -3,6 +3,7 @@
 #include "hpref/sim/cluster.hpp"
 
 #include <dirent.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -38,6 +39,27 @@ void on_interrupt(int sig) {
   sigaction(SIGTERM, &g_old_term, nullptr);
   raise(sig);
 }
+
+// Pins the calling thread (and so the ranks it forks) to its current CPU; restores on exit.
+class CpuPin {
+ public:
+  explicit CpuPin(bool enabled) {
+    if (!enabled || sched_getaffinity(0, sizeof saved_, &saved_) != 0) return;
+    int cpu = sched_getcpu();
+    if (cpu < 0) return;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    pinned_ = sched_setaffinity(0, sizeof one, &one) == 0;
+  }
+  ~CpuPin() {
+    if (pinned_) sched_setaffinity(0, sizeof saved_, &saved_);
+  }
+
+ private:
+  cpu_set_t saved_{};
+  bool pinned_ = false;
+};
 
 // Removes the segment and reaps the ranks however run() ends.
 class Session {
@@ -248,6 +270,7 @@ RunResult Cluster::run(int ranks, const Options& options, const RankFn& fn) {
   std::string name = kPrefix + std::to_string(getpid()) + "-" + std::to_string(counter++);
   bip::shared_memory_object::remove(name.c_str());
   std::fflush(nullptr);  // children must not inherit unflushed output
+  CpuPin pin(options.pin_to_one_cpu);
   Session session(name, options.segment_bytes);
   auto* control = session.segment().construct<detail::Control>(bip::anonymous_instance)();
   session.control_ = control;

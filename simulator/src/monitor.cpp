@@ -77,15 +77,24 @@ void Monitor::deallocate(std::uint64_t& handle) {
 // The loop: pick a runnable rank with the seeded generator, serve it until it yields.
 
 RunResult Monitor::run() {
-  for (;;) {
-    reap_others(-1);
+  for (std::uint64_t turn = 0;; ++turn) {
+    // Waiting ranks die only from outside; look for that now and then, and always before
+    // declaring a deadlock.
+    if (turn % 16 == 0) reap_others(-1);
     bool any_ready = false, any_blocked = false;
     for (const Rank& r : ranks_) {
       any_ready |= r.state == State::ready;
       any_blocked |= r.state == State::blocked_wait || r.state == State::blocked_group;
     }
     if (!any_ready) {
-      if (!any_blocked) break;
+      reap_others(-1);
+      bool still_blocked = false;
+      for (const Rank& r : ranks_) {
+        still_blocked |= r.state == State::blocked_wait || r.state == State::blocked_group;
+        any_ready |= r.state == State::ready;
+      }
+      if (any_ready) continue;
+      if (!still_blocked) break;
       deadlock();
       continue;
     }
@@ -203,6 +212,24 @@ void Monitor::on_launch(int r) {
 
 void Monitor::on_staged(int r) {
   Slot& s = slot(r);
+  if (s.group < 0 || static_cast<std::size_t>(s.group) >= groups_.size() ||
+      groups_[static_cast<std::size_t>(s.group)].index_of(r) < 0) {  // (launches without data skip on_launch)
+    respond_error(r, Errc::comm_usage, "rank " + std::to_string(r) + " launched on group " +
+                                           std::to_string(s.group) + ", which it is not a member of",
+                  s.group, -1, {r});
+    ranks_[r].state = State::ready;
+    return;
+  }
+  if (s.inline_data && s.stage_bytes > 0) {
+    try {
+      ranks_[r].stage = allocate(s.stage_bytes);
+    } catch (const CommError& e) {
+      respond_error(r, e.code(), e.what(), s.group, -1, {r});
+      ranks_[r].state = State::ready;
+      return;
+    }
+    std::memcpy(base_ + ranks_[r].stage, s.data, s.stage_bytes);
+  }
   GroupInfo& g = groups_[static_cast<std::size_t>(s.group)];
   int m = g.index_of(r);
   OpKey key{s.group, g.next_seq[static_cast<std::size_t>(m)]++};

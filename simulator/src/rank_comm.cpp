@@ -24,21 +24,39 @@ const char* op_kind_name(OpKind k) noexcept {
   return "?";
 }
 
-std::uint64_t buffer_checksum(const void* data, std::size_t bytes) noexcept {
-  const auto* p = static_cast<const unsigned char*>(data);
-  std::uint64_t lanes[4] = {0x9e3779b97f4a7c15ULL, 0xbf58476d1ce4e5b9ULL, 0x94d049bb133111ebULL,
-                            bytes};
+namespace {
+
+template <bool Copy>
+std::uint64_t checksum_pass(void* dst, const void* src, std::size_t bytes) noexcept {
+  const auto* p = static_cast<const unsigned char*>(src);
+  auto* q = static_cast<unsigned char*>(dst);
+  std::uint64_t a[4] = {1, 2, 3, 4}, b[4] = {0, 0, 0, 0};
   std::size_t i = 0;
   for (; i + 32 <= bytes; i += 32) {
+    std::uint64_t w[4];
+    std::memcpy(w, p + i, 32);
+    if constexpr (Copy) std::memcpy(q + i, w, 32);
     for (int k = 0; k < 4; ++k) {
-      std::uint64_t w;
-      std::memcpy(&w, p + i + 8 * k, 8);
-      lanes[k] = (lanes[k] ^ w) * 0x100000001b3ULL;
-      lanes[k] ^= lanes[k] >> 29;
+      a[k] += w[k];
+      b[k] += a[k];
     }
   }
-  std::uint64_t h = lanes[0] ^ (lanes[1] << 1) ^ (lanes[2] << 2) ^ (lanes[3] << 3);
+  std::uint64_t h = bytes;
+  for (int k = 0; k < 4; ++k) h = (h ^ a[k]) * 0x100000001b3ULL ^ b[k];
+  if constexpr (Copy) {
+    if (bytes > i) std::memcpy(q + i, p + i, bytes - i);
+  }
   return fnv1a64(p + i, bytes - i, h);
+}
+
+}  // namespace
+
+std::uint64_t buffer_checksum(const void* data, std::size_t bytes) noexcept {
+  return checksum_pass<false>(nullptr, data, bytes);
+}
+
+std::uint64_t copy_with_checksum(void* dst, const void* src, std::size_t bytes) noexcept {
+  return checksum_pass<true>(dst, src, bytes);
 }
 
 // What a launch stages and how its wait delivers.
@@ -161,11 +179,17 @@ Work RankComm::launch(const Launch& l) {
   std::copy(l.counts_in.begin(), l.counts_in.end(), s.counts_in);
   std::copy(l.counts_out.begin(), l.counts_out.end(), s.counts_out);
   s.stage_bytes = l.send_bytes;
-  call();
-  if (s.status != 0) throw_response();
   auto work = std::make_shared<SimWork>();
-  if (l.send_bytes) std::memcpy(base_ + s.handle, l.send, l.send_bytes);  // data taken at launch
-  work->send_sum = buffer_checksum(l.send, l.send_bytes);
+  // The data is taken at launch: small sends travel in the slot, larger ones are copied
+  // into a staging area the monitor hands out first.
+  s.inline_data = l.send_bytes <= kInlineBytes;
+  if (s.inline_data) {
+    work->send_sum = copy_with_checksum(s.data, l.send, l.send_bytes);
+  } else {
+    call();
+    if (s.status != 0) throw_response();
+    work->send_sum = copy_with_checksum(base_ + s.handle, l.send, l.send_bytes);
+  }
   s.checksum = work->send_sum;
   s.req = Req::launch_staged;
   call();

@@ -13,6 +13,8 @@ namespace hpref::sim::detail {
 inline constexpr int kMaxRanks = 64;
 inline constexpr std::size_t kMessageBytes = 16384;
 inline constexpr std::size_t kNameBytes = 128;
+// Send data up to this size travels in the slot itself: one round trip per launch.
+inline constexpr std::size_t kInlineBytes = 4096;
 
 enum class Req : std::int32_t { none, new_group, launch, launch_staged, wait, finish, finish_staged };
 enum class OpKind : std::int32_t { all_gather, broadcast, all_reduce, all_to_all_v, barrier };
@@ -46,6 +48,8 @@ struct Slot {
   std::uint64_t work;         // wait: the work id
   std::uint64_t stage_bytes;  // launch / finish: bytes to stage
   std::uint64_t checksum;     // launch_staged: checksum of the staged bytes
+  std::int32_t inline_data;   // launch_staged: the bytes are in `data` (not yet staged)
+  unsigned char data[kInlineBytes];
   std::int32_t outcome_status;  // finish: 0 ok, 1 error
   // ---- response (monitor -> rank)
   std::int32_t status;  // 0 ok, else an Errc value

@@ -290,7 +290,7 @@ BOOST_AUTO_TEST_CASE(different_seeds_give_different_schedules) {
 // this value and must be deliberate.
 BOOST_AUTO_TEST_CASE(pinned_trace_hash) {
   auto r = run_scenario("free_interleaving", 4, 1);
-  BOOST_TEST(r.trace_hash == 0xe365feb719c3e5f7ULL);
+  BOOST_TEST(r.trace_hash == 0xcc20f88bc578e299ULL);
   BOOST_TEST(r.decisions == 60u);
   SplitMix64 g(0);
   BOOST_TEST(g.next() == 0xe220a8397b1dcdafULL);  // splitmix64's published first output for seed 0
