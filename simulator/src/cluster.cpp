@@ -70,8 +70,11 @@ class Session {
     struct sigaction sa {};
     sa.sa_handler = on_interrupt;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &g_old_int);
-    sigaction(SIGTERM, &sa, &g_old_term);
+    // A signal the process ignores stays ignored (a background job's SIGINT, say).
+    sigaction(SIGINT, nullptr, &g_old_int);
+    sigaction(SIGTERM, nullptr, &g_old_term);
+    if (g_old_int.sa_handler != SIG_IGN) sigaction(SIGINT, &sa, nullptr);
+    if (g_old_term.sa_handler != SIG_IGN) sigaction(SIGTERM, &sa, nullptr);
   }
   ~Session() {
     int n = g_child_count.exchange(0);

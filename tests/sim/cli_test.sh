@@ -31,11 +31,14 @@ err_replay=$(printf '%s\n' "$first" | grep '^rank 0:')
 "$hpref" sim run nosuch --ranks 2 > /dev/null 2>&1; [ $? -eq 2 ] || fail "unknown scenario is bad usage"
 "$hpref" sim list | grep -q '^planted_bug' || fail "list"
 out=$("$hpref" sim run collectives --ranks 2 --seed 5); printf '%s\n' "$out" | head -1 | grep -q '^SEED=5$' || fail "SEED= first"
-# An interrupted run removes its segment and its rank processes.
+# A terminated run removes its segment and its rank processes (SIGTERM: a script's
+# background job ignores SIGINT, and an ignored signal stays ignored).
 "$hpref" sim explore collectives --ranks 8 --seeds 1..1000000 > /dev/null &
 pid=$!
 sleep 0.5
-kill -INT $pid
+kill -TERM $pid
+for _ in $(seq 50); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+kill -0 $pid 2>/dev/null && { kill -KILL $pid; fail "SIGTERM did not end hpref sim explore"; }
 wait $pid 2>/dev/null
 sleep 0.2
 left=$(ls /dev/shm 2>/dev/null | grep "^hpref-sim-$pid-" || true)
