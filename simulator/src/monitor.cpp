@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <numeric>
 #include <sstream>
 
 #include "rank_comm.hpp"
@@ -276,17 +277,16 @@ void Monitor::on_staged(int r) {
     }
   }
   if (!op.failed && !op.complete) {
+    std::vector<int> missing;
     for (std::size_t i = 0; i < g.ranks.size(); ++i) {
-      int peer = g.ranks[i];
-      bool gone_peer = ranks_[peer].state == State::exited || ranks_[peer].state == State::dead;
-      if (!op.members[i].launched && gone_peer) {
-        fail(op, key, Errc::comm_peer_failed,
-             describe(op) + " on group " + std::to_string(key.group) + " seq " + std::to_string(key.seq) +
-                 " needs rank " + std::to_string(peer) + ", which " +
-                 (ranks_[peer].state == State::dead ? "died" : "exited") + " before joining it",
-             {peer});
-        break;
-      }
+      if (!op.members[i].launched) missing.push_back(g.ranks[i]);
+    }
+    std::string who = gone_text(missing);
+    if (!who.empty()) {
+      fail(op, key, Errc::comm_peer_failed,
+           describe(op) + " on group " + std::to_string(key.group) + " seq " + std::to_string(key.seq) + " needs " +
+               who + " before joining it",
+           gone_ranks(missing));
     }
   }
   if (!op.failed && !op.complete &&
@@ -509,13 +509,13 @@ void Monitor::on_new_group(int r) {
   rk.group_arrived = true;
   rk.state = State::blocked_group;
   ++group_arrivals_;
-  for (int p = 0; p < n_; ++p) {
-    if (ranks_[p].state == State::exited || ranks_[p].state == State::dead) {
-      fail_group_creation("new_group #" + std::to_string(groups_.size()) + " is a world collective but rank " +
-                              std::to_string(p) + (ranks_[p].state == State::dead ? " died" : " exited"),
-                          Errc::comm_peer_failed);
-      return;
-    }
+  std::vector<int> world(static_cast<std::size_t>(n_));
+  std::iota(world.begin(), world.end(), 0);
+  std::string who = gone_text(world);
+  if (!who.empty()) {
+    fail_group_creation("new_group #" + std::to_string(groups_.size()) + " is a world collective but " + who,
+                        Errc::comm_peer_failed);
+    return;
   }
   if (group_arrivals_ < n_) return;
   const Rank& first = ranks_[0];
@@ -587,6 +587,33 @@ void Monitor::on_finish_staged(int r) {
   rk.state = State::exited;
 }
 
+// Of `ranks`, those that are gone, dead ones first: "rank 2, which died" or "ranks [2, 4],
+// which died, and rank 0, which exited"; "" if none is gone.
+std::string Monitor::gone_text(const std::vector<int>& ranks) const {
+  std::vector<int> died, exited;
+  for (int r : ranks) {
+    if (ranks_[r].state == State::dead) died.push_back(r);
+    if (ranks_[r].state == State::exited) exited.push_back(r);
+  }
+  auto part = [](const std::vector<int>& v, const char* verb) {
+    if (v.empty()) return std::string();
+    return (v.size() == 1 ? "rank " + std::to_string(v[0]) : "ranks " + list(v)) + ", which " + verb;
+  };
+  std::string a = part(died, "died"), b = part(exited, "exited");
+  return a.empty() ? b : b.empty() ? a : a + ", and " + b;
+}
+
+std::vector<int> Monitor::gone_ranks(const std::vector<int>& ranks) const {
+  std::vector<int> out;
+  for (int r : ranks) {
+    if (ranks_[r].state == State::dead) out.push_back(r);
+  }
+  for (int r : ranks) {
+    if (ranks_[r].state == State::exited) out.push_back(r);
+  }
+  return out;
+}
+
 // A rank that exited or died: every operation that needs it fails, so nobody waits forever.
 void Monitor::gone(int r, const std::string& how) {
   Rank& rk = ranks_[r];
@@ -598,16 +625,18 @@ void Monitor::gone(int r, const std::string& how) {
   rk.state = dead ? State::dead : State::exited;
   deallocate(rk.stage);
   release(r);
-  const char* verb = dead ? "died" : "exited";
   for (auto& [key, op] : ops_) {
-    int m = groups_[static_cast<std::size_t>(key.group)].index_of(r);
-    if (m < 0 || op.failed || op.complete) continue;
-    if (!op.members[static_cast<std::size_t>(m)].launched) {
-      fail(op, key, Errc::comm_peer_failed,
-           describe(op) + " on group " + std::to_string(key.group) + " seq " + std::to_string(key.seq) +
-               " needs rank " + std::to_string(r) + ", which " + verb + " before joining it",
-           {r});
+    const GroupInfo& g = groups_[static_cast<std::size_t>(key.group)];
+    int m = g.index_of(r);
+    if (m < 0 || op.failed || op.complete || op.members[static_cast<std::size_t>(m)].launched) continue;
+    std::vector<int> missing;
+    for (std::size_t i = 0; i < g.ranks.size(); ++i) {
+      if (!op.members[i].launched) missing.push_back(g.ranks[i]);
     }
+    fail(op, key, Errc::comm_peer_failed,
+         describe(op) + " on group " + std::to_string(key.group) + " seq " + std::to_string(key.seq) + " needs " +
+             gone_text(missing) + " before joining it",
+         gone_ranks(missing));
   }
   // Its share of every op it never consumed is released.
   std::vector<OpKey> keys;
@@ -617,8 +646,10 @@ void Monitor::gone(int r, const std::string& how) {
     if (m >= 0) consume(key, m);
   }
   if (group_arrivals_ > 0) {
-    fail_group_creation("new_group #" + std::to_string(groups_.size()) + " is a world collective but rank " +
-                            std::to_string(r) + " " + verb,
+    std::vector<int> world(static_cast<std::size_t>(n_));
+    std::iota(world.begin(), world.end(), 0);
+    fail_group_creation("new_group #" + std::to_string(groups_.size()) + " is a world collective but " +
+                            gone_text(world),
                         Errc::comm_peer_failed);
   }
 }

@@ -99,6 +99,8 @@ class Monitor {
   void fail_group_creation(const std::string& message, Errc code);
   void deadlock();
   std::string waits_on(int r) const;
+  std::string gone_text(const std::vector<int>& ranks) const;
+  std::vector<int> gone_ranks(const std::vector<int>& ranks) const;
   std::uint64_t allocate(std::uint64_t bytes);
   void deallocate(std::uint64_t& handle);
   std::string describe(const Op& op) const;

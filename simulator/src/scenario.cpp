@@ -7,6 +7,7 @@
 namespace hpref::sim {
 
 void register_collective_scenarios(std::vector<Scenario>& out);  // collective_scenarios.cpp
+void register_transport_scenarios(std::vector<Scenario>& out);   // transport_scenarios.cpp
 
 namespace {
 
@@ -14,6 +15,7 @@ std::vector<Scenario>& registry() {
   static std::vector<Scenario> all = [] {
     std::vector<Scenario> v;
     register_collective_scenarios(v);
+    register_transport_scenarios(v);
     return v;
   }();
   return all;

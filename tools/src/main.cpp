@@ -13,6 +13,7 @@
 #include "hpref/cli/route.hpp"
 #include "hpref/error.hpp"
 #include "hpref/version.hpp"
+#include "cluster_demo.hpp"
 #include "sim_command.hpp"
 
 namespace {
@@ -249,9 +250,21 @@ int main(int argc, char** argv) {
   cli::SimArgs sa;
   cli::SimCommands sc = cli::add_sim_commands(app, sa);
 
-  std::uint64_t seed = 1;
-  auto* demo = app.add_subcommand("demo", "Codec demonstration: encode, inspect, decode and check a realistic segment");
-  demo->add_option("--seed", seed, "Seed of the synthetic samples");
+  cli::DemoArgs da;
+  bool codec_demo = false;
+  auto* demo = app.add_subcommand("demo", "The simulated data step end to end: readers, planner, payload exchange, "
+                                          "model-parallel batch broadcast and context-parallel dispatch, every step "
+                                          "checked against the oracle");
+  demo->add_option("--ranks", da.ranks, "Simulated ranks (default 8)");
+  demo->add_option("--dp", da.dp, "Data-parallel replicas; the rest of the mesh is context parallel (default 2)");
+  demo->add_option("--steps", da.steps, "Training-data steps (default 5)");
+  demo->add_option("--seed", da.seed, "Seed of the corpus, the schedule and every choice");
+  demo->add_option("--window", da.window, "Sliding-window size in tokens (default 64)");
+  demo->add_option("--ratio", da.ratio, "Document-prefix compression ratio, 1 or 2 (default 2)");
+  demo->add_option("--backend", da.backend, "Communicator backend (sim; mpi and nccl come with their issue)");
+  demo->add_flag("--json", da.json, "Print the summary as one JSON object");
+  demo->add_option("--fault", da.faults, "A simulator fault plan, repeatable (see hpref sim run --help)");
+  demo->add_flag("--codec", codec_demo, "Instead: the codec demonstration (encode, inspect, decode one segment)");
 
   try {
     app.parse(argc, argv);
@@ -263,7 +276,10 @@ int main(int argc, char** argv) {
     if (frame->parsed()) return run_frame(*frame, *encode, *decode, *inspect, fa);
     if (rc.route->parsed()) return run_route(rc, ra);
     if (sc.sim->parsed()) return cli::run_sim(sc, sa);
-    if (demo->parsed()) return hpref::cli::run_codec_demo(seed, std::cout) == 0 ? 0 : kExitCheckFailed;
+    if (demo->parsed()) {
+      int status = codec_demo ? cli::run_codec_demo(da.seed, std::cout) : cli::run_cluster_demo(da, std::cout);
+      return status == 0 ? 0 : kExitCheckFailed;
+    }
   } catch (const Error& e) {
     std::cerr << "hpref: error [" << e.kind() << "]: " << e.what() << "\n";
     return kExitBadInput;

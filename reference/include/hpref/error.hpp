@@ -105,6 +105,18 @@ namespace hpref {
   X(comm_memory_space)                                                          \
   X(comm_usage)                                                                 \
   X(comm_resource)                                                              \
+  /* SPEC 4-6, 8: transports and dispatch */                                    \
+  X(transport_not_member)                                                       \
+  X(transport_device)                                                           \
+  X(transport_size_limit)                                                       \
+  X(transport_targets)                                                          \
+  X(transport_no_payload_group)                                                 \
+  X(transport_spec_mismatch)                                                    \
+  X(transport_constructor_failed)                                               \
+  X(dispatch_axis)                                                              \
+  X(dispatch_length)                                                            \
+  X(dispatch_group)                                                             \
+  X(dispatch_reused)                                                            \
   /* simulator scenarios: a check of the scenario itself failed */              \
   X(scenario_check)                                                             \
   /* tools: the CLI's JSON interchange and usage */                             \

@@ -1,0 +1,233 @@
+// SPEC 4-5: control collectives and the payload exchange over a Communicator.
+#include "hpref/data_plane.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "hpref/error.hpp"
+#include "hpref/pickle.hpp"
+
+namespace hpref {
+namespace {
+
+std::string list(const std::vector<int>& v) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + "]";
+}
+
+std::vector<std::uint8_t> pickled(const Value& v) {
+  std::string bytes = write_pickle(v);
+  return {bytes.begin(), bytes.end()};
+}
+
+Value unpickled(const std::uint8_t* data, std::size_t size) {
+  return read_pickle(std::span<const std::uint8_t>(data, size));
+}
+
+}  // namespace
+
+MemorySpace staging_space(const Group& group, const TransportOptions& options) {
+  if (group.memory() != MemorySpace::accelerator) return MemorySpace::host;
+  std::string backend = group.backend();
+  std::transform(backend.begin(), backend.end(), backend.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::string want = backend.find("nccl") != std::string::npos ? "cuda" : "npu";
+  const auto& device = options.communication_device;
+  std::string type = device ? device->substr(0, device->find(':')) : std::string();
+  if (type != want) {
+    throw Error(Errc::transport_device,
+                "group " + std::to_string(group.id()) + " on backend " + group.backend() + " moves " + want +
+                    " memory and needs a " + want + " communication_device, got " +
+                    (device ? "'" + *device + "'" : std::string("none")));
+  }
+  return MemorySpace::accelerator;
+}
+
+DataPlaneTransport::DataPlaneTransport(Communicator& comm, const DataGroups& groups, TransportOptions options)
+    : comm_(comm), ranks_(groups.data_plane_ranks), planner_(groups.planner_rank), control_(groups.control),
+      payload_(groups.payload), options_(std::move(options)) {
+  auto it = std::find(ranks_.begin(), ranks_.end(), comm.rank());
+  if (it != ranks_.end()) index_ = static_cast<int>(it - ranks_.begin());
+  if (is_member() && ranks_.size() > 1 && !control_) {
+    throw Error(Errc::transport_not_member, "multi-rank data-plane communication needs a control group; rank " +
+                                               std::to_string(comm.rank()) + " has none");
+  }
+}
+
+void DataPlaneTransport::require_member(const char* what) const {
+  if (!is_member()) {
+    throw Error(Errc::transport_not_member, std::string(what) + " on rank " + std::to_string(comm_.rank()) +
+                                                ", which is not in the data plane " + list(ranks_));
+  }
+}
+
+void DataPlaneTransport::check_size(std::uint64_t size, int from, const char* what) const {
+  if (size > options_.max_message_bytes) {
+    throw Error(Errc::transport_size_limit,
+                std::string(what) + " of " + std::to_string(size) + " bytes announced by rank " +
+                    std::to_string(from) + " exceeds max_message_bytes " +
+                    std::to_string(options_.max_message_bytes) + "; nothing was allocated");
+  }
+}
+
+// ---- SPEC 4 -----------------------------------------------------------------------------
+
+DataPlaneTransport::GatherWork DataPlaneTransport::begin_all_gather_object(const Value& value) {
+  require_member("all_gather_object");
+  GatherWork w;
+  if (ranks_.size() == 1) {
+    w.done_ = {value};
+    w.completed_ = true;
+    return w;
+  }
+  MemorySpace space = staging_space(*control_, options_);
+  auto encoded = pickled(value);
+  auto n = ranks_.size();
+  std::int64_t mine = static_cast<std::int64_t>(encoded.size());
+  std::vector<std::int64_t> sizes(n);
+  comm_.all_gather(*control_, {&mine, 8, space}, {sizes.data(), 8 * n, space}).wait();
+  w.sizes_.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (sizes[i] < 0) check_size(~std::uint64_t{0}, ranks_[i], "control value");
+    check_size(static_cast<std::uint64_t>(sizes[i]), ranks_[i], "control value");
+    w.sizes_[i] = static_cast<std::uint64_t>(sizes[i]);
+    w.padded_ = std::max(w.padded_, w.sizes_[i]);
+  }
+  w.send_ = std::make_shared<std::vector<std::uint8_t>>(w.padded_);
+  std::copy(encoded.begin(), encoded.end(), w.send_->begin());
+  w.received_ = std::make_shared<std::vector<std::uint8_t>>(w.padded_ * n);
+  w.work_ = comm_.all_gather(*control_, {w.send_->data(), w.padded_, space},
+                             {w.received_->data(), w.received_->size(), space});
+  return w;
+}
+
+std::vector<Value> DataPlaneTransport::GatherWork::wait() {
+  if (completed_) return done_;
+  work_.wait();
+  for (std::size_t i = 0; i < sizes_.size(); ++i) {
+    done_.push_back(unpickled(received_->data() + i * padded_, sizes_[i]));
+  }
+  completed_ = true;
+  send_.reset();
+  received_.reset();
+  return done_;
+}
+
+std::vector<Value> DataPlaneTransport::all_gather_object(const Value& value) {
+  return begin_all_gather_object(value).wait();
+}
+
+bool DataPlaneTransport::all_ranks_true(bool value) {
+  require_member("all_ranks_true");
+  if (ranks_.size() == 1) return value;
+  std::int32_t flag = value ? 1 : 0;
+  comm_.all_reduce(*control_, {&flag, 4, staging_space(*control_, options_)}, DType::int32, ReduceOp::min).wait();
+  return flag != 0;
+}
+
+std::optional<std::vector<Value>> DataPlaneTransport::gather_object_to_planner(const Value& value) {
+  auto all = all_gather_object(value);
+  if (comm_.rank() != planner_) return std::nullopt;
+  return all;
+}
+
+Value DataPlaneTransport::broadcast_from_planner(const Value& value) {
+  require_member("broadcast_from_planner");
+  if (ranks_.size() == 1) return value;
+  MemorySpace space = staging_space(*control_, options_);
+  bool planner = comm_.rank() == planner_;
+  std::vector<std::uint8_t> encoded = planner ? pickled(value) : std::vector<std::uint8_t>();
+  std::int64_t size = static_cast<std::int64_t>(encoded.size());
+  comm_.broadcast(*control_, {&size, 8, space}, planner_).wait();
+  if (size < 0) check_size(~std::uint64_t{0}, planner_, "broadcast value");
+  check_size(static_cast<std::uint64_t>(size), planner_, "broadcast value");
+  encoded.resize(static_cast<std::size_t>(size));
+  comm_.broadcast(*control_, {encoded.data(), encoded.size(), space}, planner_).wait();
+  return planner ? value : unpickled(encoded.data(), encoded.size());
+}
+
+// ---- SPEC 5 -----------------------------------------------------------------------------
+
+DataPlaneTransport::Prepared DataPlaneTransport::prepare_exchange(
+    const std::map<int, std::vector<Item>>& outgoing) const {
+  require_member("prepare_exchange");
+  std::vector<int> bad;
+  for (const auto& [target, items] : outgoing) {
+    if (std::find(ranks_.begin(), ranks_.end(), target) == ranks_.end()) bad.push_back(target);
+  }
+  if (!bad.empty()) {
+    throw Error(Errc::transport_targets, "payload routes target ranks outside the data plane " + list(ranks_) +
+                                             ": " + list(bad));
+  }
+  std::vector<SegmentPlan> plans;
+  Prepared p;
+  std::uint64_t total = 0;
+  for (int rank : ranks_) {
+    auto it = outgoing.find(rank);
+    plans.push_back(it == outgoing.end() ? plan_segment({}) : plan_segment(it->second));
+    if (rank == comm_.rank()) p.local_offset = total;
+    p.input_splits.push_back(plans.back().size());
+    total += plans.back().size();
+  }
+  p.send = std::make_shared<std::vector<std::uint8_t>>(total);
+  std::uint64_t at = 0;
+  for (const SegmentPlan& plan : plans) {
+    plan.write_to(std::span<std::uint8_t>(p.send->data() + at, plan.size()));
+    at += plan.size();
+  }
+  return p;
+}
+
+DataPlaneTransport::ExchangeWork DataPlaneTransport::begin_exchange(Prepared prepared) {
+  require_member("begin_exchange");
+  ExchangeWork w;
+  w.prepared_ = std::move(prepared);
+  auto n = ranks_.size();
+  if (n == 1) {  // SPEC 5.2: decode the local segment, no communication
+    auto local = SharedBytes(w.prepared_.send, std::span<const std::uint8_t>(*w.prepared_.send));
+    w.items_ = merge_received(local, w.prepared_.input_splits, w.decode_);
+    w.prepared_.send.reset();
+    return w;
+  }
+  if (!payload_) {
+    throw Error(Errc::transport_no_payload_group, "the payload exchange needs a payload group; rank " +
+                                                      std::to_string(comm_.rank()) + " has none");
+  }
+  MemorySpace control_space = staging_space(*control_, options_);
+  MemorySpace payload_space = staging_space(*payload_, options_);
+  std::vector<std::int64_t> sizes_out(w.prepared_.input_splits.begin(), w.prepared_.input_splits.end());
+  std::vector<std::int64_t> sizes_in(n);
+  std::vector<std::size_t> eight(n, 8);
+  comm_.all_to_all_v(*control_, {sizes_out.data(), 8 * n, control_space}, eight,
+                     {sizes_in.data(), 8 * n, control_space}, eight)
+      .wait();
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (sizes_in[i] < 0) check_size(~std::uint64_t{0}, ranks_[i], "payload segment");
+    check_size(static_cast<std::uint64_t>(sizes_in[i]), ranks_[i], "payload segment");
+    w.output_splits_.push_back(static_cast<std::uint64_t>(sizes_in[i]));
+    total += w.output_splits_.back();
+  }
+  w.received_ = std::make_shared<std::vector<std::uint8_t>>(total);
+  std::vector<std::size_t> in_counts(w.prepared_.input_splits.begin(), w.prepared_.input_splits.end());
+  std::vector<std::size_t> out_counts(w.output_splits_.begin(), w.output_splits_.end());
+  w.work_ = comm_.all_to_all_v(*payload_, {w.prepared_.send->data(), w.prepared_.send->size(), payload_space},
+                               in_counts, {w.received_->data(), total, payload_space}, out_counts);
+  return w;
+}
+
+const std::vector<Item>& DataPlaneTransport::ExchangeWork::wait() {
+  if (items_) return *items_;
+  work_.wait();
+  prepared_.send.reset();  // the exchange is complete: the send buffer may go
+  SharedBytes received(received_, std::span<const std::uint8_t>(*received_));
+  items_ = merge_received(received, output_splits_, decode_);
+  return *items_;
+}
+
+std::vector<Item> DataPlaneTransport::exchange(Prepared prepared) {
+  return begin_exchange(std::move(prepared)).wait();
+}
+
+}  // namespace hpref

@@ -1,0 +1,108 @@
+// SPEC 6: header-first batch broadcast over the model-parallel groups.
+#include "hpref/model_parallel.hpp"
+
+#include <cstring>
+
+#include "hpref/error.hpp"
+
+namespace hpref {
+namespace {
+
+std::string list(const std::vector<int>& v) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+ModelParallelTransport::ModelParallelTransport(Communicator& comm, const DataTopology& topology,
+                                               const DataGroups& groups, ModelBatchLayout layout,
+                                               TransportOptions options)
+    : comm_(comm), constructor_(topology.constructor_rank()), ranks_(topology.model_parallel_ranks()),
+      host_(groups.model_parallel), tensor_(groups.model_parallel_tensor), layout_(std::move(layout)),
+      options_(std::move(options)) {
+  if (ranks_.size() <= 1) return;
+  if (!host_) {
+    throw Error(Errc::transport_not_member, "model-parallel broadcast over ranks " + list(ranks_) +
+                                                " needs a host model-parallel group; rank " +
+                                                std::to_string(comm.rank()) + " has none");
+  }
+  // SPEC 6.1: every rank must declare the same spec.
+  const std::string& mine = layout_.fingerprint();  // 64 hex characters
+  MemorySpace space = staging_space(*host_, options_);
+  std::vector<char> all(mine.size() * ranks_.size());
+  comm_.all_gather(*host_, {mine.data(), mine.size(), space}, {all.data(), all.size(), space}).wait();
+  std::size_t ci = static_cast<std::size_t>(host_->index_of(constructor_));
+  std::string reference(all.data() + ci * mine.size(), mine.size());
+  std::vector<int> differ;
+  for (std::size_t i = 0; i < host_->ranks().size(); ++i) {
+    if (std::string(all.data() + i * mine.size(), mine.size()) != reference) differ.push_back(host_->ranks()[i]);
+  }
+  if (!differ.empty()) {
+    throw Error(Errc::transport_spec_mismatch,
+                "model-parallel ranks " + list(differ) + " declare a model_batch_spec whose fingerprint differs "
+                "from constructor rank " + std::to_string(constructor_) + "'s; every rank must declare the same spec");
+  }
+}
+
+// Broadcasts one field (SPEC 6.3): cpu fields over the host group (staged through the
+// communication device when that group is accelerator-backed), accelerator fields over
+// the accelerator group, or the host group when there is none.
+Tensor ModelParallelTransport::field(std::size_t index, const std::vector<std::int64_t>& shape,
+                                     const Tensor* source) {
+  const FieldSpec& f = layout_.fields()[index];
+  bool accelerator = f.placement == Placement::accelerator;
+  const Group& group = accelerator && tensor_ ? *tensor_ : *host_;
+  MemorySpace space = staging_space(group, options_);
+  std::size_t bytes = static_cast<std::size_t>(*checked_numel(shape)) * element_size(f.dtype);
+  auto buffer = std::make_shared<std::vector<std::uint8_t>>(bytes);
+  if (source != nullptr && bytes) std::memcpy(buffer->data(), source->bytes().data(), bytes);
+  if (bytes) comm_.broadcast(group, {buffer->data(), bytes, space}, constructor_).wait();
+  Device device;
+  if (accelerator) {
+    auto where = options_.device ? options_.device : options_.communication_device;
+    if (where && where->substr(0, 4) == "cuda") device = Device::parse(*where);
+  }
+  SharedBytes data(buffer, std::span<const std::uint8_t>(*buffer));
+  return Tensor(f.dtype, shape, std::move(data), device);
+}
+
+std::optional<Value> ModelParallelTransport::broadcast(const std::optional<Value>& batch, std::exception_ptr error) {
+  if (ranks_.size() <= 1) {  // SPEC 6.4
+    if (error) std::rethrow_exception(error);
+    return batch;
+  }
+  bool constructor = is_constructor();
+  ModelBatchLayout::Flat flat;
+  std::vector<std::int64_t> header = layout_.header(kEndOfData);
+  if (constructor) {
+    try {
+      if (error) std::rethrow_exception(error);
+      if (batch) {
+        flat = layout_.flatten(*batch);
+        header = layout_.header(flat);
+      }
+    } catch (...) {  // peers learn of the failure before anyone allocates
+      error = std::current_exception();
+      header = layout_.header(kBatchFailed);
+    }
+  }
+  MemorySpace space = staging_space(*host_, options_);
+  comm_.broadcast(*host_, {header.data(), header.size() * 8, space}, constructor_).wait();
+  std::int64_t status = layout_.header_status(header);
+  if (status == kBatchFailed) {
+    if (error) std::rethrow_exception(error);
+    throw Error(Errc::transport_constructor_failed,
+                "the data constructor (rank " + std::to_string(constructor_) + ") failed to prepare the declared batch");
+  }
+  if (status == kEndOfData) return std::nullopt;
+  auto shapes = layout_.shapes(header, options_.max_message_bytes);
+  std::vector<Tensor> fields;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    fields.push_back(field(i, shapes[i], constructor ? &flat.tensors[i] : nullptr));
+  }
+  return layout_.rebuild(std::move(fields));
+}
+
+}  // namespace hpref
