@@ -1,11 +1,12 @@
 // The collective scenarios: a random program of every collective checked against values
 // each rank can regenerate, and one small broken program per detection (SPEC 9.2-9.3).
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 
-#include "hpref/sim/cluster.hpp"
 #include "hpref/sim/scenario.hpp"
+#include "hpref/sim/splitmix64.hpp"
 
 namespace hpref::sim {
 namespace {
@@ -160,7 +161,7 @@ std::string run_program(Communicator& comm, const ScenarioContext& ctx, std::vec
                         bool planted_bug = false) {
   Program p = make_program(ctx.seed, comm.size(), std::move(kinds));
   std::vector<Group> groups = {comm.world()};
-  for (std::size_t k = 1; k < p.groups.size(); ++k) groups.push_back(comm.new_group(p.groups[k], "sim"));
+  for (std::size_t k = 1; k < p.groups.size(); ++k) groups.push_back(comm.new_group(p.groups[k], comm.world_backend()));
   SplitMix64 mine(ctx.seed * 31 + static_cast<std::uint64_t>(comm.rank()) + 1);  // per-rank wait order
   std::uint64_t digest = 0xcbf29ce484222325ULL;
   int step = 0;
@@ -171,22 +172,23 @@ std::string run_program(Communicator& comm, const ScenarioContext& ctx, std::vec
       const Group& g = groups[static_cast<std::size_t>(s.group)];
       if (!g.is_member()) continue;
       int m = g.index();
+      MemorySpace sp = g.memory();
       Pending pd{step, {}, {}, {}};
       switch (s.kind) {
         case Kind::all_gather:
           pd.in = sent(ctx.seed, s, step, m, s.bytes);
           pd.out.resize(s.bytes * static_cast<std::size_t>(g.size()));
-          pd.work = comm.all_gather(g, {pd.in.data(), pd.in.size()}, {pd.out.data(), pd.out.size()});
+          pd.work = comm.all_gather(g, {pd.in.data(), pd.in.size(), sp}, {pd.out.data(), pd.out.size(), sp});
           break;
         case Kind::broadcast: {
           int root_member = g.index_of(s.root);
           pd.out = m == root_member ? sent(ctx.seed, s, step, m, s.bytes) : std::vector<std::uint8_t>(s.bytes);
-          pd.work = comm.broadcast(g, {pd.out.data(), pd.out.size()}, s.root);
+          pd.work = comm.broadcast(g, {pd.out.data(), pd.out.size(), sp}, s.root);
           break;
         }
         case Kind::all_reduce:
           pd.out = sent(ctx.seed, s, step, m, s.bytes);
-          pd.work = comm.all_reduce(g, {pd.out.data(), pd.out.size()}, s.dtype, s.op);
+          pd.work = comm.all_reduce(g, {pd.out.data(), pd.out.size(), sp}, s.dtype, s.op);
           break;
         case Kind::all_to_all_v: {
           auto row = s.counts[static_cast<std::size_t>(m)];
@@ -200,7 +202,7 @@ std::string run_program(Communicator& comm, const ScenarioContext& ctx, std::vec
           }
           pd.in = sent(ctx.seed, s, step, m, row_sum(in_counts));
           pd.out.resize(row_sum(out_counts));
-          pd.work = comm.all_to_all_v(g, {pd.in.data(), pd.in.size()}, in_counts, {pd.out.data(), pd.out.size()},
+          pd.work = comm.all_to_all_v(g, {pd.in.data(), pd.in.size(), sp}, in_counts, {pd.out.data(), pd.out.size(), sp},
                                       out_counts);
           break;
         }
@@ -234,26 +236,26 @@ std::string mismatch_kind(Communicator& c, const ScenarioContext&) {
   if (c.rank() == 0) {
     c.barrier(c.world()).wait();
   } else {
-    c.all_reduce(c.world(), {&v, 8}, DType::int64, ReduceOp::sum).wait();
+    c.all_reduce(c.world(), {&v, 8, c.world().memory()}, DType::int64, ReduceOp::sum).wait();
   }
   return "unreachable";
 }
 
 std::string mismatch_root(Communicator& c, const ScenarioContext&) {
   std::int64_t v = 1;
-  c.broadcast(c.world(), {&v, 8}, c.rank() == 0 ? 0 : 1).wait();
+  c.broadcast(c.world(), {&v, 8, c.world().memory()}, c.rank() == 0 ? 0 : 1).wait();
   return "unreachable";
 }
 
 std::string mismatch_count(Communicator& c, const ScenarioContext&) {
   std::vector<std::uint8_t> in(c.rank() == 0 ? 8 : 16), out(in.size() * static_cast<std::size_t>(c.size()));
-  c.all_gather(c.world(), {in.data(), in.size()}, {out.data(), out.size()}).wait();
+  c.all_gather(c.world(), {in.data(), in.size(), c.world().memory()}, {out.data(), out.size(), c.world().memory()}).wait();
   return "unreachable";
 }
 
 std::string mismatch_reduce(Communicator& c, const ScenarioContext&) {
   std::int64_t v = 1;
-  c.all_reduce(c.world(), {&v, 8}, DType::int64, c.rank() == 0 ? ReduceOp::max : ReduceOp::sum).wait();
+  c.all_reduce(c.world(), {&v, 8, c.world().memory()}, DType::int64, c.rank() == 0 ? ReduceOp::max : ReduceOp::sum).wait();
   return "unreachable";
 }
 
@@ -262,22 +264,23 @@ std::string a2av_asymmetric(Communicator& c, const ScenarioContext&) {
   std::vector<std::size_t> in_counts(n, 4), out_counts(n, 4);
   if (c.rank() == 1) out_counts[0] = 3;  // rank 0 sends 4 bytes to rank 1, which expects 3
   std::vector<std::uint8_t> in(4 * n), out(4 * n);
-  c.all_to_all_v(c.world(), {in.data(), in.size()}, in_counts, {out.data(), out.size()}, out_counts).wait();
+  c.all_to_all_v(c.world(), {in.data(), in.size(), c.world().memory()}, in_counts,
+                 {out.data(), out.size(), c.world().memory()}, out_counts).wait();
   return "unreachable";
 }
 
 std::string new_group_mismatch(Communicator& c, const ScenarioContext&) {
   std::vector<int> ranks = {0};
   if (c.rank() != 0) ranks.push_back(1);
-  c.new_group(ranks, "sim");
+  c.new_group(ranks, c.world_backend());
   return "unreachable";
 }
 
 std::string deadlock_cycle(Communicator& c, const ScenarioContext&) {
   std::vector<int> all(static_cast<std::size_t>(c.size()));
   std::iota(all.begin(), all.end(), 0);
-  Group a = c.new_group(all, "sim");
-  Group b = c.new_group(all, "sim");
+  Group a = c.new_group(all, c.world_backend());
+  Group b = c.new_group(all, c.world_backend());
   if (c.rank() == 0) {
     c.barrier(a).wait();
     c.barrier(b).wait();
@@ -296,7 +299,7 @@ std::string rank_exits_early(Communicator& c, const ScenarioContext&) {
 
 std::string mutated_send_buffer(Communicator& c, const ScenarioContext&) {
   std::vector<std::int64_t> v(4, c.rank());
-  Work w = c.all_reduce(c.world(), {v.data(), 32}, DType::int64, ReduceOp::sum);
+  Work w = c.all_reduce(c.world(), {v.data(), 32, c.world().memory()}, DType::int64, ReduceOp::sum);
   if (c.rank() == 0) v[2] = 99;  // a bug: the buffer is still the collective's
   w.wait();
   return "unreachable";
@@ -311,6 +314,43 @@ std::string host_buffer_on_accelerator(Communicator& c, const ScenarioContext&) 
   return "unreachable";
 }
 
+// SPEC 9.1: members are reduced in group order, so float sums are bitwise reproducible on
+// every backend. Values of very different magnitudes make any other order visible.
+std::string all_reduce_order(Communicator& c, const ScenarioContext& ctx) {
+  const std::size_t count = 64;
+  auto values = [&](int member, auto zero) {
+    using T = decltype(zero);
+    std::vector<T> v(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      int exponent = static_cast<int>((static_cast<std::size_t>(member) * 7 + i) % 17) - 8;
+      double x = (1.0 + data_byte(ctx.seed, 900 + static_cast<std::uint64_t>(member), i) / 256.0);
+      for (int e = 0; e < (exponent < 0 ? -exponent : exponent); ++e) x = exponent < 0 ? x / 1000 : x * 1000;
+      v[i] = static_cast<T>((i + static_cast<std::size_t>(member)) % 2 ? -x : x);
+    }
+    return v;
+  };
+  std::uint64_t digest = 0xcbf29ce484222325ULL;
+  auto run = [&](auto zero, DType dtype) {
+    using T = decltype(zero);
+    auto mine = values(c.rank(), zero);
+    c.all_reduce(c.world(), {mine.data(), count * sizeof(T), c.world().memory()}, dtype, ReduceOp::sum).wait();
+    auto want = values(0, zero);
+    for (int m = 1; m < c.size(); ++m) {
+      auto theirs = values(m, zero);
+      reduce_into(dtype, ReduceOp::sum, want.data(), theirs.data(), count);
+    }
+    check(std::memcmp(mine.data(), want.data(), count * sizeof(T)) == 0,
+          std::string(dtype_name(dtype)) + " all_reduce on rank " + std::to_string(c.rank()) +
+              " is not the group-order sum bit for bit");
+    digest = fnv1a64(mine.data(), count * sizeof(T), digest);
+  };
+  run(float{}, DType::float32);
+  run(double{}, DType::float64);
+  char text[48];
+  std::snprintf(text, sizeof text, "ok digest=%016llx", static_cast<unsigned long long>(digest));
+  return text;
+}
+
 // Pairs of ranks exchange on their own groups: the interleaving is free, so the schedule
 // (and the trace) depends on the seed while every result does not.
 std::string free_interleaving(Communicator& c, const ScenarioContext&) {
@@ -318,13 +358,13 @@ std::string free_interleaving(Communicator& c, const ScenarioContext&) {
   for (int r = 0; r < c.size(); r += 2) {
     std::vector<int> members = {r};
     if (r + 1 < c.size()) members.push_back(r + 1);
-    pairs.push_back(c.new_group(members, "sim"));
+    pairs.push_back(c.new_group(members, c.world_backend()));
   }
   const Group& mine = pairs[static_cast<std::size_t>(c.rank() / 2)];
   std::int64_t total = 0;
   for (int round = 0; round < 6; ++round) {
     std::int64_t v = round + c.rank();
-    c.all_reduce(mine, {&v, 8}, DType::int64, ReduceOp::sum).wait();
+    c.all_reduce(mine, {&v, 8, c.world().memory()}, DType::int64, ReduceOp::sum).wait();
     total += v;
   }
   return "ok total=" + std::to_string(total);
@@ -355,6 +395,9 @@ void register_collective_scenarios(std::vector<Scenario>& out) {
   for (Kind k : all) {
     out.push_back(make(kind_name(k), std::string("random ") + kind_name(k) + " operations, checked", program({k})));
   }
+  out.push_back(make("all_reduce_order", "float all_reduce sums of values of very different magnitudes equal the "
+                                         "group-order sum bit for bit (SPEC 9.1)",
+                     all_reduce_order));
   out.push_back(make("free_interleaving", "pairs of ranks reduce on their own groups (the schedule depends on "
                                           "the seed, the results do not)",
                      free_interleaving));
@@ -364,23 +407,31 @@ void register_collective_scenarios(std::vector<Scenario>& out) {
                        return run_program(c, ctx, {Kind::all_to_all_v}, true);
                      },
                      2, "mismatch"));
-  auto broken = [&out](const char* name, const char* what, ScenarioFn fn, int min_ranks, const char* expect) {
-    out.push_back(make(name, std::string("BROKEN on purpose: ") + what, std::move(fn), min_ranks, expect, true));
+  out.back().simulator_only = true;  // found by exploring the simulator's schedules
+  // device_expect: what MPI in checked mode with a short deadline reports instead ("":
+  // the detection is the simulator's own).
+  auto broken = [&out](const char* name, const char* what, ScenarioFn fn, int min_ranks, const char* expect,
+                       const char* device_expect) {
+    out.push_back(make(name, std::string("BROKEN on purpose: ") + what, std::move(fn), min_ranks, expect,
+                       *device_expect == 0));
+    out.back().device_expect = device_expect;
   };
-  broken("mismatch_kind", "rank 0 calls barrier where the others call all_reduce", mismatch_kind, 2, "mismatch");
-  broken("mismatch_root", "broadcast roots disagree", mismatch_root, 2, "mismatch");
-  broken("mismatch_count", "all_gather byte counts disagree", mismatch_count, 2, "mismatch");
-  broken("mismatch_reduce", "all_reduce ops disagree", mismatch_reduce, 2, "mismatch");
-  broken("a2av_asymmetric", "all_to_all_v counts i->j and j<-i disagree", a2av_asymmetric, 2, "mismatch");
-  broken("new_group_mismatch", "ranks create different groups in the same new_group", new_group_mismatch, 2,
+  broken("mismatch_kind", "rank 0 calls barrier where the others call all_reduce", mismatch_kind, 2, "mismatch",
          "mismatch");
-  broken("deadlock_cycle", "barriers on two groups in opposite orders", deadlock_cycle, 2, "deadlock");
+  broken("mismatch_root", "broadcast roots disagree", mismatch_root, 2, "mismatch", "mismatch");
+  broken("mismatch_count", "all_gather byte counts disagree", mismatch_count, 2, "mismatch", "mismatch");
+  broken("mismatch_reduce", "all_reduce ops disagree", mismatch_reduce, 2, "mismatch", "mismatch");
+  broken("a2av_asymmetric", "all_to_all_v counts i->j and j<-i disagree", a2av_asymmetric, 2, "mismatch",
+         "mismatch");
+  broken("new_group_mismatch", "ranks create different groups in the same new_group", new_group_mismatch, 2,
+         "mismatch", "mismatch");
+  broken("deadlock_cycle", "barriers on two groups in opposite orders", deadlock_cycle, 2, "deadlock", "timeout");
   broken("rank_exits_early", "rank 0 returns while the others enter a barrier", rank_exits_early, 2,
-         "peer failure");
+         "peer failure", "timeout");
   broken("mutated_send_buffer", "rank 0 writes its all_reduce buffer before waiting", mutated_send_buffer, 1,
-         "check failed");
+         "check failed", "");
   broken("host_buffer_on_accelerator", "a host buffer on an nccl group", host_buffer_on_accelerator, 1,
-         "check failed");
+         "check failed", "check failed");
 }
 
 }  // namespace hpref::sim

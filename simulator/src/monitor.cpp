@@ -303,29 +303,22 @@ void Monitor::on_staged(int r) {
 
 void Monitor::check_op(Op& op, const OpKey& key, int r) {
   Slot& s = slot(r);
-  std::string theirs, mine;
-  auto sig = [&](OpKind kind, int root, int reduce_op, int dtype, std::uint64_t bytes) {
-    std::string out = op_kind_name(kind);
-    if (kind == OpKind::broadcast) out += "(root " + std::to_string(root) + ", " + std::to_string(bytes) + " bytes)";
-    if (kind == OpKind::all_reduce) {
-      out += "(" + std::string(reduce_op_name(static_cast<ReduceOp>(reduce_op))) + ", " +
-             std::string(dtype_name(static_cast<DType>(dtype))) + ", " + std::to_string(bytes) + " bytes)";
-    }
-    if (kind == OpKind::all_gather) out += "(" + std::to_string(bytes) + " bytes each)";
-    return out;
+  auto signature = [](OpKind kind, int root, int reduce_op, int dtype, std::uint64_t bytes) {
+    OpSignature sig;
+    sig.kind = kind;
+    sig.root = root;
+    sig.op = static_cast<ReduceOp>(reduce_op);
+    sig.dtype = static_cast<DType>(dtype);
+    sig.bytes = bytes;
+    return sig;
   };
-  bool same = op.kind == s.kind;
-  if (same && s.kind == OpKind::broadcast) same = op.root == s.root && op.in_bytes == s.in_bytes;
-  if (same && s.kind == OpKind::all_reduce) {
-    same = op.reduce_op == s.reduce_op && op.dtype == s.dtype && op.in_bytes == s.in_bytes;
-  }
-  if (same && s.kind == OpKind::all_gather) same = op.in_bytes == s.in_bytes;
-  if (!same) {
+  OpSignature first = signature(op.kind, op.root, op.reduce_op, op.dtype, op.in_bytes);
+  OpSignature mine = signature(s.kind, s.root, s.reduce_op, s.dtype, s.in_bytes);
+  if (!same_call(first, mine)) {
     fail(op, key, Errc::comm_mismatch,
          "collective mismatch on group " + std::to_string(key.group) + " seq " + std::to_string(key.seq) +
-             ": rank " + std::to_string(op.first) + " launched " +
-             sig(op.kind, op.root, op.reduce_op, op.dtype, op.in_bytes) + " but rank " + std::to_string(r) +
-             " launched " + sig(s.kind, s.root, s.reduce_op, s.dtype, s.in_bytes),
+             ": rank " + std::to_string(op.first) + " launched " + first.str() + " but rank " + std::to_string(r) +
+             " launched " + mine.str(),
          {op.first, r});
   }
 }
@@ -333,18 +326,22 @@ void Monitor::check_op(Op& op, const OpKey& key, int r) {
 void Monitor::complete(Op& op, const OpKey& key) {
   const GroupInfo& g = groups_[static_cast<std::size_t>(key.group)];
   if (op.kind == OpKind::all_to_all_v) {
+    std::vector<OpSignature> members(g.ranks.size());
     for (std::size_t i = 0; i < g.ranks.size(); ++i) {
-      for (std::size_t j = 0; j < g.ranks.size(); ++j) {
-        if (op.members[i].counts_in[j] != op.members[j].counts_out[i]) {
-          fail(op, key, Errc::comm_mismatch,
-               "all_to_all_v counts disagree on group " + std::to_string(key.group) + " seq " +
-                   std::to_string(key.seq) + ": rank " + std::to_string(g.ranks[i]) + " sends " +
-                   std::to_string(op.members[i].counts_in[j]) + " bytes to rank " + std::to_string(g.ranks[j]) +
-                   ", which expects " + std::to_string(op.members[j].counts_out[i]),
-               {g.ranks[i], g.ranks[j]});
-          return;
-        }
-      }
+      members[i].kind = OpKind::all_to_all_v;
+      members[i].counts_in = op.members[i].counts_in;
+      members[i].counts_out = op.members[i].counts_out;
+    }
+    if (auto bad = a2av_disagreement(members)) {
+      auto [i, j] = *bad;
+      auto ui = static_cast<std::size_t>(i), uj = static_cast<std::size_t>(j);
+      fail(op, key, Errc::comm_mismatch,
+           "all_to_all_v counts disagree on group " + std::to_string(key.group) + " seq " + std::to_string(key.seq) +
+               ": rank " + std::to_string(g.ranks[ui]) + " sends " + std::to_string(op.members[ui].counts_in[uj]) +
+               " bytes to rank " + std::to_string(g.ranks[uj]) + ", which expects " +
+               std::to_string(op.members[uj].counts_out[ui]),
+           {g.ranks[ui], g.ranks[uj]});
+      return;
     }
   }
   if (op.kind == OpKind::all_reduce && op.in_bytes > 0) {

@@ -13,16 +13,6 @@
 
 namespace hpref::sim::detail {
 
-const char* op_kind_name(OpKind k) noexcept {
-  switch (k) {
-    case OpKind::all_gather: return "all_gather";
-    case OpKind::broadcast: return "broadcast";
-    case OpKind::all_reduce: return "all_reduce";
-    case OpKind::all_to_all_v: return "all_to_all_v";
-    case OpKind::barrier: return "barrier";
-  }
-  return "?";
-}
 
 namespace {
 
@@ -122,35 +112,11 @@ void RankComm::throw_response() {
   throw CommError(static_cast<Errc>(s.status), s.message, s.err_group, s.err_seq, std::move(ranks));
 }
 
-void RankComm::check_member(const Group& group, const char* op) const {
-  if (!group.is_member()) {
-    throw CommError(Errc::comm_usage,
-                    std::string(op) + " on group " + std::to_string(group.id()) + " by rank " +
-                        std::to_string(rank_) + ", which is not a member",
-                    group.id());
-  }
-}
-
-void RankComm::check_space(const Group& group, MemorySpace space, const char* op) const {
-  if (space != group.memory()) {
-    throw CommError(Errc::comm_memory_space,
-                    std::string(op) + " on group " + std::to_string(group.id()) + " (backend " +
-                        group.backend() + ") refuses a " +
-                        (space == MemorySpace::host ? "host" : "accelerator") +
-                        " buffer: the group moves " +
-                        (group.memory() == MemorySpace::host ? "host" : "accelerator") + " memory",
-                    group.id(), -1, {rank_});
-  }
-}
-
 Group RankComm::new_group(std::span<const int> ranks, const std::string& backend) {
-  std::vector<int> sorted(ranks.begin(), ranks.end());
-  std::sort(sorted.begin(), sorted.end());
-  bool bad = sorted.empty() || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end() ||
-             sorted.front() < 0 || sorted.back() >= size_;
-  if (bad || backend.empty() || backend.size() >= kNameBytes) {
-    throw CommError(Errc::comm_usage, "new_group needs distinct world ranks in [0, " +
-                                          std::to_string(size_) + ") and a backend name");
+  std::vector<int> sorted = checked_group_ranks(ranks, backend, size_);
+  if (backend.size() >= kNameBytes) {
+    throw CommError(Errc::comm_usage, "new_group backend name of " + std::to_string(backend.size()) +
+                                          " bytes is longer than the simulator's " + std::to_string(kNameBytes - 1));
   }
   point();
   Slot& s = slot();
@@ -243,15 +209,7 @@ void RankComm::wait_work(SimWork& w) {
 }
 
 Work RankComm::all_gather(const Group& group, ConstBuffer in, MutableBuffer out) {
-  check_member(group, "all_gather");
-  check_space(group, in.space, "all_gather");
-  check_space(group, out.space, "all_gather");
-  if (out.bytes != in.bytes * static_cast<std::size_t>(group.size())) {
-    throw CommError(Errc::comm_usage, "all_gather output of " + std::to_string(out.bytes) +
-                                          " bytes is not group size " + std::to_string(group.size()) +
-                                          " x input " + std::to_string(in.bytes),
-                    group.id());
-  }
+  check_all_gather(group, rank_, in, out);
   Launch l(&group, OpKind::all_gather);
   l.send = in.data;
   l.send_bytes = in.bytes;
@@ -262,13 +220,7 @@ Work RankComm::all_gather(const Group& group, ConstBuffer in, MutableBuffer out)
 }
 
 Work RankComm::broadcast(const Group& group, MutableBuffer buffer, int root) {
-  check_member(group, "broadcast");
-  check_space(group, buffer.space, "broadcast");
-  if (group.index_of(root) < 0) {
-    throw CommError(Errc::comm_usage, "broadcast root " + std::to_string(root) +
-                                          " is not a member of group " + std::to_string(group.id()),
-                    group.id());
-  }
+  check_broadcast(group, rank_, buffer, root);
   Launch l(&group, OpKind::broadcast);
   l.root = root;
   l.in_bytes = buffer.bytes;
@@ -283,16 +235,7 @@ Work RankComm::broadcast(const Group& group, MutableBuffer buffer, int root) {
 }
 
 Work RankComm::all_reduce(const Group& group, MutableBuffer buffer, DType dtype, ReduceOp op) {
-  check_member(group, "all_reduce");
-  check_space(group, buffer.space, "all_reduce");
-  if ((dtype != DType::int32 && dtype != DType::int64 && dtype != DType::float32 &&
-       dtype != DType::float64) ||
-      buffer.bytes % element_size(dtype) != 0) {
-    throw CommError(Errc::comm_usage, "all_reduce takes int32, int64, float32 or float64 and a whole "
-                                      "number of elements, got " + std::string(dtype_name(dtype)) +
-                                          " over " + std::to_string(buffer.bytes) + " bytes",
-                    group.id());
-  }
+  check_all_reduce(group, rank_, buffer, dtype, op);
   Launch l(&group, OpKind::all_reduce);
   l.op = op;
   l.dtype = dtype;
@@ -306,26 +249,14 @@ Work RankComm::all_reduce(const Group& group, MutableBuffer buffer, DType dtype,
 
 Work RankComm::all_to_all_v(const Group& group, ConstBuffer in, std::span<const std::size_t> in_counts,
                             MutableBuffer out, std::span<const std::size_t> out_counts) {
-  check_member(group, "all_to_all_v");
-  check_space(group, in.space, "all_to_all_v");
-  check_space(group, out.space, "all_to_all_v");
-  auto n = static_cast<std::size_t>(group.size());
-  std::size_t sent = std::accumulate(in_counts.begin(), in_counts.end(), std::size_t{0});
+  OpSignature sig = check_all_to_all_v(group, rank_, in, in_counts, out, out_counts);
   std::size_t received = std::accumulate(out_counts.begin(), out_counts.end(), std::size_t{0});
-  if (in_counts.size() != n || out_counts.size() != n || sent > in.bytes || received > out.bytes) {
-    throw CommError(Errc::comm_usage,
-                    "all_to_all_v needs " + std::to_string(n) + " counts each way within the buffers, got " +
-                        std::to_string(in_counts.size()) + " summing to " + std::to_string(sent) + " of " +
-                        std::to_string(in.bytes) + " and " + std::to_string(out_counts.size()) +
-                        " summing to " + std::to_string(received) + " of " + std::to_string(out.bytes),
-                    group.id());
-  }
   Launch l(&group, OpKind::all_to_all_v);
   l.send = in.data;
-  l.send_bytes = sent;
+  l.send_bytes = sig.bytes;
   l.recv = out.data;
   l.recv_bytes = received;
-  l.in_bytes = sent;
+  l.in_bytes = sig.bytes;
   l.out_bytes = received;
   l.counts_in = in_counts;
   l.counts_out = out_counts;
@@ -333,7 +264,7 @@ Work RankComm::all_to_all_v(const Group& group, ConstBuffer in, std::span<const 
 }
 
 Work RankComm::barrier(const Group& group) {
-  check_member(group, "barrier");
+  check_barrier(group, rank_);
   Launch l(&group, OpKind::barrier);
   return launch(l);
 }

@@ -45,8 +45,6 @@ class RankComm final : public Communicator {
   void call();   // hand the baton to the monitor, wait for the turn
   void point();  // a scheduling point: count it, and crash here if the plan says so
   [[noreturn]] void throw_response();
-  void check_member(const Group& group, const char* op) const;
-  void check_space(const Group& group, MemorySpace space, const char* op) const;
   Work launch(const Launch& l);
 
   Control* control_;

@@ -2,7 +2,7 @@
 #include "hpref/sim/scenario.hpp"
 
 #include "hpref/error.hpp"
-#include "hpref/sim/cluster.hpp"
+#include "hpref/sim/splitmix64.hpp"
 
 namespace hpref::sim {
 
@@ -37,6 +37,11 @@ void register_scenario(Scenario scenario) {
     throw Error(Errc::invalid_argument, "scenario '" + scenario.name + "' is registered twice");
   }
   registry().push_back(std::move(scenario));
+}
+
+std::string host_backend(const Communicator& c) {
+  std::string world = c.world_backend();
+  return is_accelerator_backend_name(world) ? "mpi" : world;
 }
 
 void check(bool ok, const std::string& what) {

@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "hpref/op_signature.hpp"
+
 namespace hpref::sim::detail {
 
 inline constexpr int kMaxRanks = 64;
@@ -17,9 +19,8 @@ inline constexpr std::size_t kNameBytes = 128;
 inline constexpr std::size_t kInlineBytes = 4096;
 
 enum class Req : std::int32_t { none, new_group, launch, launch_staged, wait, finish, finish_staged };
-enum class OpKind : std::int32_t { all_gather, broadcast, all_reduce, all_to_all_v, barrier };
-
-const char* op_kind_name(OpKind k) noexcept;
+using hpref::OpKind;
+using hpref::op_kind_name;
 
 // A copy a rank makes at wait(): bytes from a staged area into its output buffer.
 struct Piece {

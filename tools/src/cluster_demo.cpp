@@ -1,4 +1,4 @@
-// The simulated data step behind `hpref demo` (see cluster_demo.hpp).
+// The data step behind `hpref demo` (see cluster_demo.hpp).
 #include "cluster_demo.hpp"
 
 #include <algorithm>
@@ -9,6 +9,8 @@
 #include <numeric>
 #include <ostream>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <sstream>
 
 #include "hpref/cli/json_value.hpp"
@@ -20,6 +22,12 @@
 #include "hpref/repr.hpp"
 #include "hpref/sample_key.hpp"
 #include "hpref/sim/cluster.hpp"
+#if defined(HPREF_HAVE_MPI)
+#include "hpref/mpi/communicator.hpp"
+#endif
+#if defined(HPREF_HAVE_NCCL)
+#include "hpref/nccl/communicator.hpp"
+#endif
 
 namespace hpref::cli {
 namespace {
@@ -30,6 +38,10 @@ constexpr std::int64_t kWidth = 16;  // row width of the sequence banks (float32
 struct Counters {
   std::int64_t samples = 0, bytes = 0, passed = 0, failed = 0;
   double before = 0, after = 0;  // token imbalance, summed over steps (planner only)
+  // FNV-1a over every batch and dispatch result this rank holds, in step order: the same
+  // on every backend for the same seed.
+  std::uint64_t data = 0xcbf29ce484222325ULL;
+  void fold(const Tensor& t) { data = fnv1a64(t.bytes().data(), t.nbytes(), data); }
 };
 
 class Checks {
@@ -180,26 +192,33 @@ Tensor row_slice(const Tensor& t, std::int64_t start, std::int64_t count) {
 
 // Forward and backward of one route family against the oracle; returns the checks' results.
 void dispatch_and_check(Communicator& c, const Group& cp, int k, const std::vector<Route>& routes, const Tensor& bank,
-                        std::uint64_t seed, Checks& check, const char* name) {
+                        std::uint64_t seed, Checks& check, Counters& total, Device device, const char* name) {
   auto owners = route_owner_offsets(routes);
-  Tensor shard = row_slice(bank, owners[static_cast<std::size_t>(k)], routes[static_cast<std::size_t>(k)].local_length);
+  Tensor shard =
+      row_slice(bank, owners[static_cast<std::size_t>(k)], routes[static_cast<std::size_t>(k)].local_length).on(device);
   Tensor out = sequence_dispatch(c, cp, shard, 0, routes[static_cast<std::size_t>(k)]);
   check(out == oracle_forward(bank, routes)[static_cast<std::size_t>(k)], std::string(name) + " forward differs from the oracle",
         c.rank());
+  total.fold(out);
   std::vector<Tensor> grads;
   for (std::size_t r = 0; r < routes.size(); ++r) {
     grads.push_back(float_rows(routes[r].global_end - routes[r].global_start, [&](std::int64_t row, std::int64_t j) {
       return static_cast<float>((seed + r * 7 + static_cast<std::uint64_t>(row * 13 + j)) % 97) / 16.0f;
     }));
   }
-  Tensor grad = sequence_dispatch_backward(c, cp, grads[static_cast<std::size_t>(k)], 0, routes[static_cast<std::size_t>(k)]);
+  Tensor grad =
+      sequence_dispatch_backward(c, cp, grads[static_cast<std::size_t>(k)].on(device), 0, routes[static_cast<std::size_t>(k)]);
   check(grad == oracle_backward(grads, routes)[static_cast<std::size_t>(k)],
         std::string(name) + " backward differs from the oracle", c.rank());
+  total.fold(grad);
 }
 
 struct Config {
   DemoArgs args;
   int cp = 1;
+  // The rank's accelerator ("cuda:N") on an accelerator world: groups stage through it and
+  // the context-parallel dispatch runs over the model-parallel accelerator group.
+  std::optional<std::string> device;
 };
 
 std::string rank_main(Communicator& c, const Config& cfg) {
@@ -213,15 +232,23 @@ std::string rank_main(Communicator& c, const Config& cfg) {
   plan_in.topology = &topo;
   plan_in.reader_ranks = readers;
   plan_in.planner_rank = 0;
-  plan_in.cpu_backend = "sim";
+  std::string world = c.world_backend();
+  plan_in.cpu_backend = is_accelerator_backend_name(world) ? "mpi" : world;
+  plan_in.communication_device = cfg.device;
   DataGroups groups = create_data_groups(c, plan_in);
+  std::string cp_backend = cfg.device ? world : plan_in.cpu_backend;
   std::vector<Group> singletons;  // a one-rank context-parallel group when cp == 1
   if (cfg.cp == 1) {
-    for (int r = 0; r < a.ranks; ++r) singletons.push_back(c.new_group(std::vector<int>{r}, "sim"));
+    for (int r = 0; r < a.ranks; ++r) singletons.push_back(c.new_group(std::vector<int>{r}, cp_backend));
   }
-  const Group& cp_group = cfg.cp == 1 ? singletons[static_cast<std::size_t>(c.rank())] : *groups.model_parallel;
-  DataPlaneTransport data(c, groups);
-  ModelParallelTransport model(c, topo, groups, batch_layout());
+  const Group& cp_group = cfg.cp == 1                        ? singletons[static_cast<std::size_t>(c.rank())]
+                          : groups.model_parallel_tensor ? *groups.model_parallel_tensor
+                                                         : *groups.model_parallel;
+  Device device = cp_group.memory() == MemorySpace::accelerator && cfg.device ? Device::parse(*cfg.device) : Device{};
+  TransportOptions options;
+  options.communication_device = cfg.device;
+  DataPlaneTransport data(c, groups, options);
+  ModelParallelTransport model(c, topo, groups, batch_layout(), options);
   int reader_index = static_cast<int>(std::find(readers.begin(), readers.end(), c.rank()) - readers.begin());
   bool reader = reader_index < static_cast<int>(readers.size());
   int k = static_cast<int>(topo.coordinate()[1]);
@@ -280,8 +307,10 @@ std::string rank_main(Communicator& c, const Config& cfg) {
     std::optional<Value> got = model.broadcast(model.is_constructor() ? batch : std::nullopt);
     check(got.has_value(), "a batch step ended as end of data", c.rank());
     std::uint64_t digest = batch_digest(*got);
+    total.data = fnv1a64(&digest, 8, total.data);
     std::vector<std::uint64_t> digests(static_cast<std::size_t>(cp_group.size()));
-    c.all_gather(cp_group, {&digest, 8}, {digests.data(), digests.size() * 8}).wait();
+    c.all_gather(cp_group, {&digest, 8, cp_group.memory()}, {digests.data(), digests.size() * 8, cp_group.memory()})
+        .wait();
     check(std::all_of(digests.begin(), digests.end(), [&](std::uint64_t d) { return d == digests[0]; }),
           "model-parallel peers hold different batches", c.rank());
     // Context-parallel dispatch of the batch's token sequence: embeddings sharded over cp.
@@ -296,17 +325,17 @@ std::string rank_main(Communicator& c, const Config& cfg) {
       std::int64_t token = row < n_tokens ? tokens.element<std::int64_t>(row) : 0;
       return static_cast<float>((token * 31 + j * 7) % 1000) / 8.0f;
     });
-    dispatch_and_check(c, cp_group, k, sliding_window_routes(boundaries, local, cfg.cp, a.window), bank, a.seed, check,
-                       "sliding-window");
+    dispatch_and_check(c, cp_group, k, sliding_window_routes(boundaries, local, cfg.cp, a.window), bank, a.seed, check, total,
+                       device, "sliding-window");
     auto keys = compressed_document_offsets(boundaries, a.ratio);
     Tensor compressed = float_rows(keys.back(), [&](std::int64_t block, std::int64_t j) {
       return static_cast<float>((block * 17 + j) % 251) / 4.0f;
     });
     dispatch_and_check(c, cp_group, k, document_prefix_routes(boundaries, local, cfg.cp, a.ratio), compressed, a.seed,
-                       check, "document-prefix");
+                       check, total, device, "document-prefix");
     // A progress line per step from rank 0, with the world's totals so far.
     std::int64_t sums[3] = {total.passed, total.failed, total.bytes - bytes_before};
-    c.all_reduce(c.world(), {sums, 24}, DType::int64, ReduceOp::sum).wait();
+    c.all_reduce(c.world(), {sums, 24, c.world().memory()}, DType::int64, ReduceOp::sum).wait();
     if (c.rank() == 0 && !a.json) {
       std::printf("step %d/%d: %d samples, %lld bytes exchanged, %lld tokens in rank 0's batch, imbalance %.3f -> "
                   "%.3f, checks %lld passed, %lld failed\n",
@@ -318,11 +347,15 @@ std::string rank_main(Communicator& c, const Config& cfg) {
     }
   }
   std::int64_t sums[4] = {total.passed, total.failed, total.bytes, total.samples};
-  c.all_reduce(c.world(), {sums, 32}, DType::int64, ReduceOp::sum).wait();
+  c.all_reduce(c.world(), {sums, 32, c.world().memory()}, DType::int64, ReduceOp::sum).wait();
+  std::vector<std::uint64_t> digests(static_cast<std::size_t>(c.size()));
+  c.all_gather(c.world(), {&total.data, 8, c.world().memory()}, {digests.data(), digests.size() * 8, c.world().memory()})
+      .wait();
   char text[256];
-  std::snprintf(text, sizeof text, "%lld %lld %lld %lld %.6f %.6f", static_cast<long long>(sums[0]),
+  std::snprintf(text, sizeof text, "%lld %lld %lld %lld %.6f %.6f %016llx", static_cast<long long>(sums[0]),
                 static_cast<long long>(sums[1]), static_cast<long long>(sums[2]), static_cast<long long>(sums[3]),
-                total.before / a.steps, total.after / a.steps);
+                total.before / a.steps, total.after / a.steps,
+                static_cast<unsigned long long>(fnv1a64(digests.data(), digests.size() * 8)));
   return text;
 }
 
@@ -332,56 +365,42 @@ std::string hex(std::uint64_t v) {
   return buf;
 }
 
-}  // namespace
-
-int run_cluster_demo(const DemoArgs& a, std::ostream& out) {
-  if (a.backend != "sim") {
-    throw Error(Errc::invalid_argument, "--backend " + a.backend +
-                                            " is not built yet; the demo runs on the simulator (--backend sim)");
-  }
-  if (a.ranks < 1 || a.ranks > 64 || a.dp < 1 || a.ranks % a.dp != 0) {
-    throw Error(Errc::invalid_argument, "--dp " + std::to_string(a.dp) + " must divide --ranks " + std::to_string(a.ranks) +
-                                            " (1 to 64 ranks)");
-  }
-  if (a.steps < 1 || a.window < 1 || (a.ratio != 1 && a.ratio != 2)) {
-    throw Error(Errc::invalid_argument, "--steps and --window must be positive and --ratio 1 or 2");
-  }
-  Config cfg{a, a.ranks / a.dp};
-  if (!a.json) {
-    out << "SEED=" << a.seed << "\n"
-        << "hpref demo: " << a.ranks << " simulated ranks, mesh dp=" << a.dp << " x cp=" << cfg.cp << ", " << a.steps
-        << " steps, window " << a.window << ", ratio " << a.ratio << "\n";
-    out.flush();
-  }
-  auto start = std::chrono::steady_clock::now();
-  sim::Options options;
-  options.seed = a.seed;
-  for (const std::string& f : a.faults) {
-    options.faults.push_back(f == "random" ? sim::Fault::drawn(a.seed, a.ranks) : sim::Fault::parse(f));
-  }
-  if (!a.json) {
-    for (const auto& f : options.faults) out << "fault " << f.str() << "\n";
-  }
-  std::fflush(stdout);
-  sim::RunResult r = sim::Cluster::run(a.ranks, options, [&](Communicator& c) { return rank_main(c, cfg); });
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+// What rank_main returns, read back (every rank's is the same but for the imbalance, which
+// only the planner, rank 0, knows).
+struct Summary {
   long long passed = 0, failed = 0, bytes = 0, samples = 0;
   double before = 0, after = 0;
-  bool completed = r.failure() == sim::Failure::none &&
-                   std::sscanf(r.outcomes[0].value.c_str(), "%lld %lld %lld %lld %lf %lf", &passed, &failed, &bytes,
-                               &samples, &before, &after) == 6;
-  for (std::size_t i = 0; i < r.outcomes.size(); ++i) {
-    const auto& o = r.outcomes[i];
-    if (o.status != sim::RankOutcome::Status::ok) {
-      out << "rank " << i << " did not finish: " << (o.kind.empty() ? "" : o.kind + ": ") << o.message << "\n";
-    }
-  }
-  bool ok = completed && failed == 0;
+  unsigned long long data = 0;
+  bool completed = false;
+};
+
+Summary read_summary(const std::string& value) {
+  Summary s;
+  s.completed = std::sscanf(value.c_str(), "%lld %lld %lld %lld %lf %lf %llx", &s.passed, &s.failed, &s.bytes,
+                            &s.samples, &s.before, &s.after, &s.data) == 7;
+  return s;
+}
+
+// The table (or the JSON object); returns the exit status.
+int report(const DemoArgs& a, const Config& cfg, const Summary& s, std::optional<std::uint64_t> trace_hash,
+           double seconds, std::ostream& out) {
+  bool ok = s.completed && s.failed == 0;
   if (a.json) {
-    Json j = {{"seed", a.seed},         {"ranks", a.ranks},     {"dp", a.dp},           {"cp", cfg.cp},
-              {"steps", a.steps},       {"samples", samples},   {"bytes_exchanged", bytes},
-              {"imbalance_before", before}, {"imbalance_after", after}, {"checks_passed", passed},
-              {"checks_failed", failed}, {"trace_hash", hex(r.trace_hash)}, {"wall_seconds", seconds},
+    Json j = {{"seed", a.seed},
+              {"backend", a.backend},
+              {"ranks", a.ranks},
+              {"dp", a.dp},
+              {"cp", cfg.cp},
+              {"steps", a.steps},
+              {"samples", s.samples},
+              {"bytes_exchanged", s.bytes},
+              {"imbalance_before", s.before},
+              {"imbalance_after", s.after},
+              {"checks_passed", s.passed},
+              {"checks_failed", s.failed},
+              {"data_checksum", hex(s.data)},
+              {"trace_hash", trace_hash ? Json(hex(*trace_hash)) : Json(nullptr)},
+              {"wall_seconds", seconds},
               {"ok", ok}};
     out << dump_json(j) << "\n";
     return ok ? 0 : 1;
@@ -393,19 +412,134 @@ int run_cluster_demo(const DemoArgs& a, std::ostream& out) {
   };
   std::string rule = "+" + std::string(24, '-') + "+" + std::string(28, '-') + "+\n";
   char imb[64], wall[32];
-  std::snprintf(imb, sizeof imb, "%.3f -> %.3f", before, after);
+  std::snprintf(imb, sizeof imb, "%.3f -> %.3f", s.before, s.after);
   std::snprintf(wall, sizeof wall, "%.2f s", seconds);
   out << rule;
   row("steps", std::to_string(a.steps));
-  row("samples", std::to_string(samples));
-  row("bytes exchanged", std::to_string(bytes));
+  row("samples", std::to_string(s.samples));
+  row("bytes exchanged", std::to_string(s.bytes));
   row("token imbalance", std::string(imb) + " (max/mean)");
-  row("checks", std::to_string(passed) + " passed, " + std::to_string(failed) + " failed");
-  row("trace hash", hex(r.trace_hash));
+  row("checks", std::to_string(s.passed) + " passed, " + std::to_string(s.failed) + " failed");
+  row("data checksum", hex(s.data));
+  row("trace hash", trace_hash ? hex(*trace_hash) : std::string("none (simulator only)"));
   row("wall time", wall);
   out << rule;
   out << (ok ? "every check passed\n" : "SOME CHECKS FAILED\n");
+  out.flush();
   return ok ? 0 : 1;
+}
+
+void header(const DemoArgs& a, const Config& cfg, const std::string& what, std::ostream& out) {
+  if (a.json) return;
+  out << "SEED=" << a.seed << "\n"
+      << "hpref demo: " << a.ranks << " " << what << ", mesh dp=" << a.dp << " x cp=" << cfg.cp << ", " << a.steps
+      << " steps, window " << a.window << ", ratio " << a.ratio << "\n";
+  out.flush();
+}
+
+Config configure(DemoArgs a) {
+  if (a.ranks < 1 || a.ranks > 64 || a.dp < 1 || a.ranks % a.dp != 0) {
+    throw Error(Errc::invalid_argument, "--dp " + std::to_string(a.dp) + " must divide --ranks " +
+                                            std::to_string(a.ranks) + " (1 to 64 ranks)");
+  }
+  if (a.steps < 1 || a.window < 1 || (a.ratio != 1 && a.ratio != 2)) {
+    throw Error(Errc::invalid_argument, "--steps and --window must be positive and --ratio 1 or 2, got " +
+                                            std::to_string(a.steps) + ", " + std::to_string(a.window) + " and " +
+                                            std::to_string(a.ratio));
+  }
+  return Config{a, a.ranks / a.dp, std::nullopt};
+}
+
+double since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+int run_on_simulator(DemoArgs a, std::ostream& out) {
+  if (a.ranks == 0) a.ranks = 8;
+  Config cfg = configure(a);
+  header(a, cfg, "simulated ranks", out);
+  auto start = std::chrono::steady_clock::now();
+  sim::Options options;
+  options.seed = a.seed;
+  for (const std::string& f : a.faults) {
+    options.faults.push_back(f == "random" ? sim::Fault::drawn(a.seed, a.ranks) : sim::Fault::parse(f));
+  }
+  if (!a.json) {
+    for (const auto& f : options.faults) out << "fault " << f.str() << "\n";
+  }
+  out.flush();
+  std::fflush(stdout);
+  sim::RunResult r = sim::Cluster::run(a.ranks, options, [&](Communicator& c) { return rank_main(c, cfg); });
+  double seconds = since(start);
+  for (std::size_t i = 0; i < r.outcomes.size(); ++i) {
+    const auto& o = r.outcomes[i];
+    if (o.status != sim::RankOutcome::Status::ok) {
+      out << "rank " << i << " did not finish: " << (o.kind.empty() ? "" : o.kind + ": ") << o.message << "\n";
+    }
+  }
+  Summary s = read_summary(r.outcomes[0].value);
+  s.completed = s.completed && r.failure() == sim::Failure::none;
+  return report(a, cfg, s, r.trace_hash, seconds, out);
+}
+
+// Under mpirun: every rank runs the step; rank 0 prints.
+int run_on_device(DemoArgs a, std::ostream& out) {
+#if defined(HPREF_HAVE_MPI)
+  mpi::Options mpi_options;
+  mpi_options.timeout_ms = a.timeout_ms;
+  mpi::MpiCommunicator mpi(mpi_options);
+  Communicator* comm = &mpi;
+  std::optional<std::string> device;
+#if defined(HPREF_HAVE_NCCL)
+  std::unique_ptr<nccl::NcclCommunicator> accel;
+  if (a.backend == "nccl") {
+    nccl::Options nccl_options;
+    nccl_options.timeout_ms = a.timeout_ms;
+    accel = nccl::NcclCommunicator::over(mpi, nccl_options);
+    comm = accel.get();
+    device = "cuda:" + std::to_string(accel->device());
+  }
+#else
+  if (a.backend == "nccl") {
+    throw Error(Errc::invalid_argument, "--backend nccl: this hpref was built without NCCL (HPREF_WITH_NCCL; it "
+                                        "needs the CUDA toolkit and NCCL at configure time)");
+  }
+#endif
+  if (a.ranks == 0) a.ranks = comm->size();
+  if (a.ranks != comm->size()) {
+    throw Error(Errc::invalid_argument, "--ranks " + std::to_string(a.ranks) + " but mpirun started " +
+                                            std::to_string(comm->size()) + " ranks");
+  }
+  if (!a.faults.empty()) throw Error(Errc::invalid_argument, "--fault plans are the simulator's (--backend sim)");
+  Config cfg = configure(a);
+  cfg.device = device;
+  std::ostringstream discard;
+  std::ostream& print = comm->rank() == 0 ? out : discard;
+  header(a, cfg, a.backend == "nccl" ? "NCCL ranks (one GPU each)" : "MPI ranks", print);
+  auto start = std::chrono::steady_clock::now();
+  Summary s;
+  try {
+    s = read_summary(rank_main(*comm, cfg));
+  } catch (const Error& e) {
+    std::fprintf(stderr, "rank %d did not finish: %s: %s\n", comm->rank(), std::string(e.kind()).c_str(), e.what());
+    std::fflush(stderr);
+    if (mpi.failed()) mpi.abort_job(5);
+    throw;
+  }
+  return report(a, cfg, s, std::nullopt, since(start), print);
+#else
+  (void)out;
+  throw Error(Errc::invalid_argument, "--backend " + a.backend + ": this hpref was built without MPI (HPREF_WITH_MPI; "
+                                      "it needs libopenmpi-dev at configure time)");
+#endif
+}
+
+}  // namespace
+
+int run_cluster_demo(const DemoArgs& a, std::ostream& out) {
+  if (a.backend == "sim") return run_on_simulator(a, out);
+  if (a.backend == "mpi" || a.backend == "nccl") return run_on_device(a, out);
+  throw Error(Errc::invalid_argument, "--backend must be sim, mpi or nccl, got '" + a.backend + "'");
 }
 
 }  // namespace hpref::cli

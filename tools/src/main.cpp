@@ -252,16 +252,19 @@ int main(int argc, char** argv) {
 
   cli::DemoArgs da;
   bool codec_demo = false;
-  auto* demo = app.add_subcommand("demo", "The simulated data step end to end: readers, planner, payload exchange, "
-                                          "model-parallel batch broadcast and context-parallel dispatch, every step "
-                                          "checked against the oracle");
-  demo->add_option("--ranks", da.ranks, "Simulated ranks (default 8)");
+  auto* demo = app.add_subcommand("demo", "The data step end to end on a simulated cluster (or under mpirun): readers, "
+                                          "planner, payload exchange, model-parallel batch broadcast and "
+                                          "context-parallel dispatch, every step checked against the oracle");
+  demo->add_option("--ranks", da.ranks, "Ranks: simulated (default 8), or the mpirun world size it must equal");
   demo->add_option("--dp", da.dp, "Data-parallel replicas; the rest of the mesh is context parallel (default 2)");
   demo->add_option("--steps", da.steps, "Training-data steps (default 5)");
   demo->add_option("--seed", da.seed, "Seed of the corpus, the schedule and every choice");
   demo->add_option("--window", da.window, "Sliding-window size in tokens (default 64)");
   demo->add_option("--ratio", da.ratio, "Document-prefix compression ratio, 1 or 2 (default 2)");
-  demo->add_option("--backend", da.backend, "Communicator backend (sim; mpi and nccl come with their issue)");
+  demo->add_option("--backend", da.backend,
+                   "Communicator: sim (default), or under mpirun mpi (OpenMPI) or nccl (one GPU per rank, host "
+                   "groups over MPI)");
+  demo->add_option("--timeout-ms", da.timeout_ms, "mpi and nccl: the deadline of every wait in ms (default 600000)");
   demo->add_flag("--json", da.json, "Print the summary as one JSON object");
   demo->add_option("--fault", da.faults, "A simulator fault plan, repeatable (see hpref sim run --help)");
   demo->add_flag("--codec", codec_demo, "Instead: the codec demonstration (encode, inspect, decode one segment)");

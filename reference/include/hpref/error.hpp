@@ -105,6 +105,7 @@ namespace hpref {
   X(comm_memory_space)                                                          \
   X(comm_usage)                                                                 \
   X(comm_resource)                                                              \
+  X(comm_backend)                                                               \
   /* SPEC 4-6, 8: transports and dispatch */                                    \
   X(transport_not_member)                                                       \
   X(transport_device)                                                           \

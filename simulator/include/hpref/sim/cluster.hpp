@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "hpref/communicator.hpp"
+#include "hpref/sim/splitmix64.hpp"
 
 namespace hpref::sim {
 
@@ -88,20 +89,6 @@ class Cluster {
   static RunResult run(int ranks, const Options& options, const RankFn& fn);
 };
 
-// SPEC 9.3's generator, pinned.
-class SplitMix64 {
- public:
-  explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next() noexcept {
-    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-
- private:
-  std::uint64_t state_;
-};
 
 // The trace hash: FNV-1a 64 over the lines, each followed by '\n'.
 std::uint64_t trace_hash(std::span<const std::string> lines) noexcept;

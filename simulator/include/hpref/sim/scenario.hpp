@@ -1,5 +1,5 @@
 // Scenarios: named programs of a Communicator, registered once and run by every backend
-// that is built (the simulator now; MPI later). A scenario derives everything (sizes,
+// that is built (the simulator; MPI and NCCL under mpirun; NCCL in the GPU check). A scenario derives everything (sizes,
 // data, its own choices) from the run's seed, checks its results, and throws
 // Error(scenario_check) when a check fails.
 #pragma once
@@ -31,6 +31,9 @@ struct Scenario {
   std::string expect;
   // Relies on the simulator's own fault plans or detections (not run under MPI).
   bool simulator_only = false;
+  // What MPI in checked mode with a short deadline must report instead of `expect` (""
+  // when `expect` is ""): "mismatch", "timeout" or "check failed".
+  std::string device_expect;
 };
 
 // Every registered scenario, in registration order (collectives first).
@@ -38,6 +41,10 @@ const std::vector<Scenario>& scenarios();
 const Scenario* find_scenario(std::string_view name);
 // Adds a scenario (a later issue's transports call this); names must be unique.
 void register_scenario(Scenario scenario);
+
+// The backend for host groups: the world's own, or "mpi" on an accelerator world (whose
+// host groups run over the MPI it was bootstrapped with).
+std::string host_backend(const Communicator& c);
 
 // Throws Error(scenario_check) with `what` unless `ok`.
 void check(bool ok, const std::string& what);

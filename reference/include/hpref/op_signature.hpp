@@ -1,0 +1,70 @@
+// What every Communicator backend shares about one operation: the local argument checks of
+// SPEC 9.1 made before anything is launched, and the signature members compare to find a
+// collective mismatch (SPEC 9.2-9.3: kind, root, reduce op and dtype, counts; all-to-all-v
+// send counts i->j against receive counts j<-i). The simulator's monitor compares
+// signatures as ranks launch; MPI and NCCL in checked mode all-gather them first.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hpref/communicator.hpp"
+
+namespace hpref {
+
+enum class OpKind : std::int32_t { all_gather, broadcast, all_reduce, all_to_all_v, barrier };
+const char* op_kind_name(OpKind kind) noexcept;
+
+struct OpSignature {
+  OpKind kind = OpKind::barrier;
+  int root = -1;                          // broadcast: a world rank
+  ReduceOp op = ReduceOp::sum;            // all_reduce
+  DType dtype = DType::uint8;             // all_reduce
+  std::uint64_t bytes = 0;                // all_gather: per member; broadcast, all_reduce: the buffer
+  std::vector<std::uint64_t> counts_in;   // all_to_all_v: bytes to each member
+  std::vector<std::uint64_t> counts_out;  // all_to_all_v: bytes from each member
+  // "all_reduce(sum, int64, 8 bytes)".
+  std::string str() const;
+};
+
+// Kind, root, reduce op, dtype and byte count agree (all_to_all_v counts are compared
+// pairwise by a2av_disagreement).
+bool same_call(const OpSignature& a, const OpSignature& b) noexcept;
+// The first member pair (i, j) where i sends counts_in[j] bytes but j expects another
+// counts_out[i]; members in group order.
+std::optional<std::pair<int, int>> a2av_disagreement(std::span<const OpSignature> members);
+// The CommError comm_mismatch for a group's signatures (group order), naming the ranks,
+// or nothing when they agree.
+std::optional<CommError> signature_mismatch(const Group& group, std::int64_t seq,
+                                            std::span<const OpSignature> members);
+
+// A fixed-size wire form, the same size on every member of a group of `members` ranks
+// (all-gathered in checked mode before each operation).
+std::size_t signature_wire_bytes(int members) noexcept;
+void write_signature(const OpSignature& s, int members, std::uint8_t* out);
+// Error comm_mismatch when the bytes are not a signature (a peer running other code).
+OpSignature read_signature(const std::uint8_t* in, int members);
+
+// ---- the local checks (CommError comm_usage / comm_memory_space naming the value) -------
+
+// Sorted, distinct ranks in [0, world_size) and a non-empty backend name.
+std::vector<int> checked_group_ranks(std::span<const int> ranks, const std::string& backend, int world_size);
+void check_member(const Group& group, int rank, const char* op);
+void check_space(const Group& group, int rank, MemorySpace space, const char* op);
+OpSignature check_all_gather(const Group& group, int rank, ConstBuffer in, MutableBuffer out);
+OpSignature check_broadcast(const Group& group, int rank, MutableBuffer buffer, int root);
+OpSignature check_all_reduce(const Group& group, int rank, MutableBuffer buffer, DType dtype, ReduceOp op);
+// Counts: one per member each way, summing to no more than the buffers.
+OpSignature check_all_to_all_v(const Group& group, int rank, ConstBuffer in, std::span<const std::size_t> in_counts,
+                               MutableBuffer out, std::span<const std::size_t> out_counts);
+OpSignature check_barrier(const Group& group, int rank);
+
+// "[0, 2, 3]".
+std::string rank_list_text(std::span<const int> ranks);
+
+}  // namespace hpref

@@ -1,0 +1,261 @@
+// Operation signatures and the local argument checks every backend shares.
+#include "hpref/op_signature.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+namespace hpref {
+
+const char* op_kind_name(OpKind kind) noexcept {
+  switch (kind) {
+    case OpKind::all_gather: return "all_gather";
+    case OpKind::broadcast: return "broadcast";
+    case OpKind::all_reduce: return "all_reduce";
+    case OpKind::all_to_all_v: return "all_to_all_v";
+    case OpKind::barrier: return "barrier";
+  }
+  return "?";
+}
+
+std::string rank_list_text(std::span<const int> ranks) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  return out + "]";
+}
+
+std::string OpSignature::str() const {
+  std::string out = op_kind_name(kind);
+  switch (kind) {
+    case OpKind::broadcast: return out + "(root " + std::to_string(root) + ", " + std::to_string(bytes) + " bytes)";
+    case OpKind::all_reduce:
+      return out + "(" + std::string(reduce_op_name(op)) + ", " + std::string(dtype_name(dtype)) + ", " +
+             std::to_string(bytes) + " bytes)";
+    case OpKind::all_gather: return out + "(" + std::to_string(bytes) + " bytes each)";
+    default: return out;
+  }
+}
+
+bool same_call(const OpSignature& a, const OpSignature& b) noexcept {
+  if (a.kind != b.kind) return false;
+  switch (a.kind) {
+    case OpKind::broadcast: return a.root == b.root && a.bytes == b.bytes;
+    case OpKind::all_reduce: return a.op == b.op && a.dtype == b.dtype && a.bytes == b.bytes;
+    case OpKind::all_gather: return a.bytes == b.bytes;
+    default: return true;
+  }
+}
+
+std::optional<std::pair<int, int>> a2av_disagreement(std::span<const OpSignature> members) {
+  auto n = members.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t j = 0; j < n; ++j) {
+      std::uint64_t sent = i < n && j < members[i].counts_in.size() ? members[i].counts_in[j] : 0;
+      std::uint64_t expected = i < members[j].counts_out.size() ? members[j].counts_out[i] : 0;
+      if (sent != expected) return std::make_pair(static_cast<int>(i), static_cast<int>(j));
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<CommError> signature_mismatch(const Group& group, std::int64_t seq, std::span<const OpSignature> members) {
+  const auto& ranks = group.ranks();
+  std::string where = " on group " + std::to_string(group.id()) + " seq " + std::to_string(seq);
+  for (std::size_t i = 1; i < members.size(); ++i) {
+    if (!same_call(members[0], members[i])) {
+      return CommError(Errc::comm_mismatch,
+                       "collective mismatch" + where + ": rank " + std::to_string(ranks[0]) + " launched " +
+                           members[0].str() + " but rank " + std::to_string(ranks[i]) + " launched " + members[i].str(),
+                       group.id(), seq, {ranks[0], ranks[i]});
+    }
+  }
+  if (!members.empty() && members[0].kind == OpKind::all_to_all_v) {
+    if (auto bad = a2av_disagreement(members)) {
+      auto [i, j] = *bad;
+      return CommError(Errc::comm_mismatch,
+                       "all_to_all_v counts disagree" + where + ": rank " + std::to_string(ranks[i]) + " sends " +
+                           std::to_string(members[i].counts_in[j]) + " bytes to rank " + std::to_string(ranks[j]) +
+                           ", which expects " + std::to_string(members[j].counts_out[i]),
+                       group.id(), seq, {ranks[i], ranks[j]});
+    }
+  }
+  return std::nullopt;
+}
+
+// ---- wire form: magic, kind, root, op, dtype, bytes, then 2 x members counts -----------
+
+namespace {
+
+constexpr std::uint64_t kSignatureMagic = 0x4850524546534947ULL;  // "HPREFSIG"
+
+void put(std::uint8_t*& p, std::uint64_t v) {
+  std::memcpy(p, &v, 8);
+  p += 8;
+}
+
+std::uint64_t get(const std::uint8_t*& p) {
+  std::uint64_t v;
+  std::memcpy(&v, p, 8);
+  p += 8;
+  return v;
+}
+
+}  // namespace
+
+std::size_t signature_wire_bytes(int members) noexcept {
+  return 8 * (6 + 2 * static_cast<std::size_t>(members));
+}
+
+void write_signature(const OpSignature& s, int members, std::uint8_t* out) {
+  std::uint8_t* p = out;
+  put(p, kSignatureMagic);
+  put(p, static_cast<std::uint64_t>(s.kind));
+  put(p, static_cast<std::uint64_t>(static_cast<std::int64_t>(s.root)));
+  put(p, static_cast<std::uint64_t>(s.op));
+  put(p, static_cast<std::uint64_t>(s.dtype));
+  put(p, s.bytes);
+  for (int i = 0; i < members; ++i) put(p, i < static_cast<int>(s.counts_in.size()) ? s.counts_in[static_cast<std::size_t>(i)] : 0);
+  for (int i = 0; i < members; ++i) {
+    put(p, i < static_cast<int>(s.counts_out.size()) ? s.counts_out[static_cast<std::size_t>(i)] : 0);
+  }
+}
+
+OpSignature read_signature(const std::uint8_t* in, int members) {
+  const std::uint8_t* p = in;
+  std::uint64_t magic = get(p), kind = get(p), root = get(p), op = get(p), dtype = get(p);
+  if (magic != kSignatureMagic || kind > static_cast<std::uint64_t>(OpKind::barrier) ||
+      op > static_cast<std::uint64_t>(ReduceOp::max) || dtype >= static_cast<std::uint64_t>(kDTypeCount)) {
+    throw CommError(Errc::comm_mismatch, "a peer's checked-mode signature is not one (is every rank running the same "
+                                         "hpref in checked mode?)");
+  }
+  OpSignature s;
+  s.kind = static_cast<OpKind>(kind);
+  s.root = static_cast<int>(static_cast<std::int64_t>(root));
+  s.op = static_cast<ReduceOp>(op);
+  s.dtype = static_cast<DType>(dtype);
+  s.bytes = get(p);
+  if (s.kind == OpKind::all_to_all_v) {
+    s.counts_in.resize(static_cast<std::size_t>(members));
+    s.counts_out.resize(static_cast<std::size_t>(members));
+    for (auto& c : s.counts_in) c = get(p);
+    for (auto& c : s.counts_out) c = get(p);
+  }
+  return s;
+}
+
+// ---- local checks -------------------------------------------------------------------------
+
+std::vector<int> checked_group_ranks(std::span<const int> ranks, const std::string& backend, int world_size) {
+  std::vector<int> sorted(ranks.begin(), ranks.end());
+  std::sort(sorted.begin(), sorted.end());
+  bool bad = sorted.empty() || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end() ||
+             sorted.front() < 0 || sorted.back() >= world_size;
+  if (bad || backend.empty()) {
+    throw CommError(Errc::comm_usage, "new_group needs distinct world ranks in [0, " + std::to_string(world_size) +
+                                          ") and a backend name, got " + rank_list_text(ranks) + " on '" + backend +
+                                          "'");
+  }
+  return sorted;
+}
+
+void check_member(const Group& group, int rank, const char* op) {
+  if (!group.is_member()) {
+    throw CommError(Errc::comm_usage,
+                    std::string(op) + " on group " + std::to_string(group.id()) + " by rank " + std::to_string(rank) +
+                        ", which is not a member",
+                    group.id());
+  }
+}
+
+void check_space(const Group& group, int rank, MemorySpace space, const char* op) {
+  auto name = [](MemorySpace s) { return s == MemorySpace::host ? "host" : "accelerator"; };
+  if (space != group.memory()) {
+    throw CommError(Errc::comm_memory_space,
+                    std::string(op) + " on group " + std::to_string(group.id()) + " (backend " + group.backend() +
+                        ") refuses a " + name(space) + " buffer: the group moves " + name(group.memory()) + " memory",
+                    group.id(), -1, {rank});
+  }
+}
+
+OpSignature check_all_gather(const Group& group, int rank, ConstBuffer in, MutableBuffer out) {
+  check_member(group, rank, "all_gather");
+  check_space(group, rank, in.space, "all_gather");
+  check_space(group, rank, out.space, "all_gather");
+  if (out.bytes != in.bytes * static_cast<std::size_t>(group.size())) {
+    throw CommError(Errc::comm_usage, "all_gather output of " + std::to_string(out.bytes) + " bytes is not group size " +
+                                          std::to_string(group.size()) + " x input " + std::to_string(in.bytes),
+                    group.id());
+  }
+  OpSignature s;
+  s.kind = OpKind::all_gather;
+  s.bytes = in.bytes;
+  return s;
+}
+
+OpSignature check_broadcast(const Group& group, int rank, MutableBuffer buffer, int root) {
+  check_member(group, rank, "broadcast");
+  check_space(group, rank, buffer.space, "broadcast");
+  if (group.index_of(root) < 0) {
+    throw CommError(Errc::comm_usage,
+                    "broadcast root " + std::to_string(root) + " is not a member of group " + std::to_string(group.id()),
+                    group.id());
+  }
+  OpSignature s;
+  s.kind = OpKind::broadcast;
+  s.root = root;
+  s.bytes = buffer.bytes;
+  return s;
+}
+
+OpSignature check_all_reduce(const Group& group, int rank, MutableBuffer buffer, DType dtype, ReduceOp op) {
+  check_member(group, rank, "all_reduce");
+  check_space(group, rank, buffer.space, "all_reduce");
+  if ((dtype != DType::int32 && dtype != DType::int64 && dtype != DType::float32 && dtype != DType::float64) ||
+      buffer.bytes % element_size(dtype) != 0) {
+    throw CommError(Errc::comm_usage, "all_reduce takes int32, int64, float32 or float64 and a whole number of "
+                                      "elements, got " +
+                                          std::string(dtype_name(dtype)) + " over " + std::to_string(buffer.bytes) +
+                                          " bytes",
+                    group.id());
+  }
+  OpSignature s;
+  s.kind = OpKind::all_reduce;
+  s.op = op;
+  s.dtype = dtype;
+  s.bytes = buffer.bytes;
+  return s;
+}
+
+OpSignature check_all_to_all_v(const Group& group, int rank, ConstBuffer in, std::span<const std::size_t> in_counts,
+                               MutableBuffer out, std::span<const std::size_t> out_counts) {
+  check_member(group, rank, "all_to_all_v");
+  check_space(group, rank, in.space, "all_to_all_v");
+  check_space(group, rank, out.space, "all_to_all_v");
+  auto n = static_cast<std::size_t>(group.size());
+  std::size_t sent = std::accumulate(in_counts.begin(), in_counts.end(), std::size_t{0});
+  std::size_t received = std::accumulate(out_counts.begin(), out_counts.end(), std::size_t{0});
+  if (in_counts.size() != n || out_counts.size() != n || sent > in.bytes || received > out.bytes) {
+    throw CommError(Errc::comm_usage, "all_to_all_v needs " + std::to_string(n) +
+                                          " counts each way within the buffers, got " +
+                                          std::to_string(in_counts.size()) + " summing to " + std::to_string(sent) +
+                                          " of " + std::to_string(in.bytes) + " and " +
+                                          std::to_string(out_counts.size()) + " summing to " +
+                                          std::to_string(received) + " of " + std::to_string(out.bytes),
+                    group.id());
+  }
+  OpSignature s;
+  s.kind = OpKind::all_to_all_v;
+  s.bytes = sent;
+  s.counts_in.assign(in_counts.begin(), in_counts.end());
+  s.counts_out.assign(out_counts.begin(), out_counts.end());
+  return s;
+}
+
+OpSignature check_barrier(const Group& group, int rank) {
+  check_member(group, rank, "barrier");
+  OpSignature s;
+  s.kind = OpKind::barrier;
+  return s;
+}
+
+}  // namespace hpref

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# SPEC 9.1: `mpirun -np 8 hpref demo --backend mpi --seed S` prints the same progress, the
+# same checks and the same data checksum as `hpref demo --seed S` on the simulator.
+set -uo pipefail
+hpref=$1
+fail() { echo "FAIL: $*"; exit 1; }
+for seed in 3 11; do
+  sim=$("$hpref" demo --seed "$seed" --steps 4) || { echo "$sim"; fail "the simulated demo failed (seed $seed)"; }
+  mpi=$(timeout 600 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 8 \
+        "$hpref" demo --backend mpi --seed "$seed" --steps 4 --timeout-ms 120000 2>&1 < /dev/null) ||
+    { echo "$mpi"; fail "the MPI demo failed (seed $seed)"; }
+  keep() { grep -E '^(SEED=|step |\| (steps|samples|bytes exchanged|token imbalance|checks|data checksum) )'; }
+  if [ "$(echo "$sim" | keep)" != "$(echo "$mpi" | keep)" ]; then
+    echo "simulator:"; echo "$sim"; echo "mpi:"; echo "$mpi"
+    fail "seed $seed: the MPI demo differs from the simulated one"
+  fi
+  echo "$mpi" | grep -q '^every check passed$' || fail "seed $seed: the MPI demo did not pass every check"
+  echo "ok: seed $seed: $(echo "$mpi" | grep -E '\| (checks|data checksum) ' | tr -s ' ' | tr '\n' ' ')"
+done

@@ -1,0 +1,225 @@
+// The scenarios of tests/sim under mpirun, over hpref::mpi (label mpi). Each rank prints
+// one line per run in the simulator's form ("<scenario> seed=<S> rank <R>: ok <value>"),
+// so that run_scenarios.sh can compare every value with `hpref sim run` of the same seed.
+//
+//   hpref_mpi_scenarios --normal [--seeds A:B] [--checked] [--max-count N]
+//   hpref_mpi_scenarios --broken NAME [--timeout-ms T]     (checked mode, short deadline)
+//   hpref_mpi_scenarios --large                           (counts beyond INT_MAX, 2 ranks)
+//   hpref_mpi_scenarios --list-broken
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "hpref/mpi/communicator.hpp"
+#include "hpref/sim/scenario.hpp"
+
+namespace {
+
+using hpref::sim::Scenario;
+
+struct Args {
+  bool normal = false, large = false, list_broken = false, checked = false;
+  std::string broken;
+  std::uint64_t first_seed = 1, last_seed = 3;
+  std::int64_t timeout_ms = 120000;
+  std::size_t max_count = INT_MAX;
+};
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr,
+               "hpref_mpi_scenarios: %s\n"
+               "usage: hpref_mpi_scenarios --normal [--seeds A:B] [--checked] [--max-count N] [--timeout-ms T]\n"
+               "       hpref_mpi_scenarios --broken NAME [--timeout-ms T]\n"
+               "       hpref_mpi_scenarios --large | --list-broken\n",
+               why.c_str());
+  std::exit(2);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(arg + " needs a value");
+      return argv[++i];
+    };
+    try {
+      if (arg == "--normal") {
+        a.normal = true;
+      } else if (arg == "--large") {
+        a.large = true;
+      } else if (arg == "--list-broken") {
+        a.list_broken = true;
+      } else if (arg == "--checked") {
+        a.checked = true;
+      } else if (arg == "--broken") {
+        a.broken = value();
+      } else if (arg == "--seeds") {
+        std::string v = value();
+        auto colon = v.find(':');
+        if (colon == std::string::npos) usage("--seeds takes A:B, got " + v);
+        a.first_seed = std::stoull(v.substr(0, colon));
+        a.last_seed = std::stoull(v.substr(colon + 1));
+      } else if (arg == "--timeout-ms") {
+        a.timeout_ms = std::stoll(value());
+      } else if (arg == "--max-count") {
+        a.max_count = std::stoull(value());
+      } else {
+        usage("unknown argument " + arg);
+      }
+    } catch (const std::logic_error&) {
+      usage("bad number after " + arg);
+    }
+  }
+  return a;
+}
+
+std::string one_line(std::string text) {
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  return text;
+}
+
+// Runs one scenario on a fresh communicator; prints this rank's outcome; returns the error
+// kind ("" when it returned). A timed-out communicator ends the job here.
+std::string run(const Scenario& s, std::uint64_t seed, hpref::mpi::Options options) {
+  hpref::mpi::MpiCommunicator comm(options);
+  hpref::sim::ScenarioContext ctx{seed, comm.size()};
+  std::string line = s.name + " seed=" + std::to_string(seed) + " rank " + std::to_string(comm.rank()) + ": ";
+  std::string kind;
+  try {
+    line += "ok " + s.fn(comm, ctx);
+  } catch (const hpref::Error& e) {
+    kind = std::string(e.kind());
+    line += "error " + kind + ": " + one_line(e.what());
+  } catch (const std::exception& e) {
+    kind = "exception";
+    line += "error exception: " + one_line(e.what());
+  }
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+  if (comm.failed()) comm.abort_job(5);
+  return kind;
+}
+
+bool matches(const std::string& expect, const std::string& kind) {
+  if (expect == "mismatch") return kind == "comm_mismatch";
+  if (expect == "timeout") return kind == "comm_timeout";
+  return !kind.empty() && kind != "comm_timeout";  // check failed: any other refusal
+}
+
+// Counts beyond INT_MAX on 2 ranks with the real limit: a broadcast, an all-gather and an
+// all-to-all-v block of 2^31 + 7 bytes, each checked at both ends.
+int large(int rank, int size) {
+  if (size != 2) {
+    if (rank == 0) std::fprintf(stderr, "--large runs on exactly 2 ranks\n");
+    return 2;
+  }
+  hpref::mpi::MpiCommunicator comm;
+  const std::size_t big = (std::size_t{1} << 31) + 7;
+  auto pattern = [](std::size_t i, int salt) { return static_cast<char>((i * 131 + static_cast<std::size_t>(salt)) >> 3); };
+  int failures = 0;
+  auto verify = [&](const char* what, const char* data, std::size_t bytes, int salt) {
+    for (std::size_t i = 0; i < bytes; i += 4093) {
+      if (data[i] != pattern(i, salt)) {
+        std::printf("large rank %d: %s byte %zu differs\n", rank, what, i);
+        ++failures;
+        return;
+      }
+    }
+    if (bytes && data[bytes - 1] != pattern(bytes - 1, salt)) {
+      std::printf("large rank %d: %s last byte differs\n", rank, what);
+      ++failures;
+    }
+  };
+  {
+    std::vector<char> buffer(big);
+    if (rank == 0) {
+      for (std::size_t i = 0; i < big; ++i) buffer[i] = pattern(i, 1);
+    }
+    comm.broadcast(comm.world(), {buffer.data(), big}, 0).wait();
+    verify("broadcast", buffer.data(), big, 1);
+  }
+  {
+    std::size_t each = (std::size_t{1} << 30) + 5;  // 2 x each > INT_MAX
+    std::vector<char> in(each), out(2 * each);
+    for (std::size_t i = 0; i < each; ++i) in[i] = pattern(i, 10 + rank);
+    comm.all_gather(comm.world(), {in.data(), each}, {out.data(), out.size()}).wait();
+    in.clear();
+    in.shrink_to_fit();
+    verify("all_gather member 0", out.data(), each, 10);
+    verify("all_gather member 1", out.data() + each, each, 11);
+  }
+  {
+    // Rank 0 sends 2^31 + 7 bytes to rank 1 after 3 bytes to itself.
+    std::vector<std::size_t> in_counts = rank == 0 ? std::vector<std::size_t>{3, big} : std::vector<std::size_t>{0, 0};
+    std::vector<std::size_t> out_counts = rank == 0 ? std::vector<std::size_t>{3, 0} : std::vector<std::size_t>{big, 0};
+    std::vector<char> in(rank == 0 ? 3 + big : 0), out(rank == 0 ? 3 : big);
+    if (rank == 0) {
+      in[0] = 'a', in[1] = 'b', in[2] = 'c';
+      for (std::size_t i = 0; i < big; ++i) in[3 + i] = pattern(i, 20);
+    }
+    comm.all_to_all_v(comm.world(), {in.data(), in.size()}, in_counts, {out.data(), out.size()}, out_counts).wait();
+    if (rank == 0 && std::memcmp(out.data(), "abc", 3) != 0) {
+      std::printf("large rank 0: all_to_all_v self block differs\n");
+      ++failures;
+    }
+    if (rank == 1) verify("all_to_all_v", out.data(), big, 20);
+  }
+  std::printf("large rank %d: %s\n", rank, failures ? "FAILED" : "ok");
+  return failures ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a = parse(argc, argv);
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int status = 0;
+  if (a.list_broken) {
+    if (rank == 0) {
+      for (const Scenario& s : hpref::sim::scenarios()) {
+        if (!s.device_expect.empty()) std::printf("%s %d %s\n", s.name.c_str(), s.min_ranks, s.device_expect.c_str());
+      }
+    }
+  } else if (a.large) {
+    status = large(rank, size);
+  } else if (a.normal) {
+    hpref::mpi::Options options;
+    options.checked = a.checked;
+    options.timeout_ms = a.timeout_ms;
+    options.max_count = a.max_count;
+    for (const Scenario& s : hpref::sim::scenarios()) {
+      if (!s.expect.empty() || s.simulator_only || size < s.min_ranks || size > s.max_ranks) continue;
+      for (std::uint64_t seed = a.first_seed; seed <= a.last_seed; ++seed) {
+        if (!run(s, seed, options).empty()) status = 1;
+      }
+    }
+  } else if (!a.broken.empty()) {
+    const Scenario* s = hpref::sim::find_scenario(a.broken);
+    if (!s || s->device_expect.empty()) usage("no broken scenario '" + a.broken + "' runs under MPI (--list-broken)");
+    hpref::mpi::Options options;
+    options.checked = true;
+    options.timeout_ms = a.timeout_ms;
+    std::string kind = run(*s, 1, options);
+    // Ranks that are not the broken one may finish: only a wrong refusal fails this rank.
+    bool ok = kind.empty() || matches(s->device_expect, kind);
+    std::printf("%s rank %d: expected %s, %s\n", s->name.c_str(), rank, s->device_expect.c_str(),
+                kind.empty() ? "returned" : (ok ? "got it" : ("got " + kind + " instead").c_str()));
+    status = ok ? 0 : 1;
+  } else {
+    usage("say --normal, --broken NAME, --large or --list-broken");
+  }
+  std::fflush(stdout);
+  MPI_Finalize();
+  return status;
+}
