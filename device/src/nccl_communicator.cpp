@@ -392,11 +392,9 @@ Group NcclCommunicator::new_group(std::span<const int> ranks, const std::string&
   impl_->use_device();
   NcclGroup& world = impl_->lookup(this->world());
   Impl::Op op{0, -1, OpKind::all_gather};
-  // Agreement first: every rank's request (member flags and the backend name's hash).
+  // Agreement first: every rank's request, all-gathered over the world.
   auto n = static_cast<std::size_t>(impl_->size);
-  std::vector<std::uint64_t> mine(n + 1, 0), all((n + 1) * n);
-  mine[0] = fnv1a64(backend.data(), backend.size());
-  for (int r : sorted) mine[static_cast<std::size_t>(r) + 1] = 1;
+  std::vector<std::uint64_t> mine = group_request(sorted, backend, impl_->size), all((n + 1) * n);
   {
     NcclWork w;
     w.impl = impl_.get();
@@ -408,21 +406,7 @@ Group NcclCommunicator::new_group(std::span<const int> ranks, const std::string&
     w.record();
     w.wait();
   }
-  for (std::size_t p = 0; p < n; ++p) {
-    const std::uint64_t* theirs = all.data() + p * (n + 1);
-    if (!std::equal(mine.begin(), mine.end(), theirs)) {
-      std::vector<int> asked;
-      for (std::size_t r = 0; r < n; ++r) {
-        if (theirs[r + 1]) asked.push_back(static_cast<int>(r));
-      }
-      throw CommError(Errc::comm_mismatch,
-                      "new_group mismatch: rank " + std::to_string(impl_->rank) + " asked for " +
-                          rank_list_text(sorted) + " on " + backend + " but rank " + std::to_string(p) +
-                          " asked for " + rank_list_text(asked) +
-                          (theirs[0] == mine[0] ? " on " + backend : std::string(" on another backend")),
-                      -1, -1, {impl_->rank, static_cast<int>(p)});
-    }
-  }
+  if (auto error = group_request_mismatch(impl_->rank, sorted, backend, all, impl_->size)) throw *error;
   int id = static_cast<int>(impl_->groups.size());
   bool member = std::binary_search(sorted.begin(), sorted.end(), impl_->rank);
   if (!is_accelerator_backend_name(backend)) {

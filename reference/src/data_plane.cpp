@@ -6,16 +6,11 @@
 #include <numeric>
 
 #include "hpref/error.hpp"
+#include "hpref/op_signature.hpp"
 #include "hpref/pickle.hpp"
 
 namespace hpref {
 namespace {
-
-std::string list(const std::vector<int>& v) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
-  return out + "]";
-}
 
 std::vector<std::uint8_t> pickled(const Value& v) {
   std::string bytes = write_pickle(v);
@@ -58,7 +53,7 @@ DataPlaneTransport::DataPlaneTransport(Communicator& comm, const DataGroups& gro
 void DataPlaneTransport::require_member(const char* what) const {
   if (!is_member()) {
     throw Error(Errc::transport_not_member, std::string(what) + " on rank " + std::to_string(comm_.rank()) +
-                                                ", which is not in the data plane " + list(ranks_));
+                                                ", which is not in the data plane " + rank_list_text(ranks_));
   }
 }
 
@@ -157,8 +152,8 @@ DataPlaneTransport::Prepared DataPlaneTransport::prepare_exchange(
     if (std::find(ranks_.begin(), ranks_.end(), target) == ranks_.end()) bad.push_back(target);
   }
   if (!bad.empty()) {
-    throw Error(Errc::transport_targets, "payload routes target ranks outside the data plane " + list(ranks_) +
-                                             ": " + list(bad));
+    throw Error(Errc::transport_targets, "payload routes target ranks outside the data plane " + rank_list_text(ranks_) +
+                                             ": " + rank_list_text(bad));
   }
   std::vector<SegmentPlan> plans;
   Prepared p;

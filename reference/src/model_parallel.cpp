@@ -4,15 +4,10 @@
 #include <cstring>
 
 #include "hpref/error.hpp"
+#include "hpref/op_signature.hpp"
 
 namespace hpref {
 namespace {
-
-std::string list(const std::vector<int>& v) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
-  return out + "]";
-}
 
 }  // namespace
 
@@ -24,7 +19,7 @@ ModelParallelTransport::ModelParallelTransport(Communicator& comm, const DataTop
       options_(std::move(options)) {
   if (ranks_.size() <= 1) return;
   if (!host_) {
-    throw Error(Errc::transport_not_member, "model-parallel broadcast over ranks " + list(ranks_) +
+    throw Error(Errc::transport_not_member, "model-parallel broadcast over ranks " + rank_list_text(ranks_) +
                                                 " needs a host model-parallel group; rank " +
                                                 std::to_string(comm.rank()) + " has none");
   }
@@ -41,7 +36,7 @@ ModelParallelTransport::ModelParallelTransport(Communicator& comm, const DataTop
   }
   if (!differ.empty()) {
     throw Error(Errc::transport_spec_mismatch,
-                "model-parallel ranks " + list(differ) + " declare a model_batch_spec whose fingerprint differs "
+                "model-parallel ranks " + rank_list_text(differ) + " declare a model_batch_spec whose fingerprint differs "
                 "from constructor rank " + std::to_string(constructor_) + "'s; every rank must declare the same spec");
   }
 }

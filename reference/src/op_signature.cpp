@@ -143,6 +143,37 @@ OpSignature read_signature(const std::uint8_t* in, int members) {
   return s;
 }
 
+// ---- new_group's agreement ---------------------------------------------------------------
+
+std::vector<std::uint64_t> group_request(std::span<const int> sorted_ranks, const std::string& backend,
+                                         int world_size) {
+  std::vector<std::uint64_t> words(static_cast<std::size_t>(world_size) + 1, 0);
+  words[0] = fnv1a64(backend.data(), backend.size());
+  for (int r : sorted_ranks) words[static_cast<std::size_t>(r) + 1] = 1;
+  return words;
+}
+
+std::optional<CommError> group_request_mismatch(int rank, std::span<const int> sorted_ranks, const std::string& backend,
+                                                std::span<const std::uint64_t> all, int world_size) {
+  auto n = static_cast<std::size_t>(world_size);
+  auto mine = group_request(sorted_ranks, backend, world_size);
+  for (std::size_t p = 0; p < n; ++p) {
+    std::span<const std::uint64_t> theirs = all.subspan(p * (n + 1), n + 1);
+    if (std::equal(mine.begin(), mine.end(), theirs.begin())) continue;
+    std::vector<int> asked;
+    for (std::size_t r = 0; r < n; ++r) {
+      if (theirs[r + 1]) asked.push_back(static_cast<int>(r));
+    }
+    return CommError(Errc::comm_mismatch,
+                     "new_group mismatch: rank " + std::to_string(rank) + " asked for " +
+                         rank_list_text(sorted_ranks) + " on " + backend + " but rank " + std::to_string(p) +
+                         " asked for " + rank_list_text(asked) +
+                         (theirs[0] == mine[0] ? " on " + backend : std::string(" on another backend")),
+                     -1, -1, {rank, static_cast<int>(p)});
+  }
+  return std::nullopt;
+}
+
 // ---- local checks -------------------------------------------------------------------------
 
 std::vector<int> checked_group_ranks(std::span<const int> ranks, const std::string& backend, int world_size) {

@@ -372,36 +372,25 @@ std::string free_interleaving(Communicator& c, const ScenarioContext&) {
 
 }  // namespace
 
-static Scenario make(std::string name, std::string description, ScenarioFn fn, int min_ranks = 1,
-              std::string expect = "", bool simulator_only = false) {
-  Scenario sc;
-  sc.name = std::move(name);
-  sc.description = std::move(description);
-  sc.fn = std::move(fn);
-  sc.min_ranks = min_ranks;
-  sc.expect = std::move(expect);
-  sc.simulator_only = simulator_only;
-  return sc;
-}
 
 void register_collective_scenarios(std::vector<Scenario>& out) {
   auto program = [](std::vector<Kind> kinds) {
     return [kinds](Communicator& c, const ScenarioContext& ctx) { return run_program(c, ctx, kinds); };
   };
   std::vector<Kind> all = {Kind::all_gather, Kind::broadcast, Kind::all_reduce, Kind::all_to_all_v, Kind::barrier};
-  out.push_back(make("collectives", "every collective on the world and two random subgroups, random sizes, "
+  out.push_back(make_scenario("collectives", "every collective on the world and two random subgroups, random sizes, "
                                     "several outstanding, waited in per-rank random orders, checked",
                      program(all)));
   for (Kind k : all) {
-    out.push_back(make(kind_name(k), std::string("random ") + kind_name(k) + " operations, checked", program({k})));
+    out.push_back(make_scenario(kind_name(k), std::string("random ") + kind_name(k) + " operations, checked", program({k})));
   }
-  out.push_back(make("all_reduce_order", "float all_reduce sums of values of very different magnitudes equal the "
+  out.push_back(make_scenario("all_reduce_order", "float all_reduce sums of values of very different magnitudes equal the "
                                          "group-order sum bit for bit (SPEC 9.1)",
                      all_reduce_order));
-  out.push_back(make("free_interleaving", "pairs of ranks reduce on their own groups (the schedule depends on "
+  out.push_back(make_scenario("free_interleaving", "pairs of ranks reduce on their own groups (the schedule depends on "
                                           "the seed, the results do not)",
                      free_interleaving));
-  out.push_back(make("planted_bug", "BROKEN on purpose: an all_to_all_v edge case sends a byte too many for "
+  out.push_back(make_scenario("planted_bug", "BROKEN on purpose: an all_to_all_v edge case sends a byte too many for "
                                     "some seeds; `hpref sim explore` must find one",
                      [](Communicator& c, const ScenarioContext& ctx) {
                        return run_program(c, ctx, {Kind::all_to_all_v}, true);
@@ -412,7 +401,7 @@ void register_collective_scenarios(std::vector<Scenario>& out) {
   // the detection is the simulator's own).
   auto broken = [&out](const char* name, const char* what, ScenarioFn fn, int min_ranks, const char* expect,
                        const char* device_expect) {
-    out.push_back(make(name, std::string("BROKEN on purpose: ") + what, std::move(fn), min_ranks, expect,
+    out.push_back(make_scenario(name, std::string("BROKEN on purpose: ") + what, std::move(fn), min_ranks, expect,
                        *device_expect == 0));
     out.back().device_expect = device_expect;
   };

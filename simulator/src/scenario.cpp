@@ -25,6 +25,18 @@ std::vector<Scenario>& registry() {
 
 const std::vector<Scenario>& scenarios() { return registry(); }
 
+Scenario make_scenario(std::string name, std::string description, ScenarioFn fn, int min_ranks, std::string expect,
+                       bool simulator_only) {
+  Scenario s;
+  s.name = std::move(name);
+  s.description = std::move(description);
+  s.fn = std::move(fn);
+  s.min_ranks = min_ranks;
+  s.expect = std::move(expect);
+  s.simulator_only = simulator_only;
+  return s;
+}
+
 const Scenario* find_scenario(std::string_view name) {
   for (const Scenario& s : registry()) {
     if (s.name == name) return &s;

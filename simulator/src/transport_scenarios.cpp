@@ -66,6 +66,25 @@ DataGroups groups_for(Communicator& c, const Mesh& m, const DataTopology& t, int
   return create_data_groups(c, in);
 }
 
+// A fixed mesh over every rank in order: dp x mp = size, the given readers, planner 0.
+struct FixedMesh {
+  Mesh mesh;
+  DataTopology topology;
+  DataGroups groups;
+};
+
+FixedMesh fixed_mesh(Communicator& c, int dp, std::vector<int> readers) {
+  Mesh m;
+  m.dp = dp;
+  m.mp = c.size() / dp;
+  m.rank_list.resize(static_cast<std::size_t>(c.size()));
+  std::iota(m.rank_list.begin(), m.rank_list.end(), 0);
+  m.readers = readers.empty() ? m.rank_list : std::move(readers);
+  DataTopology t = topology_of(m, c.rank());
+  DataGroups groups = groups_for(c, m, t, 0);
+  return {std::move(m), std::move(t), std::move(groups)};
+}
+
 // ---- payloads ---------------------------------------------------------------------------
 
 Value payload(std::uint64_t seed, int reader, int i) {
@@ -150,17 +169,11 @@ std::string data_plane_scenario(Communicator& c, const ScenarioContext& ctx) {
 
 // SPEC 5.1-5.2 refusals, the same on every rank so that no rank is left waiting.
 std::string exchange_refusals(Communicator& c, const ScenarioContext&) {
-  std::vector<int> everyone(static_cast<std::size_t>(c.size()));
-  std::iota(everyone.begin(), everyone.end(), 0);
-  Mesh m;
-  m.dp = c.size();
-  m.rank_list = everyone;
-  m.readers = everyone;
-  DataTopology t = topology_of(m, c.rank());
-  DataGroups groups = groups_for(c, m, t, 0);
+  FixedMesh f = fixed_mesh(c, c.size(), {});  // every rank reads and constructs
+  const std::vector<int>& everyone = f.mesh.rank_list;
   TransportOptions small;
   small.max_message_bytes = 64;
-  DataPlaneTransport dp(c, groups, small);
+  DataPlaneTransport dp(c, f.groups, small);
   try {
     dp.prepare_exchange({{c.size() + 5, {}}, {-1, {}}});
     check(false, "a target outside the data plane was accepted");
@@ -242,15 +255,8 @@ std::string batch_broadcast(Communicator& c, const ScenarioContext& ctx) {
 }
 
 std::string batch_spec_mismatch(Communicator& c, const ScenarioContext&) {
-  std::vector<int> everyone(static_cast<std::size_t>(c.size()));
-  std::iota(everyone.begin(), everyone.end(), 0);
-  Mesh m;
-  m.mp = c.size();
-  m.rank_list = everyone;
-  m.readers = {0};
-  DataTopology t = topology_of(m, c.rank());
-  DataGroups groups = groups_for(c, m, t, 0);
-  ModelParallelTransport mp(c, t, groups, batch_layout(c.rank() == c.size() - 1));
+  FixedMesh f = fixed_mesh(c, 1, {0});  // one model-parallel group of every rank
+  ModelParallelTransport mp(c, f.topology, f.groups, batch_layout(c.rank() == c.size() - 1));
   return "unreachable";
 }
 
@@ -319,15 +325,9 @@ std::string dispatch_scenario(Communicator& c, const ScenarioContext& ctx) {
 // SPEC 5.2 / 9.3: the exchange handle owns its send buffer; writing it before the wait is
 // caught at the wait.
 std::string exchange_mutated_send(Communicator& c, const ScenarioContext&) {
-  std::vector<int> everyone(static_cast<std::size_t>(c.size()));
-  std::iota(everyone.begin(), everyone.end(), 0);
-  Mesh m;
-  m.dp = c.size();
-  m.rank_list = everyone;
-  m.readers = everyone;
-  DataTopology t = topology_of(m, c.rank());
-  DataGroups groups = groups_for(c, m, t, 0);
-  DataPlaneTransport dp(c, groups);
+  FixedMesh f = fixed_mesh(c, c.size(), {});
+  const std::vector<int>& everyone = f.mesh.rank_list;
+  DataPlaneTransport dp(c, f.groups);
   std::map<int, std::vector<Item>> out;
   for (int r : everyone) out[r].emplace_back(SampleKey::make(c.rank(), r).to_value(), Value::bytes(std::string(16, 'a')));
   auto prepared = dp.prepare_exchange(out);
@@ -338,37 +338,26 @@ std::string exchange_mutated_send(Communicator& c, const ScenarioContext&) {
   return "unreachable on rank 0";
 }
 
-Scenario make(std::string name, std::string description, ScenarioFn fn, int min_ranks = 1, std::string expect = "",
-              bool simulator_only = false) {
-  Scenario s;
-  s.name = std::move(name);
-  s.description = std::move(description);
-  s.fn = std::move(fn);
-  s.min_ranks = min_ranks;
-  s.expect = std::move(expect);
-  s.simulator_only = simulator_only;
-  return s;
-}
 
 }  // namespace
 
 void register_transport_scenarios(std::vector<Scenario>& out) {
-  out.push_back(make("data_plane", "a random mesh, readers and planner: control collectives and the payload exchange, "
+  out.push_back(make_scenario("data_plane", "a random mesh, readers and planner: control collectives and the payload exchange, "
                                    "every item arriving exactly once where it was sent",
                      data_plane_scenario));
-  out.push_back(make("exchange_refusals", "targets outside the data plane and oversized announced sizes are refused "
+  out.push_back(make_scenario("exchange_refusals", "targets outside the data plane and oversized announced sizes are refused "
                                           "on every rank, before anything is allocated",
                      exchange_refusals, 2));
-  out.push_back(make("batch_broadcast", "model-parallel batches identical on every peer, end of data, and a constructor "
+  out.push_back(make_scenario("batch_broadcast", "model-parallel batches identical on every peer, end of data, and a constructor "
                                         "failure that ends every peer before any field broadcast",
                      batch_broadcast));
-  out.push_back(make("dispatch", "sequence dispatch forward and backward for window and prefix routes, random row "
+  out.push_back(make_scenario("dispatch", "sequence dispatch forward and backward for window and prefix routes, random row "
                                  "widths, dtypes and sequence dims, against the oracle",
                      dispatch_scenario));
-  out.push_back(make("batch_spec_mismatch", "BROKEN on purpose: one rank declares another batch spec", batch_spec_mismatch,
+  out.push_back(make_scenario("batch_spec_mismatch", "BROKEN on purpose: one rank declares another batch spec", batch_spec_mismatch,
                      2, "check failed"));
   out.back().device_expect = "check failed";
-  out.push_back(make("exchange_mutated_send", "BROKEN on purpose: rank 0 writes the exchange's send buffer before waiting",
+  out.push_back(make_scenario("exchange_mutated_send", "BROKEN on purpose: rank 0 writes the exchange's send buffer before waiting",
                      exchange_mutated_send, 2, "check failed"));
   out.back().device_expect = "check failed";  // MPI's checked mode compares send checksums too
 }

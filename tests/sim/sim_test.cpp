@@ -13,32 +13,15 @@
 
 #include "hpref/sim/cluster.hpp"
 #include "hpref/sim/scenario.hpp"
+#include "support.hpp"
 
 using namespace hpref;
 using namespace hpref::sim;
+using hpref::sim::testing::describe;
+using hpref::sim::testing::run_scenario;
 
 namespace {
 
-RunResult run_scenario(const std::string& name, int ranks, std::uint64_t seed,
-                       std::vector<Fault> faults = {}) {
-  const Scenario* s = find_scenario(name);
-  BOOST_REQUIRE_MESSAGE(s != nullptr, "no scenario " << name);
-  Options o;
-  o.seed = seed;
-  o.faults = std::move(faults);
-  ScenarioContext ctx{seed, ranks};
-  return Cluster::run(ranks, o, [&](Communicator& c) { return s->fn(c, ctx); });
-}
-
-std::string describe(const RunResult& r) {
-  std::string out;
-  for (std::size_t i = 0; i < r.outcomes.size(); ++i) {
-    const auto& o = r.outcomes[i];
-    out += "\n  rank " + std::to_string(i) + ": " +
-           (o.status == RankOutcome::Status::ok ? "ok " + o.value : o.kind + " " + o.message);
-  }
-  return out;
-}
 
 void expect_all_ok(const RunResult& r) {
   BOOST_TEST(r.failure() == Failure::none, describe(r));

@@ -6,31 +6,15 @@
 
 #include "hpref/sim/cluster.hpp"
 #include "hpref/sim/scenario.hpp"
+#include "support.hpp"
 
 using namespace hpref;
 using namespace hpref::sim;
+using hpref::sim::testing::describe;
+using hpref::sim::testing::run_scenario;
 
 namespace {
 
-RunResult run(const std::string& name, int ranks, std::uint64_t seed, std::vector<Fault> faults = {}) {
-  const Scenario* s = find_scenario(name);
-  BOOST_REQUIRE_MESSAGE(s != nullptr, "no scenario " << name);
-  Options o;
-  o.seed = seed;
-  o.faults = std::move(faults);
-  ScenarioContext ctx{seed, ranks};
-  return Cluster::run(ranks, o, [&](Communicator& c) { return s->fn(c, ctx); });
-}
-
-std::string describe(const RunResult& r) {
-  std::string out;
-  for (std::size_t i = 0; i < r.outcomes.size(); ++i) {
-    const auto& o = r.outcomes[i];
-    out += "\n  rank " + std::to_string(i) + ": " +
-           (o.status == RankOutcome::Status::ok ? "ok " + o.value : o.kind + " " + o.message);
-  }
-  return out;
-}
 
 // Survivors of a crash of `dead` either finished or got a CommError naming it; nobody got
 // wrong data (a scenario check) and the run ended.
@@ -52,22 +36,36 @@ BOOST_AUTO_TEST_CASE(transports_and_dispatch_over_many_seeds) {
   for (const char* name : {"data_plane", "batch_broadcast", "dispatch"}) {
     for (int n = 1; n <= 8; ++n) {
       for (std::uint64_t seed = 1; seed <= 6; ++seed) {
-        auto r = run(name, n, seed * 101 + static_cast<std::uint64_t>(n));
+        auto r = run_scenario(name, n, seed * 101 + static_cast<std::uint64_t>(n));
         BOOST_TEST(r.failure() == Failure::none, name << " ranks " << n << " seed " << seed << describe(r));
       }
     }
   }
 }
 
+// SPEC 9.1: on an accelerator world (the GPU check's) every group is accelerator-backed
+// and refuses host buffers, so the scenarios it runs must place every buffer and tensor in
+// the group's memory space; the simulator enforces that before a GPU ever runs them.
+BOOST_AUTO_TEST_CASE(gpu_check_scenarios_on_an_accelerator_world) {
+  for (const Scenario& s : scenarios()) {
+    bool host_groups = s.name == "data_plane" || s.name == "exchange_refusals" || s.name == "batch_broadcast";
+    if (!s.expect.empty() || s.simulator_only || host_groups) continue;
+    for (int n = 1; n <= 4; ++n) {
+      auto r = run_scenario(s.name, n, 5, {}, "nccl");
+      BOOST_TEST(r.failure() == Failure::none, s.name << " ranks " << n << " on an nccl world" << describe(r));
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(exchange_refuses_outside_targets_and_oversized_sizes) {
   for (int n = 2; n <= 6; ++n) {
-    auto r = run("exchange_refusals", n, 1);
+    auto r = run_scenario("exchange_refusals", n, 1);
     BOOST_TEST(r.failure() == Failure::none, describe(r));  // the scenario checks each refusal
   }
 }
 
 BOOST_AUTO_TEST_CASE(batch_spec_mismatch_refused_on_every_rank) {
-  auto r = run("batch_spec_mismatch", 4, 1);
+  auto r = run_scenario("batch_spec_mismatch", 4, 1);
   for (const auto& o : r.outcomes) {
     BOOST_TEST(o.kind == "transport_spec_mismatch", describe(r));
     BOOST_TEST(o.message.find("ranks [3]") != std::string::npos, describe(r));
@@ -75,7 +73,7 @@ BOOST_AUTO_TEST_CASE(batch_spec_mismatch_refused_on_every_rank) {
 }
 
 BOOST_AUTO_TEST_CASE(exchange_send_buffer_mutated_before_completion_caught) {
-  auto r = run("exchange_mutated_send", 3, 1);
+  auto r = run_scenario("exchange_mutated_send", 3, 1);
   BOOST_TEST(r.outcomes[0].kind == "comm_buffer_mutated", describe(r));
 }
 
@@ -83,7 +81,7 @@ BOOST_AUTO_TEST_CASE(reader_crashing_mid_exchange) {
   // Seed 7 on 4 ranks: find a reader and crash it at each of its calls in turn.
   for (int call = 1; call <= 14; ++call) {
     for (int dead : {0, 1, 2, 3}) {
-      auto r = run("data_plane", 4, 7, {Fault::parse("crash:" + std::to_string(dead) + "@" + std::to_string(call))});
+      auto r = run_scenario("data_plane", 4, 7, {Fault::parse("crash:" + std::to_string(dead) + "@" + std::to_string(call))});
       BOOST_TEST_CONTEXT("crash:" << dead << "@" << call) { expect_clean_failure(r, dead); }
     }
   }
@@ -92,7 +90,7 @@ BOOST_AUTO_TEST_CASE(reader_crashing_mid_exchange) {
 BOOST_AUTO_TEST_CASE(constructor_crashing_mid_broadcast) {
   for (int call = 1; call <= 20; ++call) {
     for (int dead : {0, 2, 5}) {
-      auto r = run("batch_broadcast", 6, 3, {Fault::parse("crash:" + std::to_string(dead) + "@" + std::to_string(call))});
+      auto r = run_scenario("batch_broadcast", 6, 3, {Fault::parse("crash:" + std::to_string(dead) + "@" + std::to_string(call))});
       BOOST_TEST_CONTEXT("crash:" << dead << "@" << call) { expect_clean_failure(r, dead); }
     }
   }

@@ -50,6 +50,15 @@ void write_signature(const OpSignature& s, int members, std::uint8_t* out);
 // Error comm_mismatch when the bytes are not a signature (a peer running other code).
 OpSignature read_signature(const std::uint8_t* in, int members);
 
+// new_group's agreement on the real backends: each rank's request as words (the backend
+// name's hash, then a member flag per world rank), all-gathered over the world.
+std::vector<std::uint64_t> group_request(std::span<const int> sorted_ranks, const std::string& backend,
+                                         int world_size);
+// The comm_mismatch naming the first rank whose request (in `all`, world order) differs
+// from this rank's, or nothing.
+std::optional<CommError> group_request_mismatch(int rank, std::span<const int> sorted_ranks, const std::string& backend,
+                                                std::span<const std::uint64_t> all, int world_size);
+
 // ---- the local checks (CommError comm_usage / comm_memory_space naming the value) -------
 
 // Sorted, distinct ranks in [0, world_size) and a non-empty backend name.

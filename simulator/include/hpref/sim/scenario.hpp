@@ -36,6 +36,9 @@ struct Scenario {
   std::string device_expect;
 };
 
+Scenario make_scenario(std::string name, std::string description, ScenarioFn fn, int min_ranks = 1,
+                       std::string expect = "", bool simulator_only = false);
+
 // Every registered scenario, in registration order (collectives first).
 const std::vector<Scenario>& scenarios();
 const Scenario* find_scenario(std::string_view name);
