@@ -180,7 +180,7 @@ std::uint64_t dot(const Tensor& a, const Tensor& b) {  // over Z / 2^64, exact
 
 }  // namespace
 
-RC_BOOST_PROP(sends_equal_receives_and_totals_agree_spec_7_1, ()) {
+RC_BOOST_PROP(theorem1_send_recv_symmetric_spec_7_1, ()) {
   Config c = *any_config();
   RC_TAG(c.kind);
   std::int64_t sent = 0, received = 0;
@@ -195,12 +195,12 @@ RC_BOOST_PROP(sends_equal_receives_and_totals_agree_spec_7_1, ()) {
   RC_ASSERT(sent == received);
 }
 
-RC_BOOST_PROP(needs_exchange_is_the_same_on_every_rank_spec_7_1, ()) {
+RC_BOOST_PROP(theorem2_needs_exchange_agrees_spec_7_1, ()) {
   Config c = *any_config();
   for (const Route& r : c.routes) RC_ASSERT(r.needs_exchange == c.routes[0].needs_exchange);
 }
 
-RC_BOOST_PROP(assembly_equals_the_global_rows_of_each_interval_spec_8_1, ()) {
+RC_BOOST_PROP(theorem3_assembly_exact_spec_8_1, ()) {
   Config c = *any_config();
   RC_TAG(c.kind);
   auto owners = route_owner_offsets(c.routes);
@@ -216,7 +216,7 @@ RC_BOOST_PROP(assembly_equals_the_global_rows_of_each_interval_spec_8_1, ()) {
 }
 
 // <F x, g> == <x, B g> exactly over Z / 2^64, and B equals the oracle's fixed-order sums.
-RC_BOOST_PROP(backward_is_the_adjoint_of_forward_spec_8_2, ()) {
+RC_BOOST_PROP(theorem5_backward_adjoint_spec_8_2, ()) {
   Config c = *any_config();
   RC_TAG(c.kind);
   auto owners = route_owner_offsets(c.routes);
@@ -240,7 +240,7 @@ RC_BOOST_PROP(backward_is_the_adjoint_of_forward_spec_8_2, ()) {
   RC_ASSERT(lhs == rhs);
 }
 
-RC_BOOST_PROP(ratio_one_prefix_route_equals_unbounded_window_route_spec_7_4, ()) {
+RC_BOOST_PROP(theorem6_ratio1_prefix_is_window_spec_7_4, ()) {
   Docs d = *docs();
   std::int64_t window = d.local_length * d.size + *rc::gen::inRange<std::int64_t>(0, 100);
   auto rank = *rc::gen::inRange<std::int64_t>(0, d.size);
@@ -248,7 +248,33 @@ RC_BOOST_PROP(ratio_one_prefix_route_equals_unbounded_window_route_spec_7_4, ())
             sliding_window_route(d.boundaries, d.local_length, d.size, rank, window));
 }
 
-RC_BOOST_PROP(compressed_owners_are_monotone_and_prefix_intervals_hold_their_shard_spec_7_3, ()) {
+// Theorem 4 (proofs/coq): the sliding-window intervals meet every validity condition of
+// 7.1 for any valid arguments: 0 <= start <= owners[p] <= owners[p+1] <= end <= owners[P],
+// with owners p * L.
+RC_BOOST_PROP(theorem4_window_intervals_valid_spec_7_2, ()) {
+  Docs d = *docs();
+  auto window = *rc::gen::weightedOneOf<std::int64_t>(
+      {{4, rc::gen::inRange<std::int64_t>(1, 40)}, {1, rc::gen::inRange<std::int64_t>(1, 1 << 20)}});
+  auto intervals = sliding_window_intervals(d.boundaries, d.local_length, d.size, window);
+  RC_ASSERT(intervals.size() == static_cast<std::size_t>(d.size));
+  std::int64_t total = d.local_length * d.size;
+  for (std::size_t p = 0; p < intervals.size(); ++p) {
+    std::int64_t own = static_cast<std::int64_t>(p) * d.local_length;
+    RC_ASSERT(0 <= intervals[p].start);
+    RC_ASSERT(intervals[p].start <= own);
+    RC_ASSERT(own + d.local_length <= intervals[p].end);
+    RC_ASSERT(intervals[p].end <= total);
+    RC_ASSERT(intervals[p].start >= own - window + 1);  // the window, and no further back
+  }
+  // And so the route over them is built without an error on every rank.
+  for (std::int64_t r = 0; r < d.size; ++r) {
+    RC_ASSERT(sliding_window_route(d.boundaries, d.local_length, d.size, r, window).is_valid());
+  }
+}
+
+// Theorem 4b: the same for the document-prefix intervals over the 7.3 owners, which start
+// at 0 and never decrease.
+RC_BOOST_PROP(theorem4b_prefix_intervals_valid_spec_7_4, ()) {
   Docs d = *docs();
   auto ratio = *rc::gen::element<std::int64_t>(1, 2);
   auto keys = compressed_document_offsets(d.boundaries, ratio);
@@ -259,8 +285,10 @@ RC_BOOST_PROP(compressed_owners_are_monotone_and_prefix_intervals_hold_their_sha
   for (std::size_t p = 0; p + 1 < owners.size(); ++p) RC_ASSERT(owners[p] <= owners[p + 1]);
   auto routes = document_prefix_routes(d.boundaries, d.local_length, d.size, ratio);
   for (std::size_t p = 0; p < routes.size(); ++p) {
+    RC_ASSERT(0 <= routes[p].global_start);
     RC_ASSERT(routes[p].global_start <= owners[p]);
     RC_ASSERT(owners[p + 1] == routes[p].global_end);
+    RC_ASSERT(routes[p].global_end <= owners.back());
     RC_ASSERT(routes[p].local_length == owners[p + 1] - owners[p]);
   }
 }
