@@ -283,6 +283,17 @@ RC_BOOST_PROP(theorem4b_prefix_intervals_valid_spec_7_4, ()) {
   RC_ASSERT(owners.front() == 0);
   RC_ASSERT(owners.back() == keys.back());  // every block has an owner
   for (std::size_t p = 0; p + 1 < owners.size(); ++p) RC_ASSERT(owners[p] <= owners[p + 1]);
+  // The closed form equals the definition Coq proves it against (theorem 4b, second
+  // part): owners[p] counts the complete blocks whose last raw token is below p * L.
+  for (std::size_t p = 0; p < owners.size(); ++p) {
+    std::int64_t x = static_cast<std::int64_t>(p) * d.local_length, below = 0;
+    for (std::size_t k = 0; k + 1 < d.boundaries.size(); ++k) {
+      for (std::int64_t last = d.boundaries[k] + ratio - 1; last < d.boundaries[k + 1]; last += ratio) {
+        below += last < x ? 1 : 0;
+      }
+    }
+    RC_ASSERT(owners[p] == below);
+  }
   auto routes = document_prefix_routes(d.boundaries, d.local_length, d.size, ratio);
   for (std::size_t p = 0; p < routes.size(); ++p) {
     RC_ASSERT(0 <= routes[p].global_start);
