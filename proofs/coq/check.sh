@@ -47,11 +47,15 @@ for f in *.v; do
   esac
 done
 
-# 1. No escape hatches in any source file.
+# 1. No escape hatches in any source file: no unfinished proof (the vernacular that ends a
+#    proof without one, or the tactic that leaves a goal) and no assumed fact (the axiom,
+#    parameter and conjecture commands). The keywords are spelled with a bracket class so
+#    that this script does not itself contain them (a repository-wide scan for unfinished
+#    proofs would otherwise flag the checker).
 bad=0
 for f in *.v; do
-  if grep -nE '\b(Admitted|admit|Axiom|Axioms|Parameter|Parameters|Conjecture)\b' "$f"; then
-    echo "FAIL: $f contains Admitted/admit/Axiom/Parameter/Conjecture" >&2
+  if grep -nE '\b(Admitte[d]|admi[t]|Axio[m]s?|Paramete[r]s?|Conjectur[e])\b' "$f"; then
+    echo "FAIL: $f ends a proof unfinished or assumes a fact (see the keywords above)" >&2
     bad=1
   fi
 done
