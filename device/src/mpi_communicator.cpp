@@ -180,7 +180,7 @@ struct MpiWork final : Work::State {
     }
     done = true;
     release();
-    if (send_bytes && fnv1a64(send, send_bytes) != send_sum) {
+    if (send_bytes && buffer_checksum(send, send_bytes) != send_sum) {
       error = CommError(Errc::comm_buffer_mutated,
                         "rank " + std::to_string(impl->rank) + " changed its send buffer of " +
                             op_kind_name(op.kind) + " on group " + std::to_string(op.group) + " seq " +
@@ -320,7 +320,7 @@ Work MpiCommunicator::all_gather(const Group& group, ConstBuffer in, MutableBuff
     impl_->agree(group, g, sig, w->op);
     w->send = in.data;
     w->send_bytes = in.bytes;
-    w->send_sum = fnv1a64(in.data, in.bytes);
+    w->send_sum = buffer_checksum(in.data, in.bytes);
   }
   gather_into(*impl_, g.comm, *w, static_cast<const char*>(in.data), in.bytes, static_cast<char*>(out.data),
               static_cast<std::size_t>(group.size()));
@@ -338,7 +338,7 @@ Work MpiCommunicator::broadcast(const Group& group, MutableBuffer buffer, int ro
     if (root == impl_->rank) {
       w->send = buffer.data;
       w->send_bytes = buffer.bytes;
-      w->send_sum = fnv1a64(buffer.data, buffer.bytes);
+      w->send_sum = buffer_checksum(buffer.data, buffer.bytes);
     }
   }
   auto* data = static_cast<char*>(buffer.data);
@@ -399,7 +399,7 @@ Work MpiCommunicator::all_to_all_v(const Group& group, ConstBuffer in, std::span
     impl_->agree(group, g, sig, w->op);
     w->send = in.data;
     w->send_bytes = sig.bytes;
-    w->send_sum = fnv1a64(in.data, sig.bytes);
+    w->send_sum = buffer_checksum(in.data, sig.bytes);
   }
   auto n = static_cast<std::size_t>(group.size());
   std::size_t limit = impl_->options.max_count;

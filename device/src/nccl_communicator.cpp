@@ -238,7 +238,7 @@ struct NcclWork final : Work::State {
         if (s.owned) cuda_ok(cudaFreeAsync(s.device, stream), "cudaFreeAsync");
       }
       done = true;
-      if (send_bytes && fnv1a64(send, send_bytes) != send_sum) {
+      if (send_bytes && buffer_checksum(send, send_bytes) != send_sum) {
         throw CommError(Errc::comm_buffer_mutated,
                         "rank " + std::to_string(impl->rank) + " changed its send buffer of " + op_kind_name(op.kind) +
                             " on group " + std::to_string(op.group) + " seq " + std::to_string(op.seq) +
@@ -459,7 +459,7 @@ Work NcclCommunicator::all_gather(const Group& group, ConstBuffer in, MutableBuf
     if (!on_device(in.data)) {
       w->send = in.data;
       w->send_bytes = in.bytes;
-      w->send_sum = fnv1a64(in.data, in.bytes);
+      w->send_sum = buffer_checksum(in.data, in.bytes);
     }
   }
   launch_all_gather(*impl_, g, *w, in.data, out.data, in.bytes);
@@ -537,7 +537,7 @@ Work NcclCommunicator::all_to_all_v(const Group& group, ConstBuffer in, std::spa
     if (!on_device(in.data)) {
       w->send = in.data;
       w->send_bytes = sig.bytes;
-      w->send_sum = fnv1a64(in.data, sig.bytes);
+      w->send_sum = buffer_checksum(in.data, sig.bytes);
     }
   }
   std::size_t received = std::accumulate(out_counts.begin(), out_counts.end(), std::size_t{0});

@@ -53,10 +53,15 @@ class Encoder {
   std::vector<std::span<const std::uint8_t>> leaves;
   std::uint64_t offset = 0;
 
-  // Checks what both forms need: hashable keys, and depth (SPEC 2.3 limit) of each pair.
-  void check_item(std::size_t i, const Item& item) {
+  // Where errors are reported from: item i, at its top.
+  void begin_item(std::size_t i) {
     item_ = i;
     path_.clear();
+  }
+
+  // Checks what both forms need: hashable keys, and depth (SPEC 2.3 limit) of each pair.
+  void check_item(std::size_t i, const Item& item) {
+    begin_item(i);
     if (!item.first.is_hashable()) {
       fail(Errc::unhashable_key, "items[" + std::to_string(i) + "].key " + repr(item.first) +
                                      " is not hashable");
@@ -244,7 +249,7 @@ SegmentPlan plan_segment(std::span<const Item> items, const EncodeOptions& optio
   w.begin();
   w.begin_tuple(items.size());
   for (std::size_t i = 0; i < items.size(); ++i) {
-    enc.check_item(i, items[i]);
+    enc.begin_item(i);  // every item passed check_item above
     w.begin_tuple(2);
     enc.key(items[i].first);
     if (framed) {

@@ -15,10 +15,16 @@ std::string_view reduce_op_name(ReduceOp op) noexcept {
   return "?";
 }
 
-bool is_accelerator_backend_name(std::string_view backend) {
+const char* accelerator_device_type(std::string_view backend) {
   std::string lower(backend);
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-  return lower.find("nccl") != std::string::npos || lower.find("hccl") != std::string::npos;
+  return lower.find("nccl") != std::string::npos   ? "cuda"
+         : lower.find("hccl") != std::string::npos ? "npu"
+                                                   : nullptr;
+}
+
+bool is_accelerator_backend_name(std::string_view backend) {
+  return accelerator_device_type(backend) != nullptr;
 }
 
 Group::Group(int id, std::vector<int> ranks, std::string backend, int world_rank)
@@ -84,6 +90,41 @@ std::uint64_t fnv1a64(const void* data, std::size_t bytes, std::uint64_t h) noex
     h *= 0x100000001b3ULL;
   }
   return h;
+}
+
+namespace {
+
+template <bool Copy>
+std::uint64_t checksum_pass(void* dst, const void* src, std::size_t bytes) noexcept {
+  const auto* p = static_cast<const unsigned char*>(src);
+  auto* q = static_cast<unsigned char*>(dst);
+  std::uint64_t a[4] = {1, 2, 3, 4}, b[4] = {0, 0, 0, 0};
+  std::size_t i = 0;
+  for (; i + 32 <= bytes; i += 32) {
+    std::uint64_t w[4];
+    std::memcpy(w, p + i, 32);
+    if constexpr (Copy) std::memcpy(q + i, w, 32);
+    for (int k = 0; k < 4; ++k) {
+      a[k] += w[k];
+      b[k] += a[k];
+    }
+  }
+  std::uint64_t h = bytes;
+  for (int k = 0; k < 4; ++k) h = (h ^ a[k]) * 0x100000001b3ULL ^ b[k];
+  if constexpr (Copy) {
+    if (bytes > i) std::memcpy(q + i, p + i, bytes - i);
+  }
+  return fnv1a64(p + i, bytes - i, h);
+}
+
+}  // namespace
+
+std::uint64_t buffer_checksum(const void* data, std::size_t bytes) noexcept {
+  return checksum_pass<false>(nullptr, data, bytes);
+}
+
+std::uint64_t copy_with_checksum(void* dst, const void* src, std::size_t bytes) noexcept {
+  return checksum_pass<true>(dst, src, bytes);
 }
 
 }  // namespace hpref

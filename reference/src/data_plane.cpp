@@ -25,9 +25,7 @@ Value unpickled(const std::uint8_t* data, std::size_t size) {
 
 MemorySpace staging_space(const Group& group, const TransportOptions& options) {
   if (group.memory() != MemorySpace::accelerator) return MemorySpace::host;
-  std::string backend = group.backend();
-  std::transform(backend.begin(), backend.end(), backend.begin(), [](unsigned char c) { return std::tolower(c); });
-  std::string want = backend.find("nccl") != std::string::npos ? "cuda" : "npu";
+  std::string want = accelerator_device_type(group.backend());  // "cuda" or "npu" here
   const auto& device = options.communication_device;
   std::string type = device ? device->substr(0, device->find(':')) : std::string();
   if (type != want) {
@@ -110,7 +108,9 @@ std::vector<Value> DataPlaneTransport::GatherWork::wait() {
 }
 
 std::vector<Value> DataPlaneTransport::all_gather_object(const Value& value) {
-  return begin_all_gather_object(value).wait();
+  GatherWork work = begin_all_gather_object(value);
+  work.wait();
+  return std::move(work.done_);  // the handle dies here: move the values out, not a copy
 }
 
 bool DataPlaneTransport::all_ranks_true(bool value) {
@@ -222,7 +222,9 @@ const std::vector<Item>& DataPlaneTransport::ExchangeWork::wait() {
 }
 
 std::vector<Item> DataPlaneTransport::exchange(Prepared prepared) {
-  return begin_exchange(std::move(prepared)).wait();
+  ExchangeWork work = begin_exchange(std::move(prepared));
+  work.wait();
+  return std::move(*work.items_);  // the handle dies here: move its items out, not a copy
 }
 
 }  // namespace hpref

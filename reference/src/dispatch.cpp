@@ -50,12 +50,6 @@ void check_group(const Group& group, const Route& route) {
   }
 }
 
-Tensor rows_tensor(const Tensor& like, std::int64_t rows, std::vector<std::uint8_t> bytes) {
-  std::vector<std::int64_t> shape(like.shape().begin(), like.shape().end());
-  shape[0] = rows;
-  return Tensor(like.dtype(), std::move(shape), SharedBytes::adopt(std::move(bytes)), like.device());
-}
-
 }  // namespace
 
 Tensor move_axis_to_front(const Tensor& t, std::size_t axis) {
@@ -108,11 +102,13 @@ DispatchHandle async_sequence_dispatch(Communicator& comm, const Group& group, c
   state->local = move_axis_to_front(tensor, axis);
   state->route = route;
   state->axis = axis;
-  state->row = route.local_length > 0 ? state->local.nbytes() / static_cast<std::size_t>(route.local_length)
-                                      : product(state->local.shape().subspan(1)) * element_size(tensor.dtype());
+  state->row = row_bytes(state->local);
   state->exchange = route.needs_exchange;
   if (state->exchange) {
     std::vector<std::size_t> in_counts, out_counts;
+    std::int64_t send_rows =
+        std::accumulate(route.input_splits.begin(), route.input_splits.end(), std::int64_t{0});
+    state->send.reserve(static_cast<std::size_t>(send_rows) * state->row);
     for (auto [offset, count] : route.owner_ranges()) {
       const std::uint8_t* rows = state->local.bytes().data() + static_cast<std::size_t>(offset) * state->row;
       state->send.insert(state->send.end(), rows, rows + static_cast<std::size_t>(count) * state->row);
@@ -144,9 +140,9 @@ Tensor DispatchHandle::wait() {
   out.insert(out.end(), s.local.bytes().begin(), s.local.bytes().end());
   out.insert(out.end(), s.received.begin() + static_cast<std::ptrdiff_t>(before), s.received.end());
   std::int64_t rows = s.route.global_end - s.route.global_start;
-  Tensor assembled = rows_tensor(s.local, rows, std::move(out));
-  s.send.clear();
-  s.received.clear();
+  Tensor assembled = rows_like(s.local, rows, std::move(out));
+  s.send = {};  // the exchange is over: release both buffers, not just their contents
+  s.received = {};
   return move_front_to_axis(assembled, s.axis);
 }
 
@@ -166,8 +162,7 @@ Tensor sequence_dispatch_backward(Communicator& comm, const Group& group, const 
                                            std::to_string(rows));
   }
   Tensor g = move_axis_to_front(grad, axis);
-  std::size_t row = rows > 0 ? g.nbytes() / static_cast<std::size_t>(rows)
-                             : product(g.shape().subspan(1)) * element_size(g.dtype());
+  std::size_t row = row_bytes(g);
   std::size_t first = static_cast<std::size_t>(route.local_output_start) * row;
   std::size_t last = first + static_cast<std::size_t>(route.local_length) * row;
   std::vector<std::uint8_t> local(g.bytes().begin() + static_cast<std::ptrdiff_t>(first),
@@ -185,15 +180,16 @@ Tensor sequence_dispatch_backward(Communicator& comm, const Group& group, const 
         .wait();
     std::size_t cursor = 0;  // own block first, then peers in ascending rank (SPEC 8.2)
     std::size_t elems_per_row = row / element_size(g.dtype());
-    for (auto [offset, count] : route.owner_ranges()) {
-      for (std::int64_t r = 0; r < count; ++r) {
-        add_elements(g.dtype(), local.data() + (static_cast<std::size_t>(offset + r)) * row,
-                     received.data() + cursor, elems_per_row);
-        cursor += row;
+    for (auto [offset, count] : route.owner_ranges()) {  // a peer's rows are contiguous: one add each
+      std::size_t n = static_cast<std::size_t>(count);
+      if (n > 0) {
+        add_elements(g.dtype(), local.data() + static_cast<std::size_t>(offset) * row,
+                     received.data() + cursor, n * elems_per_row);
       }
+      cursor += n * row;
     }
   }
-  return move_front_to_axis(rows_tensor(g, route.local_length, std::move(local)), axis);
+  return move_front_to_axis(rows_like(g, route.local_length, std::move(local)), axis);
 }
 
 }  // namespace hpref

@@ -5,7 +5,9 @@
 #include <ostream>
 #include <set>
 
+#include "hpref/communicator.hpp"
 #include "hpref/error.hpp"
+#include "hpref/op_signature.hpp"
 
 namespace hpref {
 namespace {
@@ -13,12 +15,6 @@ namespace {
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   return s;
-}
-
-std::string join(const std::vector<int>& v) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
-  return out + "]";
 }
 
 // The type of a device string ("cuda:1" -> "cuda"); absent stays absent.
@@ -47,15 +43,13 @@ std::pair<std::optional<std::string>, bool> resolve_payload(const GroupPlanInput
                         : (device && *device != "cpu") ? in.world_backend
                                                        : in.cpu_backend;
   std::string norm = lower(backend);
-  bool accelerator = is_accelerator_backend(norm);
+  const char* expected = accelerator_device_type(backend);
+  bool accelerator = expected != nullptr;
   if (accelerator && (!device || *device == "cpu")) {
     throw Error(Errc::group_payload_device, "payload backend '" + backend +
                                                 "' needs a rank-local accelerator communication_device, got " +
                                                 (device ? "'" + *device + "'" : std::string("none")));
   }
-  const char* expected = norm.find("nccl") != std::string::npos   ? "cuda"
-                         : norm.find("hccl") != std::string::npos ? "npu"
-                                                                  : nullptr;
   if (expected && device && *device != expected) {
     throw Error(Errc::group_payload_device, "payload backend '" + backend + "' needs a " + expected +
                                                 " communication_device, got " + *device);
@@ -82,11 +76,6 @@ std::string_view group_role_name(GroupRole role) noexcept {
 
 std::ostream& operator<<(std::ostream& os, GroupRole role) { return os << group_role_name(role); }
 
-bool is_accelerator_backend(const std::string& backend) {
-  std::string n = lower(backend);
-  return n.find("nccl") != std::string::npos || n.find("hccl") != std::string::npos;
-}
-
 GroupPlan plan_groups(const GroupPlanInputs& in) {
   if (in.topology == nullptr) throw Error(Errc::internal, "plan_groups needs a topology");
   const DataTopology& topo = *in.topology;
@@ -98,7 +87,7 @@ GroupPlan plan_groups(const GroupPlanInputs& in) {
   plan.planner_rank = in.planner_rank;
   if (!plane.count(in.planner_rank)) {
     throw Error(Errc::group_planner, "planner_rank " + std::to_string(in.planner_rank) +
-                                         " must belong to the data-plane ranks " + join(plan.data_plane_ranks));
+                                         " must belong to the data-plane ranks " + rank_list_text(plan.data_plane_ranks));
   }
   // 2. not distributed
   if (!in.distributed) {
@@ -115,7 +104,7 @@ GroupPlan plan_groups(const GroupPlanInputs& in) {
   bool exact = static_cast<int>(mesh.size()) == in.world_size && !mesh.empty() &&
                *mesh.begin() == 0 && *mesh.rbegin() == in.world_size - 1;
   if (!exact) {
-    throw Error(Errc::group_mesh_world, "the mesh ranks " + join(topo.rank_list()) +
+    throw Error(Errc::group_mesh_world, "the mesh ranks " + rank_list_text(topo.rank_list()) +
                                             " must be exactly the world ranks 0.." +
                                             std::to_string(in.world_size - 1) +
                                             " so every rank creates groups in the same order");
@@ -156,7 +145,7 @@ GroupPlan plan_groups(const GroupPlanInputs& in) {
   std::optional<std::string> tensor;
   if (comm && *comm != "cpu") {
     std::string candidate = in.payload_backend ? *in.payload_backend : in.world_backend;
-    if (is_accelerator_backend(candidate)) tensor = candidate;
+    if (is_accelerator_backend_name(candidate)) tensor = candidate;
   }
   if (model == std::optional<std::string>("cuda")) tensor = "nccl";
   if (model == std::optional<std::string>("npu")) tensor = "hccl";

@@ -76,6 +76,8 @@ void add_narrow(std::uint8_t* dst, const std::uint8_t* src, std::size_t count) {
 
 std::int64_t rows_of(const Tensor& t) { return t.dim() == 0 ? -1 : t.shape()[0]; }
 
+}  // namespace
+
 std::size_t row_bytes(const Tensor& t) {
   std::int64_t rows = rows_of(t);
   if (rows <= 0) {
@@ -91,8 +93,6 @@ Tensor rows_like(const Tensor& t, std::int64_t rows, std::vector<std::uint8_t> b
   shape[0] = rows;
   return Tensor(t.dtype(), std::move(shape), SharedBytes::adopt(std::move(bytes)), t.device());
 }
-
-}  // namespace
 
 void add_elements(DType dtype, std::uint8_t* dst, const std::uint8_t* src, std::size_t count) {
   switch (dtype) {
@@ -182,10 +182,10 @@ std::vector<Tensor> oracle_backward(std::span<const Tensor> grads, std::span<con
       if (q == r) continue;
       std::int64_t lo = std::max(owners[r], routes[q].global_start);
       std::int64_t hi = std::min(owners[r + 1], routes[q].global_end);
-      for (std::int64_t row = lo; row < hi; ++row) {
-        add_elements(first.dtype(), grad.data() + static_cast<std::size_t>(row - owners[r]) * width,
-                     grads[q].bytes().data() + static_cast<std::size_t>(row - routes[q].global_start) * width,
-                     elems);
+      if (hi > lo) {  // rows [lo, hi) are contiguous on both sides: one add per peer
+        add_elements(first.dtype(), grad.data() + static_cast<std::size_t>(lo - owners[r]) * width,
+                     grads[q].bytes().data() + static_cast<std::size_t>(lo - routes[q].global_start) * width,
+                     static_cast<std::size_t>(hi - lo) * elems);
       }
     }
     out.push_back(rows_like(first, route.local_length, std::move(grad)));

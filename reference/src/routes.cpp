@@ -281,6 +281,24 @@ std::vector<std::int64_t> compressed_document_offsets(std::span<const std::int64
   return keys;
 }
 
+namespace {
+
+// SPEC 7.3 owners[p] for p < doc.size(), from the document keys and doc[p] = doc(p L).
+std::vector<std::int64_t> owners_at_shards(std::span<const std::int64_t> boundaries,
+                                           std::span<const std::int64_t> keys, std::span<const std::size_t> doc,
+                                           std::int64_t ratio, std::int64_t local_length) {
+  std::vector<std::int64_t> owners(doc.size());
+  for (std::size_t p = 0; p < doc.size(); ++p) {
+    std::size_t d = doc[p];
+    // Blocks of earlier documents all end before b_d <= x; in document d those ending
+    // before x number floor((x - b_d) / ratio), which never exceeds its block count.
+    owners[p] = keys[d] + (static_cast<std::int64_t>(p) * local_length - boundaries[d]) / ratio;
+  }
+  return owners;
+}
+
+}  // namespace
+
 std::vector<std::int64_t> compressed_owner_offsets(std::span<const std::int64_t> boundaries,
                                                    std::int64_t ratio, std::int64_t local_length) {
   if (local_length <= 0) {
@@ -289,14 +307,7 @@ std::vector<std::int64_t> compressed_owner_offsets(std::span<const std::int64_t>
   auto keys = compressed_document_offsets(boundaries, ratio);
   std::int64_t size = boundaries.back() / local_length;
   auto doc = boundary_index_at_shards(boundaries, local_length, size + 1);
-  std::vector<std::int64_t> owners(static_cast<std::size_t>(size) + 1);
-  for (std::int64_t p = 0; p <= size; ++p) {
-    std::size_t d = doc[static_cast<std::size_t>(p)];
-    // Blocks of earlier documents all end before b_d <= x; in document d those ending
-    // before x number floor((x - b_d) / ratio), which never exceeds its block count.
-    owners[static_cast<std::size_t>(p)] = keys[d] + (p * local_length - boundaries[d]) / ratio;
-  }
-  return owners;
+  return owners_at_shards(boundaries, keys, doc, ratio, local_length);
 }
 
 namespace {
@@ -311,9 +322,10 @@ struct PrefixPlan {
 PrefixPlan prefix_plan(std::span<const std::int64_t> boundaries, std::int64_t local_length,
                        std::int64_t size, std::int64_t ratio) {
   check_boundaries(boundaries, local_length, size);
+  // One pass each for the keys and doc(p L), p = 0..size, shared by owners and intervals.
   auto keys = compressed_document_offsets(boundaries, ratio);
-  PrefixPlan plan{compressed_owner_offsets(boundaries, ratio, local_length), {}};
-  auto doc = boundary_index_at_shards(boundaries, local_length, size);
+  auto doc = boundary_index_at_shards(boundaries, local_length, size + 1);
+  PrefixPlan plan{owners_at_shards(boundaries, keys, doc, ratio, local_length), {}};
   plan.intervals.resize(static_cast<std::size_t>(size));
   for (std::size_t p = 0; p < plan.intervals.size(); ++p) {
     plan.intervals[p] = {keys[doc[p]], plan.owners[p + 1]};

@@ -13,42 +13,6 @@
 
 namespace hpref::sim::detail {
 
-
-namespace {
-
-template <bool Copy>
-std::uint64_t checksum_pass(void* dst, const void* src, std::size_t bytes) noexcept {
-  const auto* p = static_cast<const unsigned char*>(src);
-  auto* q = static_cast<unsigned char*>(dst);
-  std::uint64_t a[4] = {1, 2, 3, 4}, b[4] = {0, 0, 0, 0};
-  std::size_t i = 0;
-  for (; i + 32 <= bytes; i += 32) {
-    std::uint64_t w[4];
-    std::memcpy(w, p + i, 32);
-    if constexpr (Copy) std::memcpy(q + i, w, 32);
-    for (int k = 0; k < 4; ++k) {
-      a[k] += w[k];
-      b[k] += a[k];
-    }
-  }
-  std::uint64_t h = bytes;
-  for (int k = 0; k < 4; ++k) h = (h ^ a[k]) * 0x100000001b3ULL ^ b[k];
-  if constexpr (Copy) {
-    if (bytes > i) std::memcpy(q + i, p + i, bytes - i);
-  }
-  return fnv1a64(p + i, bytes - i, h);
-}
-
-}  // namespace
-
-std::uint64_t buffer_checksum(const void* data, std::size_t bytes) noexcept {
-  return checksum_pass<false>(nullptr, data, bytes);
-}
-
-std::uint64_t copy_with_checksum(void* dst, const void* src, std::size_t bytes) noexcept {
-  return checksum_pass<true>(dst, src, bytes);
-}
-
 // What a launch stages and how its wait delivers.
 struct RankComm::Launch {
   Launch(const Group* g, OpKind k) : group(g), kind(k) {}

@@ -10,12 +10,6 @@
 
 namespace hpref::sim::detail {
 
-// A fast checksum of a send buffer (Fletcher-like over 64-bit words in four lanes; a
-// mutation detector, not the pinned trace hash).
-std::uint64_t buffer_checksum(const void* data, std::size_t bytes) noexcept;
-// memcpy that also returns buffer_checksum of the bytes, in one pass over the source.
-std::uint64_t copy_with_checksum(void* dst, const void* src, std::size_t bytes) noexcept;
-
 class RankComm final : public Communicator {
  public:
   RankComm(Control* control, char* base, int rank, int size, std::string world_backend,

@@ -121,6 +121,10 @@ class Communicator {
   virtual Work barrier(const Group& group) = 0;
 };
 
+// The device type an accelerator backend moves data on: "cuda" for names containing "nccl",
+// "npu" for names containing "hccl" (any case); nullptr for every other backend.
+const char* accelerator_device_type(std::string_view backend);
+
 // True for backend names containing "nccl" or "hccl" (any case): accelerator groups.
 bool is_accelerator_backend_name(std::string_view backend);
 
@@ -128,8 +132,14 @@ bool is_accelerator_backend_name(std::string_view backend);
 // dst = op(dst, src). Error comm_usage for other dtypes.
 void reduce_into(DType dtype, ReduceOp op, void* dst, const void* src, std::size_t count);
 
-// FNV-1a 64 over bytes (SPEC 9.3's hash; also the send-buffer checksum).
+// FNV-1a 64 over bytes (SPEC 9.3's hash).
 std::uint64_t fnv1a64(const void* data, std::size_t bytes,
                       std::uint64_t seed = 0xcbf29ce484222325ULL) noexcept;
+
+// A fast checksum of a send buffer, taken at launch and compared at wait by every backend
+// (Fletcher-like over 64-bit words in four lanes; a mutation detector, not SPEC 9.3's hash).
+std::uint64_t buffer_checksum(const void* data, std::size_t bytes) noexcept;
+// memcpy that also returns buffer_checksum of the bytes, in one pass over the source.
+std::uint64_t copy_with_checksum(void* dst, const void* src, std::size_t bytes) noexcept;
 
 }  // namespace hpref

@@ -52,9 +52,6 @@ struct GroupPlan {
   bool operator==(const GroupPlan&) const = default;
 };
 
-// Backend names containing "nccl" or "hccl" (any case) are accelerator backends.
-bool is_accelerator_backend(const std::string& backend);
-
 GroupPlan plan_groups(const GroupPlanInputs& inputs);
 
 }  // namespace hpref

@@ -29,6 +29,13 @@ std::vector<Tensor> oracle_forward(const Tensor& global_bank, std::span<const Ro
 std::vector<Tensor> oracle_backward(std::span<const Tensor> output_grads,
                                     std::span<const Route> routes);
 
+// Bytes of one row (one index of axis 0) of a tensor with at least one axis, also when it
+// has no rows.
+std::size_t row_bytes(const Tensor& t);
+
+// A tensor like `like` (dtype, row shape, device) with `rows` rows taken from `bytes`.
+Tensor rows_like(const Tensor& like, std::int64_t rows, std::vector<std::uint8_t> bytes);
+
 // dst[i] += src[i] for `count` elements of `dtype` (unaligned bytes).
 void add_elements(DType dtype, std::uint8_t* dst, const std::uint8_t* src, std::size_t count);
 
