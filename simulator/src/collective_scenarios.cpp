@@ -395,15 +395,13 @@ void register_collective_scenarios(std::vector<Scenario>& out) {
                      [](Communicator& c, const ScenarioContext& ctx) {
                        return run_program(c, ctx, {Kind::all_to_all_v}, true);
                      },
-                     2, "mismatch"));
-  out.back().simulator_only = true;  // found by exploring the simulator's schedules
+                     2, "mismatch", /*simulator_only=*/true));  // found by exploring the simulator's schedules
   // device_expect: what MPI in checked mode with a short deadline reports instead ("":
   // the detection is the simulator's own).
   auto broken = [&out](const char* name, const char* what, ScenarioFn fn, int min_ranks, const char* expect,
                        const char* device_expect) {
     out.push_back(make_scenario(name, std::string("BROKEN on purpose: ") + what, std::move(fn), min_ranks, expect,
-                       *device_expect == 0));
-    out.back().device_expect = device_expect;
+                       *device_expect == 0, device_expect));
   };
   broken("mismatch_kind", "rank 0 calls barrier where the others call all_reduce", mismatch_kind, 2, "mismatch",
          "mismatch");

@@ -10,19 +10,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <numeric>
 #include <sstream>
 
 #include "rank_comm.hpp"
 
 namespace hpref::sim::detail {
 namespace {
-
-std::string list(const std::vector<int>& v) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
-  return out + "]";
-}
 
 std::string how_died(int status) {
   if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
@@ -82,11 +75,8 @@ RunResult Monitor::run() {
     // Waiting ranks die only from outside; look for that now and then, and always before
     // declaring a deadlock.
     if (turn % 16 == 0) reap_others(-1);
-    bool any_ready = false, any_blocked = false;
-    for (const Rank& r : ranks_) {
-      any_ready |= r.state == State::ready;
-      any_blocked |= r.state == State::blocked_wait || r.state == State::blocked_group;
-    }
+    bool any_ready = false;
+    for (const Rank& r : ranks_) any_ready |= r.state == State::ready;
     if (!any_ready) {
       reap_others(-1);
       bool still_blocked = false;
@@ -139,11 +129,7 @@ void Monitor::serve(int r) {
       case Req::wait: on_wait(r); return;
       case Req::new_group: on_new_group(r); return;
       case Req::finish_staged: on_finish_staged(r); return;
-      default:
-        kill(ranks_[r].pid, SIGKILL);
-        waitpid(ranks_[r].pid, nullptr, 0);
-        gone(r, "sent an unknown request and was killed");
-        return;
+      default: kill_rank(r, "sent an unknown request and was killed"); return;
     }
   }
 }
@@ -161,20 +147,12 @@ bool Monitor::await_wake(int r) {
     }
     if (sem_timedwait(&control_->wake, &deadline) == 0) return true;
     if (errno != ETIMEDOUT && errno != EINTR) throw Error(Errc::internal, "sem_timedwait failed");
-    int status = 0;
-    if (waitpid(ranks_[r].pid, &status, WNOHANG) == ranks_[r].pid) {
-      gone(r, how_died(status));
-      ranks_[r].state = State::dead;
-      return false;
-    }
+    if (reap(r)) return false;
     reap_others(r);
     auto held = std::chrono::steady_clock::now() - start;
     if (held > std::chrono::milliseconds(options_.turn_timeout_ms)) {
-      kill(ranks_[r].pid, SIGKILL);
-      waitpid(ranks_[r].pid, nullptr, 0);
-      gone(r, "held the baton for more than " + std::to_string(options_.turn_timeout_ms) +
-                  " ms without reaching a scheduling point, and was killed");
-      ranks_[r].state = State::dead;
+      kill_rank(r, "held the baton for more than " + std::to_string(options_.turn_timeout_ms) +
+                       " ms without reaching a scheduling point, and was killed");
       return false;
     }
   }
@@ -184,26 +162,47 @@ bool Monitor::await_wake(int r) {
 void Monitor::reap_others(int running) {
   for (int r = 0; r < n_; ++r) {
     if (r == running || ranks_[r].state == State::exited || ranks_[r].state == State::dead) continue;
-    int status = 0;
-    if (waitpid(ranks_[r].pid, &status, WNOHANG) == ranks_[r].pid) {
-      gone(r, how_died(status));
-      ranks_[r].state = State::dead;
-    }
+    reap(r);
   }
+}
+
+// If rank r has died, records it (gone() marks it dead); true then.
+bool Monitor::reap(int r) {
+  int status = 0;
+  if (waitpid(ranks_[r].pid, &status, WNOHANG) != ranks_[r].pid) return false;
+  gone(r, how_died(status));
+  return true;
+}
+
+// Kills rank r, collects it and records it as dead for `how`.
+void Monitor::kill_rank(int r, const std::string& how) {
+  kill(ranks_[r].pid, SIGKILL);
+  waitpid(ranks_[r].pid, nullptr, 0);
+  gone(r, how);
 }
 
 // ---------------------------------------------------------------------------------------
 // Requests.
 
+// r's member index in the group its launch names, or -1 after answering r with comm_usage.
+int Monitor::launch_member(int r) {
+  Slot& s = slot(r);
+  int m = s.group < 0 || static_cast<std::size_t>(s.group) >= groups_.size()
+              ? -1
+              : groups_[static_cast<std::size_t>(s.group)].index_of(r);
+  if (m < 0) {
+    respond_error(r, Errc::comm_usage, "rank " + std::to_string(r) + " launched on group " +
+                                           std::to_string(s.group) + ", which it is not a member of",
+                  s.group, -1, {r});
+  }
+  return m;
+}
+
 void Monitor::on_launch(int r) {
   Slot& s = slot(r);
   s.status = 0;
+  if (launch_member(r) < 0) return;
   try {
-    if (s.group < 0 || static_cast<std::size_t>(s.group) >= groups_.size() ||
-        groups_[static_cast<std::size_t>(s.group)].index_of(r) < 0) {
-      throw CommError(Errc::comm_usage, "rank " + std::to_string(r) + " launched on group " +
-                                            std::to_string(s.group) + ", which it is not a member of");
-    }
     ranks_[r].stage = allocate(s.stage_bytes);
     s.handle = ranks_[r].stage;
   } catch (const CommError& e) {
@@ -213,11 +212,10 @@ void Monitor::on_launch(int r) {
 
 void Monitor::on_staged(int r) {
   Slot& s = slot(r);
-  if (s.group < 0 || static_cast<std::size_t>(s.group) >= groups_.size() ||
-      groups_[static_cast<std::size_t>(s.group)].index_of(r) < 0) {  // (launches without data skip on_launch)
-    respond_error(r, Errc::comm_usage, "rank " + std::to_string(r) + " launched on group " +
-                                           std::to_string(s.group) + ", which it is not a member of",
-                  s.group, -1, {r});
+  // Checked here too: sends of up to kInlineBytes (empty ones included) travel in the slot
+  // and skip on_launch.
+  int m = launch_member(r);
+  if (m < 0) {
     ranks_[r].state = State::ready;
     return;
   }
@@ -232,7 +230,6 @@ void Monitor::on_staged(int r) {
     std::memcpy(base_ + ranks_[r].stage, s.data, s.stage_bytes);
   }
   GroupInfo& g = groups_[static_cast<std::size_t>(s.group)];
-  int m = g.index_of(r);
   OpKey key{s.group, g.next_seq[static_cast<std::size_t>(m)]++};
   auto [it, fresh] = ops_.try_emplace(key);
   Op& op = it->second;
@@ -254,8 +251,8 @@ void Monitor::on_staged(int r) {
   if (s.kind == OpKind::broadcast) line << " root=" << s.root;
   if (s.kind == OpKind::all_reduce) line << " op=" << s.reduce_op << " dtype=" << s.dtype;
   if (s.kind == OpKind::all_to_all_v) {
-    line << " in=" << list(std::vector<int>(me.counts_in.begin(), me.counts_in.end()))
-         << " out=" << list(std::vector<int>(me.counts_out.begin(), me.counts_out.end()));
+    line << " in=" << rank_list_text(std::vector<int>(me.counts_in.begin(), me.counts_in.end()))
+         << " out=" << rank_list_text(std::vector<int>(me.counts_out.begin(), me.counts_out.end()));
   }
   char sum[24];
   std::snprintf(sum, sizeof sum, "%016llx", static_cast<unsigned long long>(s.checksum));
@@ -276,19 +273,7 @@ void Monitor::on_staged(int r) {
       check_op(op, key, r);
     }
   }
-  if (!op.failed && !op.complete) {
-    std::vector<int> missing;
-    for (std::size_t i = 0; i < g.ranks.size(); ++i) {
-      if (!op.members[i].launched) missing.push_back(g.ranks[i]);
-    }
-    std::string who = gone_text(missing);
-    if (!who.empty()) {
-      fail(op, key, Errc::comm_peer_failed,
-           describe(op) + " on group " + std::to_string(key.group) + " seq " + std::to_string(key.seq) + " needs " +
-               who + " before joining it",
-           gone_ranks(missing));
-    }
-  }
+  if (!op.failed && !op.complete) fail_if_peers_gone(op, key);
   if (!op.failed && !op.complete &&
       std::all_of(op.members.begin(), op.members.end(), [](const Member& x) { return x.launched; })) {
     complete(op, key);
@@ -359,7 +344,20 @@ void Monitor::complete(Op& op, const OpKey& key) {
     }
   }
   op.complete = true;
-  for (int peer : g.ranks) {
+  wake_waiters(key);
+}
+
+void Monitor::fail(Op& op, const OpKey& key, Errc code, const std::string& message, std::vector<int> ranks) {
+  op.failed = true;
+  op.error = code;
+  op.message = message;
+  op.error_ranks = std::move(ranks);
+  wake_waiters(key);
+}
+
+// The ranks blocked waiting on `key`'s operation get their answer and run again.
+void Monitor::wake_waiters(const OpKey& key) {
+  for (int peer : groups_[static_cast<std::size_t>(key.group)].ranks) {
     Rank& rk = ranks_[peer];
     if (rk.state == State::blocked_wait && works_[rk.waiting - 1].key == key) {
       respond_wait(peer, rk.waiting);
@@ -368,18 +366,24 @@ void Monitor::complete(Op& op, const OpKey& key) {
   }
 }
 
-void Monitor::fail(Op& op, const OpKey& key, Errc code, const std::string& message, std::vector<int> ranks) {
-  op.failed = true;
-  op.error = code;
-  op.message = message;
-  op.error_ranks = std::move(ranks);
-  for (int peer : groups_[static_cast<std::size_t>(key.group)].ranks) {
-    Rank& rk = ranks_[peer];
-    if (rk.state == State::blocked_wait && works_[rk.waiting - 1].key == key) {
-      respond_wait(peer, rk.waiting);
-      rk.state = State::ready;
-    }
+// The group ranks that have not launched `op` yet, in group order.
+std::vector<int> Monitor::unlaunched(const Op& op, const GroupInfo& g) const {
+  std::vector<int> missing;
+  for (std::size_t i = 0; i < g.ranks.size(); ++i) {
+    if (!op.members[i].launched) missing.push_back(g.ranks[i]);
   }
+  return missing;
+}
+
+// Fails `op` with comm_peer_failed if a rank that has not launched it is gone.
+void Monitor::fail_if_peers_gone(Op& op, const OpKey& key) {
+  std::vector<int> missing = unlaunched(op, groups_[static_cast<std::size_t>(key.group)]);
+  std::string who = gone_text(missing);
+  if (who.empty()) return;
+  fail(op, key, Errc::comm_peer_failed,
+       describe(op) + " on group " + std::to_string(key.group) + " seq " + std::to_string(key.seq) + " needs " + who +
+           " before joining it",
+       gone_ranks(missing));
 }
 
 void Monitor::on_wait(int r) {
@@ -476,12 +480,7 @@ void Monitor::respond_wait(int r, std::uint64_t work) {
 
 void Monitor::release(int r) {
   Rank& rk = ranks_[r];
-  for (const OpKey& key : rk.held) {
-    auto it = ops_.find(key);
-    if (it == ops_.end()) continue;
-    int m = groups_[static_cast<std::size_t>(key.group)].index_of(r);
-    consume(key, m);
-  }
+  for (const OpKey& key : rk.held) consume(key, groups_[static_cast<std::size_t>(key.group)].index_of(r));
   rk.held.clear();
 }
 
@@ -506,21 +505,14 @@ void Monitor::on_new_group(int r) {
   rk.group_arrived = true;
   rk.state = State::blocked_group;
   ++group_arrivals_;
-  std::vector<int> world(static_cast<std::size_t>(n_));
-  std::iota(world.begin(), world.end(), 0);
-  std::string who = gone_text(world);
-  if (!who.empty()) {
-    fail_group_creation("new_group #" + std::to_string(groups_.size()) + " is a world collective but " + who,
-                        Errc::comm_peer_failed);
-    return;
-  }
+  if (fail_group_if_peers_gone()) return;
   if (group_arrivals_ < n_) return;
   const Rank& first = ranks_[0];
   for (int p = 1; p < n_; ++p) {
     if (ranks_[p].group_ranks != first.group_ranks || ranks_[p].group_backend != first.group_backend) {
       fail_group_creation("new_group #" + std::to_string(groups_.size()) + " mismatch: rank 0 asked for " +
-                              list(first.group_ranks) + " on " + first.group_backend + " but rank " +
-                              std::to_string(p) + " asked for " + list(ranks_[p].group_ranks) + " on " +
+                              rank_list_text(first.group_ranks) + " on " + first.group_backend + " but rank " +
+                              std::to_string(p) + " asked for " + rank_list_text(ranks_[p].group_ranks) + " on " +
                               ranks_[p].group_backend,
                           Errc::comm_mismatch);
       return;
@@ -531,7 +523,7 @@ void Monitor::on_new_group(int r) {
   g.backend = first.group_backend;
   g.next_seq.assign(g.ranks.size(), 0);
   int id = static_cast<int>(groups_.size());
-  trace_.push_back("new_group " + std::to_string(id) + " ranks=" + list(g.ranks) + " backend=" + g.backend);
+  trace_.push_back("new_group " + std::to_string(id) + " ranks=" + rank_list_text(g.ranks) + " backend=" + g.backend);
   groups_.push_back(std::move(g));
   for (int p = 0; p < n_; ++p) {
     Slot& ps = slot(p);
@@ -541,6 +533,16 @@ void Monitor::on_new_group(int r) {
     ranks_[p].state = State::ready;
   }
   group_arrivals_ = 0;
+}
+
+// new_group is a world collective (groups_[0] holds the world, ranks 0..n-1): it fails for
+// every arrived rank once any rank is gone. True if it failed.
+bool Monitor::fail_group_if_peers_gone() {
+  std::string who = gone_text(groups_[0].ranks);
+  if (who.empty()) return false;
+  fail_group_creation("new_group #" + std::to_string(groups_.size()) + " is a world collective but " + who,
+                      Errc::comm_peer_failed);
+  return true;
 }
 
 void Monitor::fail_group_creation(const std::string& message, Errc code) {
@@ -594,7 +596,7 @@ std::string Monitor::gone_text(const std::vector<int>& ranks) const {
   }
   auto part = [](const std::vector<int>& v, const char* verb) {
     if (v.empty()) return std::string();
-    return (v.size() == 1 ? "rank " + std::to_string(v[0]) : "ranks " + list(v)) + ", which " + verb;
+    return (v.size() == 1 ? "rank " + std::to_string(v[0]) : "ranks " + rank_list_text(v)) + ", which " + verb;
   };
   std::string a = part(died, "died"), b = part(exited, "exited");
   return a.empty() ? b : b.empty() ? a : a + ", and " + b;
@@ -626,14 +628,7 @@ void Monitor::gone(int r, const std::string& how) {
     const GroupInfo& g = groups_[static_cast<std::size_t>(key.group)];
     int m = g.index_of(r);
     if (m < 0 || op.failed || op.complete || op.members[static_cast<std::size_t>(m)].launched) continue;
-    std::vector<int> missing;
-    for (std::size_t i = 0; i < g.ranks.size(); ++i) {
-      if (!op.members[i].launched) missing.push_back(g.ranks[i]);
-    }
-    fail(op, key, Errc::comm_peer_failed,
-         describe(op) + " on group " + std::to_string(key.group) + " seq " + std::to_string(key.seq) + " needs " +
-             gone_text(missing) + " before joining it",
-         gone_ranks(missing));
+    fail_if_peers_gone(op, key);  // fails: r itself is among the missing
   }
   // Its share of every op it never consumed is released.
   std::vector<OpKey> keys;
@@ -642,13 +637,7 @@ void Monitor::gone(int r, const std::string& how) {
     int m = groups_[static_cast<std::size_t>(key.group)].index_of(r);
     if (m >= 0) consume(key, m);
   }
-  if (group_arrivals_ > 0) {
-    std::vector<int> world(static_cast<std::size_t>(n_));
-    std::iota(world.begin(), world.end(), 0);
-    fail_group_creation("new_group #" + std::to_string(groups_.size()) + " is a world collective but " +
-                            gone_text(world),
-                        Errc::comm_peer_failed);
-  }
+  if (group_arrivals_ > 0) fail_group_if_peers_gone();  // fails: r itself is gone
 }
 
 std::string Monitor::describe(const Op& op) const {
@@ -661,12 +650,8 @@ std::string Monitor::waits_on(int r) const {
   const WorkRef& w = works_[rk.waiting - 1];
   const Op& op = ops_.at(w.key);
   const GroupInfo& g = groups_[static_cast<std::size_t>(w.key.group)];
-  std::vector<int> missing;
-  for (std::size_t i = 0; i < op.members.size(); ++i) {
-    if (!op.members[i].launched) missing.push_back(g.ranks[i]);
-  }
   return "rank " + std::to_string(r) + " waits on " + describe(op) + " group " + std::to_string(w.key.group) +
-         " seq " + std::to_string(w.key.seq) + " (not launched by ranks " + list(missing) + ")";
+         " seq " + std::to_string(w.key.seq) + " (not launched by ranks " + rank_list_text(unlaunched(op, g)) + ")";
 }
 
 // Nothing can run but someone waits: a deadlock, reported at once to every waiting rank.
@@ -679,7 +664,7 @@ void Monitor::deadlock() {
     blocked.push_back(r);
     what += (what.empty() ? "" : "; ") + waits_on(r);
   }
-  trace_.push_back("deadlock " + list(blocked));
+  trace_.push_back("deadlock " + rank_list_text(blocked));
   std::string message = "deadlock: no rank can run; " + what;
   for (int r : blocked) {
     int group = -1;

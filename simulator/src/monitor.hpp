@@ -77,9 +77,12 @@ class Monitor {
   void serve(int r);
   bool await_wake(int r);
   void reap_others(int running);
+  bool reap(int r);
+  void kill_rank(int r, const std::string& how);
   int choose();
   void resume(int r);
 
+  int launch_member(int r);
   void on_launch(int r);
   void on_staged(int r);
   void on_wait(int r);
@@ -90,12 +93,16 @@ class Monitor {
   void check_op(Op& op, const OpKey& key, int r);
   void complete(Op& op, const OpKey& key);
   void fail(Op& op, const OpKey& key, Errc code, const std::string& message, std::vector<int> ranks);
+  void wake_waiters(const OpKey& key);
+  std::vector<int> unlaunched(const Op& op, const GroupInfo& g) const;
+  void fail_if_peers_gone(Op& op, const OpKey& key);
   void respond_wait(int r, std::uint64_t work);
   void respond_error(int r, Errc code, const std::string& message, int group, std::int64_t seq,
                      const std::vector<int>& ranks);
   void release(int r);
   void consume(const OpKey& key, int member);
   void gone(int r, const std::string& how);  // exited or dead: fail what needs it
+  bool fail_group_if_peers_gone();
   void fail_group_creation(const std::string& message, Errc code);
   void deadlock();
   std::string waits_on(int r) const;

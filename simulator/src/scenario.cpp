@@ -26,7 +26,7 @@ std::vector<Scenario>& registry() {
 const std::vector<Scenario>& scenarios() { return registry(); }
 
 Scenario make_scenario(std::string name, std::string description, ScenarioFn fn, int min_ranks, std::string expect,
-                       bool simulator_only) {
+                       bool simulator_only, std::string device_expect) {
   Scenario s;
   s.name = std::move(name);
   s.description = std::move(description);
@@ -34,6 +34,7 @@ Scenario make_scenario(std::string name, std::string description, ScenarioFn fn,
   s.min_ranks = min_ranks;
   s.expect = std::move(expect);
   s.simulator_only = simulator_only;
+  s.device_expect = std::move(device_expect);
   return s;
 }
 

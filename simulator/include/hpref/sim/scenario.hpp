@@ -37,7 +37,7 @@ struct Scenario {
 };
 
 Scenario make_scenario(std::string name, std::string description, ScenarioFn fn, int min_ranks = 1,
-                       std::string expect = "", bool simulator_only = false);
+                       std::string expect = "", bool simulator_only = false, std::string device_expect = "");
 
 // Every registered scenario, in registration order (collectives first).
 const std::vector<Scenario>& scenarios();
