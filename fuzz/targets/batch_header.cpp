@@ -11,6 +11,8 @@
 #include "byte_reader.hpp"
 #include "fuzz_check.hpp"
 #include "hpref/model_batch.hpp"
+#include "hpref/shared_bytes.hpp"
+#include "hpref/tensor.hpp"
 
 using namespace hpref;
 using namespace hpref::fuzz;
@@ -64,7 +66,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     HPREF_FUZZ_REQUIRE(numel.has_value(), "accepted a shape whose numel overflows");
     std::uint64_t bytes = static_cast<std::uint64_t>(*numel) * element_size(fields[f].dtype);
     HPREF_FUZZ_REQUIRE(bytes <= max_bytes, "accepted a field larger than max_message_bytes");
-    tensors.push_back(Tensor::copy_of(fields[f].dtype, shape, std::vector<std::uint8_t>(bytes, 1)));
+    tensors.push_back(
+        Tensor(fields[f].dtype, shape, SharedBytes::adopt(std::vector<std::uint8_t>(bytes, 1))));
   }
   Value batch = layout.value->rebuild(tensors);
   auto flat = attempt("flatten", [&] { return layout.value->flatten(batch); });

@@ -22,6 +22,7 @@
 #include "hpref/repr.hpp"
 #include "hpref/sample_key.hpp"
 #include "hpref/sim/cluster.hpp"
+#include "sim_command.hpp"
 #if defined(HPREF_HAVE_MPI)
 #include "hpref/mpi/communicator.hpp"
 #endif
@@ -359,12 +360,6 @@ std::string rank_main(Communicator& c, const Config& cfg) {
   return text;
 }
 
-std::string hex(std::uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 // What rank_main returns, read back (every rank's is the same but for the imbalance, which
 // only the planner, rank 0, knows).
 struct Summary {
@@ -461,9 +456,7 @@ int run_on_simulator(DemoArgs a, std::ostream& out) {
   auto start = std::chrono::steady_clock::now();
   sim::Options options;
   options.seed = a.seed;
-  for (const std::string& f : a.faults) {
-    options.faults.push_back(f == "random" ? sim::Fault::drawn(a.seed, a.ranks) : sim::Fault::parse(f));
-  }
+  options.faults = faults_for(a.faults, a.seed, a.ranks);
   if (!a.json) {
     for (const auto& f : options.faults) out << "fault " << f.str() << "\n";
   }

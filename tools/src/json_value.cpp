@@ -33,13 +33,7 @@ const Json::value_type* sole_member(const Json& j, std::string& name) {
 }
 
 std::int64_t json_int(const Json& j, const char* what) {
-  if (j.is_number_integer() && !j.is_number_unsigned()) return j.get<std::int64_t>();
-  if (j.is_number_unsigned()) {
-    auto u = j.get<std::uint64_t>();
-    if (u <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-      return static_cast<std::int64_t>(u);
-    }
-  }
+  if (auto v = json_as_int64(j)) return *v;
   bad(std::string(what) + " must be an int64 JSON integer (no fraction, no exponent)", j);
 }
 
@@ -150,6 +144,17 @@ void dump_to(std::string& out, const Json& j) {
 }
 
 }  // namespace
+
+std::optional<std::int64_t> json_as_int64(const Json& j) {
+  if (j.is_number_integer() && !j.is_number_unsigned()) return j.get<std::int64_t>();
+  if (j.is_number_unsigned()) {
+    auto u = j.get<std::uint64_t>();
+    if (u <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+      return static_cast<std::int64_t>(u);
+    }
+  }
+  return std::nullopt;
+}
 
 Json parse_json(std::string_view text) {
   Json::parser_callback_t depth_cap = [](int depth, Json::parse_event_t, Json&) {

@@ -11,14 +11,15 @@
 namespace hpref::cli {
 namespace {
 
-std::int64_t int_field(const Json& request, const char* name) {
-  const Json& j = required_field(request, name);
-  if (j.is_number_integer() && !j.is_number_unsigned()) return j.get<std::int64_t>();
-  if (j.is_number_unsigned() && j.get<std::uint64_t>() <= static_cast<std::uint64_t>(INT64_MAX)) {
-    return j.get<std::int64_t>();
-  }
+// `j`, the value of field `name`, as an int64; Error invalid_request otherwise.
+std::int64_t int_value(const Json& j, const char* name) {
+  if (auto v = json_as_int64(j)) return *v;
   throw Error(Errc::invalid_request,
               std::string("\"") + name + "\" must be an int64 JSON integer, got " + dump_json(j));
+}
+
+std::int64_t int_field(const Json& request, const char* name) {
+  return int_value(required_field(request, name), name);
 }
 
 std::vector<std::int64_t> int_list(const Json& j, const char* name) {
@@ -27,10 +28,7 @@ std::vector<std::int64_t> int_list(const Json& j, const char* name) {
   }
   std::vector<std::int64_t> out;
   out.reserve(j.size());
-  for (const Json& e : j) {
-    Json wrapper = Json{{name, e}};
-    out.push_back(int_field(wrapper, name));
-  }
+  for (const Json& e : j) out.push_back(int_value(e, name));
   return out;
 }
 

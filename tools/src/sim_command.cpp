@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 
@@ -26,14 +27,6 @@ const sim::Scenario& scenario_named(const std::string& name, int ranks) {
   return *s;
 }
 
-std::vector<sim::Fault> faults_for(const std::vector<std::string>& specs, std::uint64_t seed, int ranks) {
-  std::vector<sim::Fault> out;
-  for (const std::string& spec : specs) {
-    out.push_back(spec == "random" ? sim::Fault::drawn(seed, ranks) : sim::Fault::parse(spec));
-  }
-  return out;
-}
-
 std::string replay_line(const std::string& scenario, int ranks, std::uint64_t seed,
                         const std::vector<sim::Fault>& faults) {
   std::string line = "hpref sim run " + scenario + " --ranks " + std::to_string(ranks) + " --seed " +
@@ -49,12 +42,6 @@ sim::RunResult run_once(const sim::Scenario& s, int ranks, std::uint64_t seed,
   options.faults = faults;
   sim::ScenarioContext ctx{seed, ranks};
   return sim::Cluster::run(ranks, options, [&](Communicator& c) { return s.fn(c, ctx); });
-}
-
-std::string hex(std::uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
 }
 
 void print_outcomes(const sim::RunResult& r) {
@@ -153,6 +140,20 @@ int cmd_list() {
 }
 
 }  // namespace
+
+std::vector<sim::Fault> faults_for(const std::vector<std::string>& specs, std::uint64_t seed, int ranks) {
+  std::vector<sim::Fault> out;
+  for (const std::string& spec : specs) {
+    out.push_back(spec == "random" ? sim::Fault::drawn(seed, ranks) : sim::Fault::parse(spec));
+  }
+  return out;
+}
+
+std::string hex(std::uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
 
 SimCommands add_sim_commands(CLI::App& app, SimArgs& a) {
   SimCommands c{};

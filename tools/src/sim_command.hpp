@@ -8,6 +8,10 @@
 #include <string>
 #include <vector>
 
+namespace hpref::sim {
+struct Fault;
+}
+
 namespace hpref::cli {
 
 struct SimArgs {
@@ -29,5 +33,11 @@ struct SimCommands {
 
 SimCommands add_sim_commands(CLI::App& app, SimArgs& args);
 int run_sim(const SimCommands& commands, const SimArgs& args);
+
+// The faults of --fault specs: "random" is drawn from the seed for `ranks` ranks, anything
+// else parsed (Error invalid_argument naming a bad spec). Shared with `hpref demo`.
+std::vector<sim::Fault> faults_for(const std::vector<std::string>& specs, std::uint64_t seed, int ranks);
+// Sixteen lowercase hex digits.
+std::string hex(std::uint64_t v);
 
 }  // namespace hpref::cli

@@ -3,7 +3,9 @@
 // prints floats with the shortest text that reads back to the same double.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -38,6 +40,10 @@ Value key_from_json(const Json& j);
 // [[key, value], ...]
 Json items_to_json(std::span<const Item> items);
 std::vector<Item> items_from_json(const Json& j);
+
+// The JSON integer as an int64: nullopt for anything else (floats, integers beyond int64,
+// non-numbers).
+std::optional<std::int64_t> json_as_int64(const Json& j);
 
 // Lowercase hex of bytes; parse accepts either case (Error json_value otherwise).
 std::string to_hex(std::span<const std::uint8_t> bytes);
