@@ -36,16 +36,40 @@ broken)
   count=0
   while read -r name min expect; do
     [ "$np" -ge "$min" ] || continue
-    out=$(timeout 300 "${mpirun[@]}" "$runner" --broken "$name" --timeout-ms 3000 2>&1 < /dev/null)
+    # Open MPI 4.1's mpirun itself sometimes deadlocks in PMIx_server_finalize (or
+    # segfaults) while tearing a job down after MPI_Abort, with every rank already exited
+    # (seen about once in 25 aborting runs at -np 4). What this test must show is that no
+    # *rank* hangs: past 60 s, mpirun is killed, and the run fails only if one of its rank
+    # processes is still alive (not a zombie).
+    log=$(mktemp)
+    "${mpirun[@]}" "$runner" --broken "$name" --timeout-ms 3000 > "$log" 2>&1 < /dev/null &
+    pid=$!
+    teardown_hang=0
+    for ((tick = 0; tick < 600; tick++)); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2> /dev/null; then
+      live=$(ps --ppid "$pid" -o pid=,stat= | awk '$2 !~ /^Z/ {print $1}')
+      [ -z "$live" ] || ps --ppid "$pid" -o pid=,stat=,cmd= | awk '{print "still running: " $0}'
+      kill -9 "$pid" $live 2> /dev/null
+      if [ -n "$live" ]; then
+        live=$(echo "$live" | wc -l)
+        cat "$log"; rm -f "$log"
+        fail "$name: $live rank process(es) hung (mpirun killed after 60 s)"
+      fi
+      teardown_hang=1
+    fi
+    wait "$pid"
     rc=$?
-    [ "$rc" -ne 124 ] || fail "$name: mpirun hung (killed by timeout after 300 s)"
+    out=$(cat "$log"); rm -f "$log"
+    if [ "$teardown_hang" -eq 1 ]; then
+      echo "note: $name: every rank had exited but mpirun hung in its own teardown; killed it (Open MPI bug)"
+    fi
     if [ "$expect" = timeout ]; then
       echo "$out" | grep -q ': error comm_timeout: ' || { echo "$out"; fail "$name: no rank raised comm_timeout"; }
       [ "$rc" -ne 0 ] || { echo "$out"; fail "$name: the job was not aborted after a timeout"; }
     else
       echo "$out" | grep -q "expected $expect, got it" || { echo "$out"; fail "$name: no rank raised the $expect refusal"; }
       if echo "$out" | grep -q ' instead$'; then echo "$out"; fail "$name: a rank raised another error"; fi
-      [ "$rc" -eq 0 ] || { echo "$out"; fail "$name: mpirun exited $rc"; }
+      [ "$rc" -eq 0 ] || [ "$teardown_hang" -eq 1 ] || { echo "$out"; fail "$name: mpirun exited $rc"; }
     fi
     echo "ok: $name -> $(echo "$out" | grep -m1 ': error ' | sed -E 's/^[^:]*: //' | cut -c1-160)"
     count=$((count + 1))
