@@ -37,6 +37,7 @@ namespace hpref {
   X(pickle_depth_limit)                                                         \
   X(pickle_memo_limit)                                                          \
   X(pickle_node_limit)                                                          \
+  X(pickle_stack_limit)                                                         \
   X(pickle_unwritable)                                                          \
   /* SPEC 2.1, 2.2, 2.4: segments */                                            \
   X(truncated_header)                                                           \
@@ -68,6 +69,7 @@ namespace hpref {
   X(route_arguments)                                                            \
   X(route_boundaries)                                                           \
   X(route_overflow)                                                             \
+  X(route_too_large)                                                            \
   /* SPEC 3.1: data topology */                                                 \
   X(topology_shape)                                                             \
   X(topology_names)                                                             \
@@ -110,6 +112,8 @@ namespace hpref {
   X(transport_not_member)                                                       \
   X(transport_device)                                                           \
   X(transport_size_limit)                                                       \
+  X(transport_limit_mismatch)                                                   \
+  X(exchange_refused)                                                           \
   X(transport_targets)                                                          \
   X(transport_no_payload_group)                                                 \
   X(transport_spec_mismatch)                                                    \
@@ -118,6 +122,7 @@ namespace hpref {
   X(dispatch_length)                                                            \
   X(dispatch_group)                                                             \
   X(dispatch_reused)                                                            \
+  X(dispatch_route)                                                             \
   /* simulator scenarios: a check of the scenario itself failed */              \
   X(scenario_check)                                                             \
   /* tools: the CLI's JSON interchange and usage */                             \
@@ -126,6 +131,7 @@ namespace hpref {
   X(invalid_argument)                                                           \
   X(invalid_request)                                                            \
   X(io)                                                                         \
+  X(output_limit)                                                               \
   /* our own bug */                                                             \
   X(internal)
 
