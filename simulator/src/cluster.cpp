@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
@@ -26,7 +27,6 @@ namespace bip = boost::interprocess;
 constexpr const char* kPrefix = "hpref-sim-";
 
 // State the interrupt handler needs (async-signal-safe: plain arrays).
-char g_segment_path[256];
 pid_t g_children[detail::kMaxRanks];
 std::atomic<int> g_child_count{0};
 struct sigaction g_old_int, g_old_term;
@@ -34,7 +34,6 @@ struct sigaction g_old_int, g_old_term;
 void on_interrupt(int sig) {
   int n = g_child_count.load();
   for (int i = 0; i < n; ++i) kill(g_children[i], SIGKILL);
-  if (g_segment_path[0]) unlink(g_segment_path);
   sigaction(SIGINT, &g_old_int, nullptr);
   sigaction(SIGTERM, &g_old_term, nullptr);
   raise(sig);
@@ -61,12 +60,15 @@ class CpuPin {
   bool pinned_ = false;
 };
 
-// Removes the segment and reaps the ranks however run() ends.
+// Reaps the ranks however run() ends. The segment's name is removed as soon as it is mapped:
+// the ranks inherit the mapping through fork() and nobody opens it by name, so not even a
+// SIGKILL of this process can leave it in /dev/shm (SPEC 9.3); the memory goes with the
+// last process that maps it.
 class Session {
  public:
   Session(const std::string& name, std::size_t bytes)
       : name_(name), segment_(bip::create_only, name.c_str(), bytes) {
-    std::snprintf(g_segment_path, sizeof g_segment_path, "/dev/shm/%s", name.c_str());
+    bip::shared_memory_object::remove(name_.c_str());
     struct sigaction sa {};
     sa.sa_handler = on_interrupt;
     sigemptyset(&sa.sa_mask);
@@ -88,8 +90,6 @@ class Session {
       sem_destroy(&control_->wake);
       for (int r = 0; r < control_->nranks; ++r) sem_destroy(&control_->slots[r].go);
     }
-    bip::shared_memory_object::remove(name_.c_str());
-    g_segment_path[0] = '\0';
     sigaction(SIGINT, &g_old_int, nullptr);
     sigaction(SIGTERM, &g_old_term, nullptr);
   }
@@ -247,12 +247,22 @@ std::uint64_t trace_hash(std::span<const std::string> lines) noexcept {
   return h;
 }
 
-std::vector<std::string> leftover_segments() {
+std::vector<std::string> leftover_segments(int creator) {
   std::vector<std::string> out;
   DIR* dir = opendir("/dev/shm");
   if (dir == nullptr) return out;
+  const std::size_t n = std::strlen(kPrefix);
   while (dirent* e = readdir(dir)) {
-    if (std::strncmp(e->d_name, kPrefix, std::strlen(kPrefix)) == 0) out.emplace_back(e->d_name);
+    if (std::strncmp(e->d_name, kPrefix, n) != 0) continue;
+    // The name is kPrefix + creator pid + "-" + counter.
+    int pid = 0;
+    const char* digits = e->d_name + n;
+    auto [end, ec] = std::from_chars(digits, digits + std::strlen(digits), pid);
+    bool parsed = ec == std::errc() && *end == '-' && pid > 0;
+    if (creator > 0 ? (parsed && pid == creator)
+                    : (!parsed || (kill(pid, 0) != 0 && errno == ESRCH))) {
+      out.emplace_back(e->d_name);
+    }
   }
   closedir(dir);
   return out;

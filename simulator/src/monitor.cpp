@@ -96,7 +96,39 @@ RunResult Monitor::run() {
   result.trace = std::move(trace_);
   result.trace_hash = trace_hash(result.trace);
   result.decisions = decisions_;
+  result.unfired_faults = unfired();
   return result;
+}
+
+// Faults of the plan that never took effect, each with why (SPEC 9.3: none is ignored silently).
+std::vector<std::string> Monitor::unfired() const {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < options_.faults.size(); ++i) {
+    const Fault& f = options_.faults[i];
+    const Rank& rk = ranks_[static_cast<std::size_t>(f.rank)];
+    switch (f.kind) {
+      case Fault::Kind::crash:
+        if (rk.outcome.status != RankOutcome::Status::died) {
+          out.push_back(f.str() + ": rank " + std::to_string(f.rank) + " never reached call " +
+                        std::to_string(f.at));
+        }
+        break;
+      case Fault::Kind::flip:
+        if (i >= flip_fired_.size() || !flip_fired_[i]) {
+          out.push_back(f.str() + ": rank " + std::to_string(f.rank) + " received no payload" +
+                        (f.byte >= 0 ? " reaching byte " + std::to_string(f.byte) : std::string()) +
+                        " from its collective " + std::to_string(f.at));
+        }
+        break;
+      case Fault::Kind::delay:
+        if (f.at > 0 && !rk.delay_fired) {
+          out.push_back(f.str() + ": rank " + std::to_string(f.rank) +
+                        " was never passed over while another rank was ready");
+        }
+        break;
+    }
+  }
+  return out;
 }
 
 int Monitor::choose() {
@@ -110,7 +142,10 @@ int Monitor::choose() {
   int pick = pool[rng_.next() % pool.size()];
   ++decisions_;
   for (int r : ready) {
-    if (r != pick && ranks_[r].delay > 0) --ranks_[r].delay;
+    if (r != pick && ranks_[r].delay > 0) {
+      --ranks_[r].delay;
+      ranks_[r].delay_fired = true;
+    }
   }
   return pick;
 }
@@ -465,8 +500,18 @@ void Monitor::respond_wait(int r, std::uint64_t work) {
     case OpKind::barrier: break;
   }
   std::uint64_t k = op.members[static_cast<std::size_t>(w.member)].launch_index;
-  for (const Fault& f : options_.faults) {
+  flip_fired_.resize(options_.faults.size(), false);
+  for (std::size_t i = 0; i < options_.faults.size(); ++i) {
+    const Fault& f = options_.faults[i];
     if (f.kind != Fault::Kind::flip || f.rank != r || f.at != k || received == 0) continue;
+    if (f.byte >= 0 && static_cast<std::uint64_t>(f.byte) >= received) {
+      // Past the payload: nothing is flipped, and the trace and the result say so.
+      trace_.push_back("r" + std::to_string(r) + " flip byte " + std::to_string(f.byte) + " of g" +
+                       std::to_string(w.key.group) + " s" + std::to_string(w.key.seq) +
+                       " not applied: past the " + std::to_string(received) + " received bytes");
+      continue;
+    }
+    flip_fired_[i] = true;
     if (f.byte >= 0) {
       s.flip_byte = f.byte;
     } else {

@@ -71,6 +71,7 @@ class Monitor {
     std::vector<int> group_ranks;  // new_group arrival
     std::string group_backend;
     bool group_arrived = false;
+    bool delay_fired = false;  // passed over at least once because of a delay fault
   };
 
   Slot& slot(int r) { return control_->slots[r]; }
@@ -125,6 +126,8 @@ class Monitor {
   std::vector<std::string> trace_;
   std::uint64_t decisions_ = 0;
   int group_arrivals_ = 0;
+  std::vector<bool> flip_fired_;  // per options_.faults index
+  std::vector<std::string> unfired() const;
 };
 
 }  // namespace hpref::sim::detail

@@ -1,5 +1,7 @@
 // Run after every simulator test (ctest fixture cleanup): no shared-memory segment of the
-// simulator may be left in /dev/shm.
+// simulator whose creating process is gone may be left in /dev/shm (SPEC 9.3). A live run's
+// segment (another CI job on the machine) is not counted; segment names are removed before
+// any rank starts, so a leftover means a name outlived its run.
 #include <cstdio>
 
 #include "hpref/sim/cluster.hpp"

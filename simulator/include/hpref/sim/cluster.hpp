@@ -76,6 +76,10 @@ struct RunResult {
   std::vector<std::string> trace;  // one line per operation, in schedule order
   std::uint64_t trace_hash = 0;    // FNV-1a 64 over the trace lines
   std::uint64_t decisions = 0;     // scheduling decisions taken
+  // Faults of Options::faults that never took effect, one line each with why: "delay:1@3:
+  // rank 1 was never passed over while another rank was ready", "crash:0@9: rank 0 never
+  // reached call 9", a flip past the received payload.
+  std::vector<std::string> unfired_faults;
   // mismatch > deadlock > peer failure > any other error (a check); none if all ok.
   Failure failure() const;
 };
@@ -93,7 +97,10 @@ class Cluster {
 // The trace hash: FNV-1a 64 over the lines, each followed by '\n'.
 std::uint64_t trace_hash(std::span<const std::string> lines) noexcept;
 
-// Names of leftover segments of this simulator in /dev/shm (tests check none remain).
-std::vector<std::string> leftover_segments();
+// Names of this simulator's segments left in /dev/shm: with creator > 0, those process
+// `creator` made; otherwise those whose creating process no longer exists (another live
+// run's segment is not a leftover). Segment names are removed before any rank starts, so
+// tests check this is empty.
+std::vector<std::string> leftover_segments(int creator = 0);
 
 }  // namespace hpref::sim
