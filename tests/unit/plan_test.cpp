@@ -129,6 +129,7 @@ BOOST_AUTO_TEST_CASE(host_only_plan_reuses_the_control_group_spec_3_2) {
   BOOST_TEST((p.creations[2] == GroupCreation{GroupRole::model_parallel_host, {4, 5, 6, 7}, "gloo"}));
   BOOST_TEST(p.payload_reuses_control);
   BOOST_TEST(!p.control.has_value());  // rank 5 is not in the data plane
+  BOOST_REQUIRE(p.model_parallel.has_value());
   BOOST_TEST(*p.model_parallel == 2u);
   BOOST_TEST(!p.tensor_backend.has_value());
 }
@@ -142,17 +143,23 @@ BOOST_AUTO_TEST_CASE(accelerator_payload_and_tensor_groups) {
   BOOST_REQUIRE_EQUAL(p.creations.size(), 6u);
   BOOST_TEST(p.creations[1].role == GroupRole::payload);
   BOOST_TEST(p.creations[1].backend == "nccl");
+  BOOST_REQUIRE(p.payload_backend.has_value());
   BOOST_TEST(*p.payload_backend == "nccl");
   BOOST_TEST(!p.payload_reuses_control);
   BOOST_TEST(p.creations[3].role == GroupRole::model_parallel_tensor);
+  BOOST_REQUIRE(p.control.has_value());
   BOOST_TEST(*p.control == 0u);
+  BOOST_REQUIRE(p.payload.has_value());
   BOOST_TEST(*p.payload == 1u);
+  BOOST_REQUIRE(p.model_parallel.has_value());
   BOOST_TEST(*p.model_parallel == 2u);
+  BOOST_REQUIRE(p.model_parallel_tensor.has_value());
   BOOST_TEST(*p.model_parallel_tensor == 3u);
   // A cuda model device forces nccl tensor groups even with a host payload.
   in.communication_device = std::nullopt;
   in.model_device = "cuda";
   p = plan_groups(in);
+  BOOST_REQUIRE(p.tensor_backend.has_value());
   BOOST_TEST(*p.tensor_backend == "nccl");
   BOOST_TEST(p.payload_reuses_control);
 }
