@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <numeric>
 
 #include "hpref/error.hpp"
@@ -20,6 +21,8 @@ std::vector<std::uint8_t> pickled(const Value& v) {
 Value unpickled(const std::uint8_t* data, std::size_t size) {
   return read_pickle(std::span<const std::uint8_t>(data, size));
 }
+
+std::string comm_rank_text(int rank) { return "rank " + std::to_string(rank); }
 
 }  // namespace
 
@@ -45,6 +48,25 @@ DataPlaneTransport::DataPlaneTransport(Communicator& comm, const DataGroups& gro
   if (is_member() && ranks_.size() > 1 && !control_) {
     throw Error(Errc::transport_not_member, "multi-rank data-plane communication needs a control group; rank " +
                                                std::to_string(comm.rank()) + " has none");
+  }
+  // SPEC 4 (ours): every rank of the control group must apply the same max_message_bytes,
+  // or one rank refuses a size the others accept and they wait forever.
+  if (is_member() && ranks_.size() > 1) {
+    MemorySpace space = staging_space(*control_, options_);
+    auto n = ranks_.size();
+    std::uint64_t mine = options_.max_message_bytes;
+    std::vector<std::uint64_t> all(n);
+    comm_.all_gather(*control_, {&mine, 8, space}, {all.data(), 8 * n, space}).wait();
+    if (std::any_of(all.begin(), all.end(), [&](std::uint64_t v) { return v != all[0]; })) {
+      std::map<std::uint64_t, std::vector<int>> by_value;
+      for (std::size_t i = 0; i < n; ++i) by_value[all[i]].push_back(ranks_[i]);
+      std::string text;
+      for (const auto& [value, ranks] : by_value) {
+        text += (text.empty() ? "" : ", ") + std::to_string(value) + " on ranks " + rank_list_text(ranks);
+      }
+      throw Error(Errc::transport_limit_mismatch, "the data-plane ranks disagree on max_message_bytes (" + text +
+                                                      "); every rank must apply the same limit");
+    }
   }
 }
 
@@ -197,10 +219,48 @@ DataPlaneTransport::ExchangeWork DataPlaneTransport::begin_exchange(Prepared pre
   comm_.all_to_all_v(*control_, {sizes_out.data(), 8 * n, control_space}, eight,
                      {sizes_in.data(), 8 * n, control_space}, eight)
       .wait();
+  // SPEC 5.2 (ours): agree before moving bytes. This rank's vote is false when it refuses
+  // one of its own outgoing segments exceeds the limit (checked first: the cause) or it
+  // refuses an announced size; one int32 per
+  // rank is all-gathered, so every rank learns who refused and none enters the byte
+  // exchange alone.
+  std::string mine = comm_rank_text(comm_.rank());
+  std::string refusal;
+  for (std::size_t i = 0; i < n && refusal.empty(); ++i) {
+    if (w.prepared_.input_splits[i] > options_.max_message_bytes) {
+      refusal = "outgoing payload segment of " + std::to_string(w.prepared_.input_splits[i]) + " bytes from " + mine +
+                " to rank " + std::to_string(ranks_[i]) + " exceeds max_message_bytes " +
+                std::to_string(options_.max_message_bytes);
+    }
+  }
+  for (std::size_t i = 0; i < n && refusal.empty(); ++i) {
+    if (sizes_in[i] < 0) {
+      refusal = "payload segment size " + std::to_string(sizes_in[i]) + " announced by rank " +
+                std::to_string(ranks_[i]) + " for " + mine + " is negative";
+    } else if (static_cast<std::uint64_t>(sizes_in[i]) > options_.max_message_bytes) {
+      refusal = "payload segment of " + std::to_string(sizes_in[i]) + " bytes announced by rank " +
+                std::to_string(ranks_[i]) + " for " + mine + " exceeds max_message_bytes " +
+                std::to_string(options_.max_message_bytes);
+    }
+  }
+  std::int32_t vote = refusal.empty() ? 1 : 0;
+  std::vector<std::int32_t> votes(n);
+  comm_.all_gather(*control_, {&vote, 4, control_space}, {votes.data(), 4 * n, control_space}).wait();
+  std::vector<int> refusing;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (votes[i] == 0) refusing.push_back(ranks_[i]);
+  }
+  if (!refusal.empty()) {
+    throw Error(Errc::transport_size_limit, refusal + "; no rank allocated or launched the byte exchange");
+  }
+  if (!refusing.empty()) {
+    throw Error(Errc::exchange_refused, "the payload exchange was refused by data-plane ranks " +
+                                            rank_list_text(refusing) + " (a segment over max_message_bytes " +
+                                            std::to_string(options_.max_message_bytes) +
+                                            "); no rank allocated or launched the byte exchange");
+  }
   std::uint64_t total = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    if (sizes_in[i] < 0) check_size(~std::uint64_t{0}, ranks_[i], "payload segment");
-    check_size(static_cast<std::uint64_t>(sizes_in[i]), ranks_[i], "payload segment");
     w.output_splits_.push_back(static_cast<std::uint64_t>(sizes_in[i]));
     total += w.output_splits_.back();
   }

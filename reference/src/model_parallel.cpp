@@ -2,6 +2,7 @@
 #include "hpref/model_parallel.hpp"
 
 #include <cstring>
+#include <map>
 
 #include "hpref/error.hpp"
 #include "hpref/op_signature.hpp"
@@ -23,21 +24,39 @@ ModelParallelTransport::ModelParallelTransport(Communicator& comm, const DataTop
                                                 " needs a host model-parallel group; rank " +
                                                 std::to_string(comm.rank()) + " has none");
   }
-  // SPEC 6.1: every rank must declare the same spec.
-  const std::string& mine = layout_.fingerprint();  // 64 hex characters
+  // SPEC 6.1 and 4: every rank must declare the same spec and apply the same
+  // max_message_bytes; one all-gather of [fingerprint (64 hex characters), limit (8 bytes)].
+  const std::string& mine = layout_.fingerprint();
+  std::size_t record = mine.size() + 8;
+  std::vector<char> own(record);
+  std::memcpy(own.data(), mine.data(), mine.size());
+  std::memcpy(own.data() + mine.size(), &options_.max_message_bytes, 8);
   MemorySpace space = staging_space(*host_, options_);
-  std::vector<char> all(mine.size() * ranks_.size());
-  comm_.all_gather(*host_, {mine.data(), mine.size(), space}, {all.data(), all.size(), space}).wait();
+  const std::vector<int>& members = host_->ranks();
+  std::vector<char> all(record * members.size());
+  comm_.all_gather(*host_, {own.data(), record, space}, {all.data(), all.size(), space}).wait();
   std::size_t ci = static_cast<std::size_t>(host_->index_of(constructor_));
-  std::string reference(all.data() + ci * mine.size(), mine.size());
+  std::string reference(all.data() + ci * record, mine.size());
   std::vector<int> differ;
-  for (std::size_t i = 0; i < host_->ranks().size(); ++i) {
-    if (std::string(all.data() + i * mine.size(), mine.size()) != reference) differ.push_back(host_->ranks()[i]);
+  std::map<std::uint64_t, std::vector<int>> limits;
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    if (std::string(all.data() + i * record, mine.size()) != reference) differ.push_back(members[i]);
+    std::uint64_t limit = 0;
+    std::memcpy(&limit, all.data() + i * record + mine.size(), 8);
+    limits[limit].push_back(members[i]);
   }
   if (!differ.empty()) {
     throw Error(Errc::transport_spec_mismatch,
                 "model-parallel ranks " + rank_list_text(differ) + " declare a model_batch_spec whose fingerprint differs "
                 "from constructor rank " + std::to_string(constructor_) + "'s; every rank must declare the same spec");
+  }
+  if (limits.size() > 1) {
+    std::string text;
+    for (const auto& [value, ranks] : limits) {
+      text += (text.empty() ? "" : ", ") + std::to_string(value) + " on ranks " + rank_list_text(ranks);
+    }
+    throw Error(Errc::transport_limit_mismatch, "the model-parallel ranks disagree on max_message_bytes (" + text +
+                                                    "); every rank must apply the same limit");
   }
 }
 

@@ -8,6 +8,7 @@
 #include "hpref/data_plane.hpp"
 #include "hpref/dispatch.hpp"
 #include "hpref/model_parallel.hpp"
+#include "hpref/op_signature.hpp"
 #include "hpref/oracle.hpp"
 #include "hpref/sample_key.hpp"
 #include "hpref/sim/scenario.hpp"
@@ -189,10 +190,133 @@ std::string exchange_refusals(Communicator& c, const ScenarioContext&) {
     dp.exchange(dp.prepare_exchange(big));
     check(false, "an announced size over max_message_bytes was accepted");
   } catch (const Error& e) {
-    check(e.code() == Errc::transport_size_limit && std::string(e.what()).find("announced by rank 0") != std::string::npos,
+    // SPEC 5.2: every rank refuses its own first oversized outgoing segment, to rank 0.
+    check(e.code() == Errc::transport_size_limit &&
+              std::string(e.what()).find("outgoing payload segment of ") != std::string::npos &&
+              std::string(e.what()).find(" to rank 0 exceeds max_message_bytes 64") != std::string::npos,
           std::string("wrong refusal of an oversized segment: ") + e.what());
   }
   return "ok refused";
+}
+
+// SPEC 5.2 (ours): the refusal is agreed. Ranks in `refusing` raise their own
+// transport_size_limit (whose message must contain `own`); every other rank raises
+// exchange_refused naming `refusing`; then a small exchange shows that no rank is left in
+// (or missed) a byte exchange.
+std::string expect_agreed_refusal(Communicator& c, DataPlaneTransport& dp, const std::map<int, std::vector<Item>>& out,
+                                  const std::vector<int>& refusing, const std::string& own) {
+  bool refuses = std::find(refusing.begin(), refusing.end(), c.rank()) != refusing.end();
+  std::string kind;
+  try {
+    dp.exchange(dp.prepare_exchange(out));
+    check(false, "rank " + std::to_string(c.rank()) + ": an exchange with a segment over the limit went through");
+  } catch (const Error& e) {
+    std::string what = e.what();
+    kind = std::string(e.kind());
+    if (refuses) {
+      check(e.code() == Errc::transport_size_limit && what.find(own) != std::string::npos,
+            "refusing rank " + std::to_string(c.rank()) + " got " + kind + ": " + what);
+    } else {
+      check(e.code() == Errc::exchange_refused && what.find("ranks " + rank_list_text(refusing)) != std::string::npos,
+            "rank " + std::to_string(c.rank()) + " should be told that " + rank_list_text(refusing) + " refused, got " +
+                kind + ": " + what);
+    }
+  }
+  std::map<int, std::vector<Item>> small;
+  for (int r : dp.ranks()) small[r].emplace_back(SampleKey::make(c.rank(), r).to_value(), Value::integer(c.rank()));
+  auto got = dp.exchange(dp.prepare_exchange(small));
+  check(got.size() == dp.ranks().size(), "rank " + std::to_string(c.rank()) + ": the exchange after a refusal lost items");
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    check(got[i].second == Value::integer(dp.ranks()[i]), "rank " + std::to_string(c.rank()) +
+                                                             ": the exchange after a refusal delivered a wrong item");
+  }
+  return "ok " + kind;
+}
+
+// One sender (the last rank) builds a segment over the limit for itself: only it refuses.
+std::string exchange_sender_refuses(Communicator& c, const ScenarioContext& ctx) {
+  FixedMesh f = fixed_mesh(c, c.size(), {});
+  TransportOptions options;
+  options.max_message_bytes = 512;
+  DataPlaneTransport dp(c, f.groups, options);
+  int sender = c.size() - 1;
+  std::map<int, std::vector<Item>> out;
+  for (int r : dp.ranks()) {  // small items to everyone; the sender's own segment is large
+    std::size_t bytes = r == c.rank() && r == sender ? 600 + ctx.seed % 100 : ctx.seed % 40;
+    out[r].emplace_back(SampleKey::make(c.rank(), r).to_value(), Value::bytes(std::string(bytes, 'q')));
+  }
+  return expect_agreed_refusal(c, dp, out, {sender}, "outgoing payload segment of ");
+}
+
+// Rank 0's segment for one receiver is over the limit: the sender refuses its outgoing
+// segment, the receiver the announced size, every bystander is told both.
+std::string exchange_receiver_refuses(Communicator& c, const ScenarioContext& ctx) {
+  FixedMesh f = fixed_mesh(c, c.size(), {});
+  TransportOptions options;
+  options.max_message_bytes = 512;
+  DataPlaneTransport dp(c, f.groups, options);
+  int receiver = 1 + static_cast<int>(ctx.seed % static_cast<std::uint64_t>(c.size() - 1));
+  std::map<int, std::vector<Item>> out;
+  for (int r : dp.ranks()) {
+    std::size_t bytes = c.rank() == 0 && r == receiver ? 700 : 10;
+    out[r].emplace_back(SampleKey::make(c.rank(), r).to_value(), Value::bytes(std::string(bytes, 'r')));
+  }
+  std::string own = c.rank() == 0 ? " from rank 0 to rank " + std::to_string(receiver) + " exceeds"
+                                  : " announced by rank 0 for rank " + std::to_string(receiver) + " exceeds";
+  return expect_agreed_refusal(c, dp, out, {0, receiver}, own);
+}
+
+// SPEC 4 (ours): one rank configures another max_message_bytes; every rank refuses at
+// construction, naming the ranks and their values.
+std::string transport_limit_mismatch(Communicator& c, const ScenarioContext& ctx) {
+  FixedMesh f = fixed_mesh(c, c.size(), {});
+  int odd = static_cast<int>(ctx.seed % static_cast<std::uint64_t>(c.size()));
+  TransportOptions options;
+  if (c.rank() == odd) options.max_message_bytes = 4096;
+  std::vector<int> rest;
+  for (int r = 0; r < c.size(); ++r) {
+    if (r != odd) rest.push_back(r);
+  }
+  try {
+    DataPlaneTransport dp(c, f.groups, options);
+    check(false, "rank " + std::to_string(c.rank()) + " accepted a max_message_bytes mismatch");
+  } catch (const Error& e) {
+    std::string what = e.what();
+    check(e.code() == Errc::transport_limit_mismatch &&
+              what.find("4096 on ranks [" + std::to_string(odd) + "]") != std::string::npos &&
+              what.find("1073741824 on ranks " + rank_list_text(rest)) != std::string::npos,
+          "rank " + std::to_string(c.rank()) + " got " + what);
+  }
+  return "ok refused";
+}
+
+// The same agreement over a host model-parallel group (SPEC 4 with 6.1).
+std::string batch_limit_mismatch(Communicator& c, const ScenarioContext&);
+
+// SPEC 4.1: values of unequal pickled sizes (empty to a few KiB) are padded to the
+// largest for the byte all-gather and each decoded from its own prefix.
+std::string object_all_gather_unequal(Communicator& c, const ScenarioContext& ctx) {
+  FixedMesh f = fixed_mesh(c, c.size(), {});
+  DataPlaneTransport dp(c, f.groups);
+  auto value = [&](int rank) {
+    SplitMix64 g(ctx.seed * 31 + static_cast<std::uint64_t>(rank));
+    std::size_t bytes = rank == 0 ? 0 : g.next() % (rank % 2 ? 4000 : 40);
+    std::string text(bytes, static_cast<char>('a' + rank % 26));
+    std::vector<Value> list;
+    for (std::uint64_t i = 0, k = g.next() % 5; i < k; ++i) list.push_back(Value::integer(static_cast<std::int64_t>(g.next() >> 2)));
+    return Value::tuple({Value::integer(rank), Value::bytes(std::string_view(text)), Value::list(std::move(list))});
+  };
+  std::size_t total = 0;
+  for (int round = 0; round < 2; ++round) {  // twice: the second reuses nothing of the first
+    auto all = dp.all_gather_object(value(c.rank()));
+    check(all.size() == static_cast<std::size_t>(c.size()), "all_gather_object returned " + std::to_string(all.size()) + " values");
+    for (int r = 0; r < c.size(); ++r) {
+      check(all[static_cast<std::size_t>(r)] == value(r),
+            "rank " + std::to_string(c.rank()) + ": the value gathered from rank " + std::to_string(r) + " differs");
+    }
+    total = all.size();
+  }
+  return "ok values=" + std::to_string(total);
 }
 
 // ---- SPEC 6: the batch broadcast ----------------------------------------------------------
@@ -258,6 +382,23 @@ std::string batch_spec_mismatch(Communicator& c, const ScenarioContext&) {
   FixedMesh f = fixed_mesh(c, 1, {0});  // one model-parallel group of every rank
   ModelParallelTransport mp(c, f.topology, f.groups, batch_layout(c.rank() == c.size() - 1));
   return "unreachable";
+}
+
+std::string batch_limit_mismatch(Communicator& c, const ScenarioContext& ctx) {
+  FixedMesh f = fixed_mesh(c, 1, {0});  // one model-parallel group of every rank
+  int odd = static_cast<int>(ctx.seed % static_cast<std::uint64_t>(c.size()));
+  TransportOptions options;
+  if (c.rank() == odd) options.max_message_bytes = 1000;
+  try {
+    ModelParallelTransport mp(c, f.topology, f.groups, batch_layout(), options);
+    check(false, "rank " + std::to_string(c.rank()) + " accepted a max_message_bytes mismatch");
+  } catch (const Error& e) {
+    std::string what = e.what();
+    check(e.code() == Errc::transport_limit_mismatch && what.find("1000 on ranks [" + std::to_string(odd) + "]") != std::string::npos &&
+              what.find("1073741824 on ranks [") != std::string::npos,
+          "rank " + std::to_string(c.rank()) + " got " + what);
+  }
+  return "ok refused";
 }
 
 // ---- SPEC 8: dispatch -----------------------------------------------------------------
@@ -348,6 +489,21 @@ void register_transport_scenarios(std::vector<Scenario>& out) {
   out.push_back(make_scenario("exchange_refusals", "targets outside the data plane and oversized announced sizes are refused "
                                           "on every rank, before anything is allocated",
                      exchange_refusals, 2));
+  out.push_back(make_scenario("exchange_sender_refuses", "one sender's own segment is over max_message_bytes: it alone refuses, "
+                                   "every other rank is told who refused, nobody enters the byte exchange",
+                     exchange_sender_refuses, 2));
+  out.push_back(make_scenario("exchange_receiver_refuses", "rank 0's segment for one receiver is over max_message_bytes: sender "
+                                   "and receiver refuse, every bystander is told who refused",
+                     exchange_receiver_refuses, 3));
+  out.push_back(make_scenario("transport_limit_mismatch", "one rank configures another max_message_bytes: every rank refuses "
+                                   "at construction, naming the ranks and their values",
+                     transport_limit_mismatch, 2));
+  out.push_back(make_scenario("batch_limit_mismatch", "one model-parallel rank configures another max_message_bytes: every rank "
+                                   "refuses at construction",
+                     batch_limit_mismatch, 2));
+  out.push_back(make_scenario("object_all_gather_unequal", "all_gather_object of values of unequal pickled sizes, padded to the "
+                                   "largest and decoded from each prefix",
+                     object_all_gather_unequal));
   out.push_back(make_scenario("batch_broadcast", "model-parallel batches identical on every peer, end of data, and a constructor "
                                         "failure that ends every peer before any field broadcast",
                      batch_broadcast));

@@ -48,7 +48,10 @@ BOOST_AUTO_TEST_CASE(transports_and_dispatch_over_many_seeds) {
 // the group's memory space; the simulator enforces that before a GPU ever runs them.
 BOOST_AUTO_TEST_CASE(gpu_check_scenarios_on_an_accelerator_world) {
   for (const Scenario& s : scenarios()) {
-    bool host_groups = s.name == "data_plane" || s.name == "exchange_refusals" || s.name == "batch_broadcast";
+    bool host_groups = s.name == "data_plane" || s.name == "exchange_refusals" || s.name == "batch_broadcast" ||
+                       s.name == "exchange_sender_refuses" || s.name == "exchange_receiver_refuses" ||
+                       s.name == "transport_limit_mismatch" || s.name == "batch_limit_mismatch" ||
+                       s.name == "object_all_gather_unequal";
     if (!s.expect.empty() || s.simulator_only || host_groups) continue;
     for (int n = 1; n <= 4; ++n) {
       auto r = run_scenario(s.name, n, 5, {}, "nccl");
@@ -61,6 +64,60 @@ BOOST_AUTO_TEST_CASE(exchange_refuses_outside_targets_and_oversized_sizes) {
   for (int n = 2; n <= 6; ++n) {
     auto r = run_scenario("exchange_refusals", n, 1);
     BOOST_TEST(r.failure() == Failure::none, describe(r));  // the scenario checks each refusal
+  }
+}
+
+// SPEC 5.2 (ours): one rank refuses, every rank returns an error and none waits in the
+// byte exchange. The scenario checks each rank's error kind and message and that a small
+// exchange still works afterwards; here the outcomes say who got which kind.
+BOOST_AUTO_TEST_CASE(one_sender_refusing_is_agreed) {
+  for (int n = 2; n <= 6; ++n) {
+    for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+      auto r = run_scenario("exchange_sender_refuses", n, seed);
+      BOOST_TEST(r.failure() == Failure::none, describe(r));
+      for (int i = 0; i < n && i < static_cast<int>(r.outcomes.size()); ++i) {
+        std::string want = i == n - 1 ? "ok transport_size_limit" : "ok exchange_refused";
+        BOOST_TEST(r.outcomes[static_cast<std::size_t>(i)].value == want, "rank " << i << describe(r));
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(receiver_refusing_an_announced_size_is_agreed) {
+  for (int n = 3; n <= 6; ++n) {
+    for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+      auto r = run_scenario("exchange_receiver_refuses", n, seed);
+      BOOST_TEST(r.failure() == Failure::none, describe(r));
+      int receiver = 1 + static_cast<int>(seed % static_cast<std::uint64_t>(n - 1));
+      for (int i = 0; i < n && i < static_cast<int>(r.outcomes.size()); ++i) {
+        bool refuses = i == 0 || i == receiver;
+        BOOST_TEST(r.outcomes[static_cast<std::size_t>(i)].value ==
+                       (refuses ? "ok transport_size_limit" : "ok exchange_refused"),
+                   "rank " << i << describe(r));
+      }
+    }
+  }
+}
+
+// SPEC 4 (ours): a max_message_bytes mismatch is refused at construction on every rank,
+// by the data-plane transport and by the model-parallel one.
+BOOST_AUTO_TEST_CASE(max_message_bytes_mismatch_refused_on_every_rank) {
+  for (const char* name : {"transport_limit_mismatch", "batch_limit_mismatch"}) {
+    for (int n = 2; n <= 5; ++n) {
+      auto r = run_scenario(name, n, 3);
+      BOOST_TEST(r.failure() == Failure::none, name << describe(r));
+      BOOST_TEST(r.outcomes.size() == static_cast<std::size_t>(n), name << describe(r));
+    }
+  }
+}
+
+// SPEC 4.1: unequal pickled sizes (the padding path).
+BOOST_AUTO_TEST_CASE(object_all_gather_of_unequal_sizes) {
+  for (int n = 1; n <= 6; ++n) {
+    for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+      auto r = run_scenario("object_all_gather_unequal", n, seed);
+      BOOST_TEST(r.failure() == Failure::none, describe(r));
+    }
   }
 }
 
