@@ -5,6 +5,7 @@
 #include <rapidcheck/boost_test.h>
 
 #include <algorithm>
+#include <cctype>
 #include <numeric>
 
 #include "hpref/error.hpp"
@@ -55,6 +56,39 @@ RC_BOOST_PROP(group_plan_is_identical_on_every_rank_and_exact_spec_3_2, ()) {
   auto payload = *rc::gen::element<std::optional<std::string>>(std::nullopt, std::string("gloo"), std::string("nccl"), std::string("mpi"));
   auto model = *rc::gen::element<std::optional<std::string>>(std::nullopt, std::string("cpu"), std::string("cuda"));
   auto cpu = *rc::gen::element<std::string>("gloo", "sim", "mpi");
+  // SPEC 3.2: backend names match case-insensitively. Every rank gets the same spelling in
+  // mixed case; its plan must be the plan of the lower-case names (names kept as spelled).
+  auto spell = [](const std::string& name) {
+    std::string out = name;
+    for (char& c : out) {
+      if (*rc::gen::arbitrary<bool>()) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    }
+    return out;
+  };
+  std::string cpu_spelled = spell(cpu);
+  std::optional<std::string> payload_spelled = payload ? std::optional<std::string>(spell(*payload)) : std::nullopt;
+  std::string world_spelled = spell("nccl");
+  auto same_name = [](const std::string& a, const std::string& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](unsigned char x, unsigned char y) {
+      return std::tolower(x) == std::tolower(y);
+    });
+  };
+  auto same_plan = [&](const GroupPlan& a, const GroupPlan& b) {
+    if (a.creations.size() != b.creations.size()) return false;
+    for (std::size_t i = 0; i < a.creations.size(); ++i) {
+      if (a.creations[i].role != b.creations[i].role || a.creations[i].ranks != b.creations[i].ranks ||
+          !same_name(a.creations[i].backend, b.creations[i].backend)) {
+        return false;
+      }
+    }
+    auto same_opt = [&](const std::optional<std::string>& x, const std::optional<std::string>& y) {
+      return x.has_value() == y.has_value() && (!x || same_name(*x, *y));
+    };
+    return a.data_plane_ranks == b.data_plane_ranks && a.control == b.control && a.payload == b.payload &&
+           a.model_parallel == b.model_parallel && a.model_parallel_tensor == b.model_parallel_tensor &&
+           a.payload_reuses_control == b.payload_reuses_control && same_opt(a.payload_backend, b.payload_backend) &&
+           same_opt(a.tensor_backend, b.tensor_backend);
+  };
   std::vector<GroupPlan> plans;
   std::vector<DataTopology> topologies;
   topologies.reserve(static_cast<std::size_t>(world));
@@ -77,15 +111,32 @@ RC_BOOST_PROP(group_plan_is_identical_on_every_rank_and_exact_spec_3_2, ()) {
     in.world_size = world;
     in.rank = r;
     in.world_backend = "nccl";
+    GroupPlanInputs spelled = in;
+    spelled.cpu_backend = cpu_spelled;
+    spelled.payload_backend = payload_spelled;
+    spelled.world_backend = world_spelled;
+    std::optional<GroupPlan> lower_plan;
     try {
-      plans.push_back(plan_groups(in));
+      lower_plan = plan_groups(in);
     } catch (const Error& e) {
-      // Every rank must refuse the same configuration, with the same kind.
+      // Every rank must refuse the same configuration, with the same kind, however spelled.
       RC_ASSERT(e.code() == Errc::group_payload_device);
       RC_ASSERT(plans.empty());
+      try {
+        plan_groups(spelled);
+        RC_FAIL("the mixed-case spelling was planned, the lower-case one refused");
+      } catch (const Error& e2) {
+        RC_ASSERT(e2.code() == e.code());
+      }
       RC_TAG("refused");
       return;
     }
+    try {
+      plans.push_back(plan_groups(spelled));
+    } catch (const Error& e) {
+      RC_FAIL(std::string("the mixed-case spelling was refused: ") + e.what());
+    }
+    RC_ASSERT(same_plan(plans.back(), *lower_plan));
   }
   RC_TAG("planned");
   for (const GroupPlan& p : plans) {
