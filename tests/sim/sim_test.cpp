@@ -274,14 +274,18 @@ BOOST_AUTO_TEST_CASE(sigkill_of_the_driver_leaves_no_segment_and_no_rank) {
     o.on_started = [&](std::span<const int> pids) {
       if (write(fds[1], pids.data(), pids.size_bytes()) < 0) _exit(3);
     };
-    Cluster::run(2, o, [&](Communicator& c) {
-      if (c.rank() == 0) {
-        if (write(fds[1], "R", 1) != 1) _exit(3);
-        for (;;) pause();  // holds the baton until killed
-      }
-      c.barrier(c.world()).wait();
-      return std::string();
-    });
+    try {
+      Cluster::run(2, o, [&](Communicator& c) {
+        if (c.rank() == 0) {
+          if (write(fds[1], "R", 1) != 1) _exit(3);
+          for (;;) pause();  // holds the baton until killed
+        }
+        c.barrier(c.world()).wait();
+        return std::string();
+      });
+    } catch (...) {
+      _exit(4);
+    }
     _exit(0);
   }
   close(fds[1]);
