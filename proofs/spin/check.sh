@@ -122,15 +122,20 @@ check $m 4 "-DCOARSE" pass
 check $m 4 "-DCOARSE -DROUNDS=3" pass
 check big $m 2 "-DVMAX=2" pass
 check $m 3 "-DCOARSE -DVMAX=1" pass
-check $m 4 "-DCOARSE -DOVERSIZE -DAGREE -DROUNDS=2" pass
-check $m 4 "-DCOARSE -DOVERSIZE" "fail:invalid end state"
+check $m 4 "-DCOARSE -DOVERSIZE -DROUNDS=2" pass
+check big $m 3 "-DOVERSIZE" pass
+check $m 4 "-DCOARSE -DSKEW" pass
+check $m 4 "-DCOARSE -DSKEW -DNOLIMITAGREE" pass
+check $m 4 "-DCOARSE -DOVERSIZE -DMUTANT=6" "fail:invalid end state"
+check $m 4 "-DCOARSE -DSKEW -DNOLIMITAGREE -DMUTANT=6" "fail:invalid end state"
+check $m 4 "-DCOARSE -DOVERSIZE -DMUTANT=7" "fail:invalid end state"
 check $m 4 "-DCOARSE -DMUTANT=1" "fail:(nsizes==4)"
 check $m 4 "-DCOARSE -DMUTANT=1 -DFITONLY" "fail:((off+cnt)<=total)"
 check $m 3 "-DCOARSE -DMUTANT=1 -DFITONLY -DVMAX=1" "fail:((off+cnt)<=total)"
 check $m 4 "-DCOARSE -DMUTANT=2" "fail:(cnt==sin[q])"
 check $m 4 "-DCOARSE -DMUTANT=3" "fail:(off==total)"
 check $m 4 "-DCOARSE -DMUTANT=4" "fail:(recvd[((me*4)+q)]=="
-check $m 4 "-DCOARSE -DMUTANT=5 -DOVERSIZE" "fail:(outcome[r]==outcome[0])"
+check $m 4 "-DCOARSE -DMUTANT=5 -DOVERSIZE" "fail:((outcome[r]==1)==(outcome[0]==1))"
 
 # ---- (c) SPEC 4.1 padded object all-gather -----------------------------------------
 m=object_allgather
