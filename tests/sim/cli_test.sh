@@ -1,9 +1,23 @@
 #!/usr/bin/env bash
 # hpref sim from the command line: explore finds the planted bug and its replay line
-# reproduces it exactly; exit codes per failure class; determinism check; list.
+# reproduces it exactly; exit codes per failure class; determinism check; list; --json;
+# --trace errors; --help defaults; interrupts and --turn-timeout-ms without fixed sleeps.
 set -u
 hpref=$1
 fail() { echo "FAIL: $*"; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# jv TEXT EXPR: TEXT must be exactly one JSON object (one line); prints EXPR over it (j).
+jv() {
+  python3 -c '
+import json, sys
+lines = [l for l in sys.argv[1].split("\n") if l.strip()]
+if len(lines) != 1: sys.exit("expected exactly one JSON line, got %d" % len(lines))
+j = json.loads(lines[0])
+if not isinstance(j, dict): sys.exit("not a JSON object")
+r = eval(sys.argv[2])
+print(r if isinstance(r, str) else json.dumps(r))' "$1" "$2"
+}
 
 out=$("$hpref" sim explore planted_bug --ranks 4 --seeds 1..200); rc=$?
 [ $rc -eq 3 ] || fail "explore exited $rc, expected 3 (mismatch): $out"
@@ -31,18 +45,107 @@ err_replay=$(printf '%s\n' "$first" | grep '^rank 0:')
 "$hpref" sim run nosuch --ranks 2 > /dev/null 2>&1; [ $? -eq 2 ] || fail "unknown scenario is bad usage"
 "$hpref" sim list | grep -q '^planted_bug' || fail "list"
 out=$("$hpref" sim run collectives --ranks 2 --seed 5); printf '%s\n' "$out" | head -1 | grep -q '^SEED=5$' || fail "SEED= first"
-# A terminated run removes its segment and its rank processes (SIGTERM: a script's
-# background job ignores SIGINT, and an ignored signal stays ignored).
+
+# --json: `sim run` prints exactly one object; `sim explore` one per seed run (JSON Lines),
+# the failing run last; a fault that never fired is reported (text and JSON).
+out=$("$hpref" sim run deadlock_cycle --ranks 2 --fault delay:1@3 --fault crash:0@99 --json); rc=$?
+[ $rc -eq 4 ] || fail "--json deadlock exited $rc"
+[ "$(jv "$out" 'j["failure"] + " " + str(j["exit_code"])')" = "deadlock 4" ] || fail "--json failure class: $out"
+[ "$(jv "$out" 'j["replay"]')" = "hpref sim run deadlock_cycle --ranks 2 --seed 1 --fault delay:1@3 --fault crash:0@99" ] ||
+  fail "--json replay: $out"
+[ "$(jv "$out" '[o["kind"] for o in j["outcomes"]]')" = '["comm_deadlock", "comm_deadlock"]' ] || fail "--json outcomes: $out"
+[ "$(jv "$out" 'len(j["faults_not_fired"]) == 1 and j["faults_not_fired"][0].startswith("crash:0@99")')" = true ] ||
+  fail "--json: the crash at call 99 never fired and is not reported: $out"
+"$hpref" sim run deadlock_cycle --ranks 2 --fault delay:1@3 --fault crash:0@99 | grep -q '^fault never fired: crash:0@99' ||
+  fail "text: the unfired fault is not reported"
+lines=$("$hpref" sim explore planted_bug --ranks 4 --seeds 1..200 --json); rc=$?
+[ $rc -eq 3 ] || fail "explore --json exited $rc"
+n=$(printf '%s\n' "$lines" | wc -l)
+last=$(printf '%s\n' "$lines" | tail -1)
+[ "$(jv "$last" 'j["seed"]')" = "$n" ] || fail "explore --json: $n lines for seeds 1..$(jv "$last" 'j["seed"]')"
+[ "$(jv "$last" 'j["replay"]')" = "$replay" ] || fail "explore --json replay differs from the text one"
+[ "$(printf '%s\n' "$lines" | head -n -1 | while IFS= read -r l; do jv "$l" 'j["ok"]'; done | sort -u)" = true ] ||
+  fail "explore --json: a run before the last is not ok"
+out=$("$hpref" sim run nosuch --ranks 2 --json 2> /dev/null); rc=$?
+[ $rc -eq 2 ] && [ "$(jv "$out" 'j["error"]["kind"]')" = invalid_argument ] || fail "--json bad usage ($rc): $out"
+
+# --trace: written in full, or a non-zero exit naming the file (kind io).
+"$hpref" sim run collectives --ranks 3 --seed 4 --trace "$tmp/trace" > "$tmp/run" || fail "--trace run"
+lines_said=$(sed -n 's/^trace: \([0-9]*\) lines.*/\1/p' "$tmp/run")
+[ -n "$lines_said" ] && [ "$(wc -l < "$tmp/trace")" -eq "$lines_said" ] || fail "the trace file is not complete"
+for bad in /dev/full "$tmp/no/such/dir/trace"; do
+  "$hpref" sim run collectives --ranks 2 --trace "$bad" > /dev/null 2> "$tmp/err"; rc=$?
+  [ $rc -eq 2 ] || fail "--trace $bad exited $rc"
+  grep -q "error \[io\]: cannot .* trace file '$bad'" "$tmp/err" || fail "--trace $bad: $(cat "$tmp/err")"
+done
+out=$("$hpref" sim run collectives --ranks 2 --trace /dev/full --json 2> /dev/null); rc=$?
+[ $rc -eq 2 ] && [ "$(jv "$out" 'j["error"]["kind"]')" = io ] || fail "--trace /dev/full --json ($rc): $out"
+
+# --help shows every default.
+for sub in run explore; do
+  help=$("$hpref" sim $sub --help)
+  for opt in "--ranks .*=4" "--turn-timeout-ms .*=120000"; do
+    printf '%s\n' "$help" | grep -q -- "$opt" || fail "sim $sub --help lacks '$opt'"
+  done
+done
+"$hpref" sim run --help | grep -q -- "--seed UINT=1" || fail "sim run --help lacks the seed default"
+"$hpref" sim explore --help | grep -q -- "--seeds TEXT=1..100" || fail "sim explore --help lacks the seeds default"
+
+# Interrupting a run in progress. The monitor is frozen (SIGSTOP) until it is caught with
+# rank processes alive, so the signal lands inside a run, not between two.
+state() { awk '{print $3}' "/proc/$1/stat" 2>/dev/null; }
+freeze() {
+  kill -STOP "$1" 2>/dev/null || return 1
+  for _ in $(seq 1000); do [ "$(state "$1")" = T ] && return 0; sleep 0.01; done
+  return 1
+}
+# SIGTERM (a script's background job ignores SIGINT, and an ignored signal stays ignored)
+# ends the run: the monitor dies of SIGTERM, its ranks with it, and no segment is left.
 "$hpref" sim explore collectives --ranks 8 --seeds 1..1000000 > /dev/null &
 pid=$!
-sleep 0.5
+children=""
+for _ in $(seq 2000); do
+  freeze $pid || break
+  children=$(pgrep -P $pid)
+  [ -n "$children" ] && break
+  kill -CONT $pid
+  sleep 0.01
+done
+[ -n "$children" ] || { kill -KILL $pid 2>/dev/null; fail "never caught hpref sim explore inside a run"; }
 kill -TERM $pid
-for _ in $(seq 50); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+kill -CONT $pid
+for _ in $(seq 600); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
 kill -0 $pid 2>/dev/null && { kill -KILL $pid; fail "SIGTERM did not end hpref sim explore"; }
-wait $pid 2>/dev/null
-sleep 0.2
+wait $pid; rc=$?
+[ $rc -eq 143 ] || fail "an interrupted explore exited $rc, not 143 (SIGTERM)"
 left=$(ls /dev/shm 2>/dev/null | grep "^hpref-sim-$pid-" || true)
 [ -z "$left" ] || fail "an interrupted run left $left"
-orphans=$(pgrep -P $pid 2>/dev/null || true)
-[ -z "$orphans" ] || fail "an interrupted run left rank processes $orphans"
+for child in $children; do
+  for _ in $(seq 600); do [ -d /proc/$child ] || break; sleep 0.1; done  # reaped (init reaps orphans)
+  [ -d /proc/$child ] && fail "an interrupted run left rank process $child ($(state $child))"
+done
+
+# --turn-timeout-ms: a rank stopped while it waits for the baton is killed when the monitor
+# hands it the baton; the run ends as a peer failure naming the timeout.
+"$hpref" sim explore collectives --ranks 4 --seeds 1..1000000 --turn-timeout-ms 200 --json > "$tmp/stalled" &
+pid=$!
+stopped=""
+for _ in $(seq 2000); do
+  freeze $pid || break
+  for child in $(pgrep -P $pid); do
+    if [ "$(state "$child")" = S ]; then kill -STOP "$child"; stopped=$child; break; fi
+  done
+  kill -CONT $pid
+  [ -n "$stopped" ] && break
+  sleep 0.01
+done
+[ -n "$stopped" ] || { kill -KILL $pid 2>/dev/null; fail "found no waiting rank to stop"; }
+for _ in $(seq 1200); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+kill -0 $pid 2>/dev/null && { kill -KILL $pid; fail "a stopped rank stalled explore past --turn-timeout-ms"; }
+wait $pid; rc=$?
+last=$(tail -1 "$tmp/stalled")
+[ $rc -eq 5 ] || fail "a stopped rank exited $rc: $last"
+[ "$(jv "$last" 'any(o["status"] == "died" and "more than 200 ms" in o["message"] for o in j["outcomes"])')" = true ] ||
+  fail "the stopped rank was not killed for the turn timeout: $last"
+[ "$(jv "$last" 'j["replay"].endswith("--turn-timeout-ms 200")')" = true ] || fail "replay without the turn timeout: $last"
 echo "cli ok"

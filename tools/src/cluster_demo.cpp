@@ -2,6 +2,7 @@
 #include "cluster_demo.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -9,9 +10,12 @@
 #include <numeric>
 #include <ostream>
 #include <functional>
+#include <iostream>
 #include <memory>
+#include <new>
 #include <optional>
 #include <sstream>
+#include <sys/mman.h>
 
 #include "hpref/cli/json_value.hpp"
 #include "hpref/data_plane.hpp"
@@ -214,12 +218,21 @@ void dispatch_and_check(Communicator& c, const Group& cp, int k, const std::vect
   total.fold(grad);
 }
 
+// What the world has completed, written by rank 0 after each step's closing all-reduce:
+// the summary of a run that fails part way counts the steps before the failure. On the
+// simulator it lives in anonymous shared memory mapped before the ranks are forked.
+struct Progress {
+  std::int64_t steps = 0, passed = 0, failed = 0, bytes = 0, samples = 0;
+  double before = 0, after = 0;  // imbalance summed over the completed steps
+};
+
 struct Config {
   DemoArgs args;
   int cp = 1;
   // The rank's accelerator ("cuda:N") on an accelerator world: groups stage through it and
   // the context-parallel dispatch runs over the model-parallel accelerator group.
   std::optional<std::string> device;
+  Progress* progress = nullptr;
 };
 
 std::string rank_main(Communicator& c, const Config& cfg) {
@@ -337,6 +350,16 @@ std::string rank_main(Communicator& c, const Config& cfg) {
     // A progress line per step from rank 0, with the world's totals so far.
     std::int64_t sums[3] = {total.passed, total.failed, total.bytes - bytes_before};
     c.all_reduce(c.world(), {sums, 24, c.world().memory()}, DType::int64, ReduceOp::sum).wait();
+    if (cfg.progress != nullptr && (c.rank() == 0 || c.world_backend() != "sim")) {  // sim: one shared page
+      Progress& p = *cfg.progress;
+      p.steps = step + 1;
+      p.passed = sums[0];
+      p.failed = sums[1];
+      p.bytes += sums[2];
+      p.samples = total.samples;
+      p.before = total.before;
+      p.after = total.after;
+    }
     if (c.rank() == 0 && !a.json) {
       std::printf("step %d/%d: %d samples, %lld bytes exchanged, %lld tokens in rank 0's batch, imbalance %.3f -> "
                   "%.3f, checks %lld passed, %lld failed\n",
@@ -353,75 +376,125 @@ std::string rank_main(Communicator& c, const Config& cfg) {
   c.all_gather(c.world(), {&total.data, 8, c.world().memory()}, {digests.data(), digests.size() * 8, c.world().memory()})
       .wait();
   char text[256];
-  std::snprintf(text, sizeof text, "%lld %lld %lld %lld %.6f %.6f %016llx", static_cast<long long>(sums[0]),
+  std::snprintf(text, sizeof text, "%lld %lld %lld %lld %.17g %.17g %016llx", static_cast<long long>(sums[0]),
                 static_cast<long long>(sums[1]), static_cast<long long>(sums[2]), static_cast<long long>(sums[3]),
-                total.before / a.steps, total.after / a.steps,
+                total.before, total.after,
                 static_cast<unsigned long long>(fnv1a64(digests.data(), digests.size() * 8)));
   return text;
 }
 
-// What rank_main returns, read back (every rank's is the same but for the imbalance, which
-// only the planner, rank 0, knows).
-struct Summary {
-  long long passed = 0, failed = 0, bytes = 0, samples = 0;
-  double before = 0, after = 0;
-  unsigned long long data = 0;
-  bool completed = false;
+// What rank_main returns once every step completed, read back: the world's totals from
+// its closing all-reduce, the imbalance summed over the steps (the planner's, rank 0) and
+// the data checksum.
+struct Final {
+  Progress totals;
+  std::uint64_t data = 0;
 };
 
-Summary read_summary(const std::string& value) {
-  Summary s;
-  s.completed = std::sscanf(value.c_str(), "%lld %lld %lld %lld %lf %lf %llx", &s.passed, &s.failed, &s.bytes,
-                            &s.samples, &s.before, &s.after, &s.data) == 7;
-  return s;
+std::optional<Final> read_final(const std::string& value, int steps) {
+  Final f;
+  long long n[4];
+  unsigned long long data = 0;
+  double before = 0, after = 0;
+  if (std::sscanf(value.c_str(), "%lld %lld %lld %lld %lf %lf %llx", &n[0], &n[1], &n[2], &n[3], &before, &after,
+                  &data) != 7) {
+    return std::nullopt;
+  }
+  f.totals = {steps, n[0], n[1], n[2], n[3], before, after};
+  f.data = data;
+  return f;
 }
 
-// The table (or the JSON object); returns the exit status.
-int report(const DemoArgs& a, const Config& cfg, const Summary& s, std::optional<std::uint64_t> trace_hash,
-           double seconds, std::ostream& out) {
-  bool ok = s.completed && s.failed == 0;
-  if (a.json) {
-    Json j = {{"seed", a.seed},
+// How a run ended, for the report.
+struct Outcome {
+  Progress progress;
+  std::optional<std::uint64_t> data;         // the data checksum when every step completed
+  std::optional<std::uint64_t> trace_hash;   // the simulator's
+  sim::Failure failure = sim::Failure::none;
+  Json rank_errors = Json::array();          // [{"rank", "status", "kind", "message"}]
+  std::vector<sim::Fault> faults;
+  Json faults_not_fired = Json::array();
+  std::string replay;                        // the command that reproduces a failure (simulator)
+  double seconds = 0;
+};
+
+// A completed run's summary is its closing totals; one that failed part way has the
+// progress of the steps that completed.
+void settle(Outcome& o, const Progress& progress, const std::string* value, int steps) {
+  o.progress = progress;
+  if (value == nullptr) return;
+  if (auto f = read_final(*value, steps)) {
+    o.progress = f->totals;
+    o.data = f->data;
+  }
+}
+
+Json report_json(const DemoArgs& a, const Config& cfg, const Outcome& o) {
+  const Progress& p = o.progress;
+  double n = p.steps > 0 ? static_cast<double>(p.steps) : 1.0;
+  return Json{{"seed", a.seed},
               {"backend", a.backend},
               {"ranks", a.ranks},
               {"dp", a.dp},
               {"cp", cfg.cp},
               {"steps", a.steps},
-              {"samples", s.samples},
-              {"bytes_exchanged", s.bytes},
-              {"imbalance_before", s.before},
-              {"imbalance_after", s.after},
-              {"checks_passed", s.passed},
-              {"checks_failed", s.failed},
-              {"data_checksum", hex(s.data)},
-              {"trace_hash", trace_hash ? Json(hex(*trace_hash)) : Json(nullptr)},
-              {"wall_seconds", seconds},
-              {"ok", ok}};
-    out << dump_json(j) << "\n";
-    return ok ? 0 : 1;
+              {"steps_completed", p.steps},
+              {"samples", p.samples},
+              {"bytes_exchanged", p.bytes},
+              {"imbalance_before", p.before / n},
+              {"imbalance_after", p.after / n},
+              {"checks_passed", p.passed},
+              {"checks_failed", p.failed},
+              {"data_checksum", o.data ? Json(hex(*o.data)) : Json(nullptr)},
+              {"trace_hash", o.trace_hash ? Json(hex(*o.trace_hash)) : Json(nullptr)},
+              {"wall_seconds", o.seconds},
+              {"faults", faults_json(o.faults)},
+              {"faults_not_fired", o.faults_not_fired},
+              {"failure", failure_key(o.failure)},
+              {"exit_code", sim::exit_code(o.failure)},
+              {"rank_errors", o.rank_errors},
+              {"replay", o.failure == sim::Failure::none || o.replay.empty() ? Json(nullptr) : Json(o.replay)},
+              {"ok", o.failure == sim::Failure::none}};
+}
+
+// The table (or the JSON object); returns the exit status.
+int report(const DemoArgs& a, const Config& cfg, const Outcome& o, std::ostream& out) {
+  int code = sim::exit_code(o.failure);
+  if (a.json) {
+    out << dump_json(report_json(a, cfg, o)) << "\n";
+    out.flush();
+    return code;
   }
-  char line[128];
+  const Progress& p = o.progress;
+  double n = p.steps > 0 ? static_cast<double>(p.steps) : 1.0;
+  char line[160];
   auto row = [&](const char* name, const std::string& value) {
     std::snprintf(line, sizeof line, "| %-22s | %-26s |\n", name, value.c_str());
     out << line;
   };
   std::string rule = "+" + std::string(24, '-') + "+" + std::string(28, '-') + "+\n";
   char imb[64], wall[32];
-  std::snprintf(imb, sizeof imb, "%.3f -> %.3f", s.before, s.after);
-  std::snprintf(wall, sizeof wall, "%.2f s", seconds);
+  std::snprintf(imb, sizeof imb, "%.3f -> %.3f", p.before / n, p.after / n);
+  std::snprintf(wall, sizeof wall, "%.2f s", o.seconds);
   out << rule;
-  row("steps", std::to_string(a.steps));
-  row("samples", std::to_string(s.samples));
-  row("bytes exchanged", std::to_string(s.bytes));
+  row("steps", p.steps == a.steps ? std::to_string(a.steps)
+                                  : std::to_string(p.steps) + " of " + std::to_string(a.steps) + " completed");
+  row("samples", std::to_string(p.samples));
+  row("bytes exchanged", std::to_string(p.bytes));
   row("token imbalance", std::string(imb) + " (max/mean)");
-  row("checks", std::to_string(s.passed) + " passed, " + std::to_string(s.failed) + " failed");
-  row("data checksum", hex(s.data));
-  row("trace hash", trace_hash ? hex(*trace_hash) : std::string("none (simulator only)"));
+  row("checks", std::to_string(p.passed) + " passed, " + std::to_string(p.failed) + " failed");
+  row("data checksum", o.data ? hex(*o.data) : std::string("none (not every step ran)"));
+  row("trace hash", o.trace_hash ? hex(*o.trace_hash) : std::string("none (simulator only)"));
   row("wall time", wall);
   out << rule;
-  out << (ok ? "every check passed\n" : "SOME CHECKS FAILED\n");
+  if (o.failure == sim::Failure::none) {
+    out << "every check passed\n";
+  } else {
+    out << "result: " << sim::failure_name(o.failure) << "\n";
+    if (!o.replay.empty()) out << "replay: " << o.replay << "\n";
+  }
   out.flush();
-  return ok ? 0 : 1;
+  return code;
 }
 
 void header(const DemoArgs& a, const Config& cfg, const std::string& what, std::ostream& out) {
@@ -449,31 +522,119 @@ double since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// A Progress in anonymous shared memory, mapped before the ranks are forked so that what
+// rank 0 writes in its process is read here.
+class SharedProgress {
+ public:
+  SharedProgress() {
+    void* p = mmap(nullptr, sizeof(Progress), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      throw Error(Errc::comm_resource, std::string("cannot map the demo's progress page: ") + std::strerror(errno));
+    }
+    p_ = new (p) Progress{};
+  }
+  ~SharedProgress() { munmap(p_, sizeof(Progress)); }
+  SharedProgress(const SharedProgress&) = delete;
+  SharedProgress& operator=(const SharedProgress&) = delete;
+  Progress* get() const { return p_; }
+
+ private:
+  Progress* p_ = nullptr;
+};
+
+std::string demo_replay(const DemoArgs& a, const std::vector<sim::Fault>& faults) {
+  std::string line = "hpref demo --ranks " + std::to_string(a.ranks) + " --dp " + std::to_string(a.dp) + " --steps " +
+                     std::to_string(a.steps) + " --seed " + std::to_string(a.seed) + " --window " +
+                     std::to_string(a.window) + " --ratio " + std::to_string(a.ratio);
+  if (a.turn_timeout_ms != sim::Options{}.turn_timeout_ms) {
+    line += " --turn-timeout-ms " + std::to_string(a.turn_timeout_ms);
+  }
+  for (const sim::Fault& f : faults) line += " --fault " + f.str();
+  return line;
+}
+
 int run_on_simulator(DemoArgs a, std::ostream& out) {
   if (a.ranks == 0) a.ranks = 8;
   Config cfg = configure(a);
+  Outcome o;
+  o.faults = faults_for(a.faults, a.seed, a.ranks);
   header(a, cfg, "simulated ranks", out);
-  auto start = std::chrono::steady_clock::now();
-  sim::Options options;
-  options.seed = a.seed;
-  options.faults = faults_for(a.faults, a.seed, a.ranks);
   if (!a.json) {
-    for (const auto& f : options.faults) out << "fault " << f.str() << "\n";
+    for (const auto& f : o.faults) out << "fault " << f.str() << "\n";
   }
   out.flush();
   std::fflush(stdout);
+  SharedProgress progress;
+  cfg.progress = progress.get();
+  auto start = std::chrono::steady_clock::now();
+  sim::Options options;
+  options.seed = a.seed;
+  options.faults = o.faults;
+  options.turn_timeout_ms = a.turn_timeout_ms;
   sim::RunResult r = sim::Cluster::run(a.ranks, options, [&](Communicator& c) { return rank_main(c, cfg); });
-  double seconds = since(start);
+  o.seconds = since(start);
+  // Rank errors: with the table on stdout, to stderr under --json (and into the object).
+  std::ostream& errors = a.json ? std::cerr : out;
   for (std::size_t i = 0; i < r.outcomes.size(); ++i) {
-    const auto& o = r.outcomes[i];
-    if (o.status != sim::RankOutcome::Status::ok) {
-      out << "rank " << i << " did not finish: " << (o.kind.empty() ? "" : o.kind + ": ") << o.message << "\n";
+    const auto& ro = r.outcomes[i];
+    if (ro.status != sim::RankOutcome::Status::ok) {
+      errors << "rank " << i << " did not finish: " << (ro.kind.empty() ? "" : ro.kind + ": ") << ro.message << "\n";
     }
   }
-  Summary s = read_summary(r.outcomes[0].value);
-  s.completed = s.completed && r.failure() == sim::Failure::none;
-  return report(a, cfg, s, r.trace_hash, seconds, out);
+  for (const std::string& f : r.unfired_faults) {
+    errors << "fault never fired: " << f << "\n";
+    o.faults_not_fired.push_back(f);
+  }
+  o.rank_errors = rank_errors_json(r);
+  o.trace_hash = r.trace_hash;
+  o.failure = r.failure();
+  settle(o, *progress.get(), o.failure == sim::Failure::none ? &r.outcomes[0].value : nullptr, a.steps);
+  if (o.failure == sim::Failure::none && (!o.data || o.progress.failed > 0)) o.failure = sim::Failure::check;
+  o.replay = demo_replay(a, o.faults);
+  if (a.json && o.failure != sim::Failure::none) std::cerr << "replay: " << o.replay << "\n";
+  return report(a, cfg, o, out);
 }
+
+#if defined(HPREF_HAVE_MPI)
+// The failure class of an error a rank raised off the simulator (by its kind).
+sim::Failure failure_of(Errc code) {
+  switch (code) {
+    case Errc::comm_mismatch: return sim::Failure::mismatch;
+    case Errc::comm_deadlock: return sim::Failure::deadlock;
+    case Errc::comm_peer_failed:
+    case Errc::comm_timeout: return sim::Failure::peer_failure;
+    default: return sim::Failure::check;
+  }
+}
+
+// Under mpirun: every rank runs the step; rank 0 prints.
+// Refuses a world of one rank that the mesh cannot use: hpref started without mpirun.
+void check_world(const DemoArgs& a, int size) {
+  if (size != 1 || (a.ranks <= 1 && a.dp <= 1)) return;
+  int n = a.ranks > 1 ? a.ranks : 4 * a.dp;
+  throw Error(Errc::invalid_argument,
+              "--backend " + a.backend + ": the MPI world has one rank (was hpref started without mpirun?), but " +
+                  (a.ranks > 1 ? "--ranks " + std::to_string(a.ranks) + " asks for " + std::to_string(a.ranks)
+                               : "--dp " + std::to_string(a.dp) + " needs at least " + std::to_string(a.dp)) +
+                  "; launch the ranks with mpirun: mpirun -np " + std::to_string(n) + " hpref demo --backend " +
+                  a.backend);
+}
+
+// The configuration checks of a run under mpirun (Error invalid_argument).
+Config configure_device(DemoArgs& a, int size) {
+  if (a.ranks == 0) a.ranks = size;
+  if (a.ranks != size) {
+    throw Error(Errc::invalid_argument, "--ranks " + std::to_string(a.ranks) + " but mpirun started " +
+                                            std::to_string(size) + " ranks");
+  }
+  if (!a.faults.empty()) throw Error(Errc::invalid_argument, "--fault plans are the simulator's (--backend sim)");
+  if (a.turn_timeout_ms != sim::Options{}.turn_timeout_ms) {
+    throw Error(Errc::invalid_argument, "--turn-timeout-ms " + std::to_string(a.turn_timeout_ms) +
+                                            " is the simulator's (--backend sim); under mpirun use --timeout-ms");
+  }
+  return configure(a);
+}
+#endif
 
 // Under mpirun: every rank runs the step; rank 0 prints.
 int run_on_device(DemoArgs a, std::ostream& out) {
@@ -481,6 +642,15 @@ int run_on_device(DemoArgs a, std::ostream& out) {
   mpi::Options mpi_options;
   mpi_options.timeout_ms = a.timeout_ms;
   mpi::MpiCommunicator mpi(mpi_options);
+  std::ostringstream discard;
+  std::ostream& print = mpi.rank() == 0 ? out : discard;
+  try {
+    check_world(a, mpi.size());
+  } catch (const Error& e) {
+    if (!a.json) throw;
+    Json j = {{"backend", a.backend}, {"seed", a.seed}};
+    return json_error(j, e.kind(), e.what(), true, print);
+  }
   Communicator* comm = &mpi;
   std::optional<std::string> device;
 #if defined(HPREF_HAVE_NCCL)
@@ -498,28 +668,36 @@ int run_on_device(DemoArgs a, std::ostream& out) {
                                         "needs the CUDA toolkit and NCCL at configure time)");
   }
 #endif
-  if (a.ranks == 0) a.ranks = comm->size();
-  if (a.ranks != comm->size()) {
-    throw Error(Errc::invalid_argument, "--ranks " + std::to_string(a.ranks) + " but mpirun started " +
-                                            std::to_string(comm->size()) + " ranks");
+  Config cfg;
+  try {
+    cfg = configure_device(a, comm->size());
+  } catch (const Error& e) {
+    if (!a.json) throw;
+    Json j = {{"backend", a.backend}, {"seed", a.seed}};
+    return json_error(j, e.kind(), e.what(), true, print);
   }
-  if (!a.faults.empty()) throw Error(Errc::invalid_argument, "--fault plans are the simulator's (--backend sim)");
-  Config cfg = configure(a);
   cfg.device = device;
-  std::ostringstream discard;
-  std::ostream& print = comm->rank() == 0 ? out : discard;
+  Progress progress;  // this process's own: every rank keeps the world's counts
+  cfg.progress = &progress;
   header(a, cfg, a.backend == "nccl" ? "NCCL ranks (one GPU each)" : "MPI ranks", print);
   auto start = std::chrono::steady_clock::now();
-  Summary s;
+  Outcome o;
+  std::optional<std::string> value;
   try {
-    s = read_summary(rank_main(*comm, cfg));
+    value = rank_main(*comm, cfg);
   } catch (const Error& e) {
     std::fprintf(stderr, "rank %d did not finish: %s: %s\n", comm->rank(), std::string(e.kind()).c_str(), e.what());
     std::fflush(stderr);
-    if (mpi.failed()) mpi.abort_job(5);
-    throw;
+    o.failure = failure_of(e.code());
+    o.rank_errors.push_back({{"rank", comm->rank()}, {"status", "error"}, {"kind", e.kind()}, {"message", e.what()}});
   }
-  return report(a, cfg, s, std::nullopt, since(start), print);
+  o.seconds = since(start);
+  settle(o, progress, value ? &*value : nullptr, a.steps);
+  if (o.failure == sim::Failure::none && (!o.data || o.progress.failed > 0)) o.failure = sim::Failure::check;
+  int code = report(a, cfg, o, print);
+  // A timed-out request can never complete: end the whole job with this rank's class.
+  if (mpi.failed()) mpi.abort_job(code);
+  return code;
 #else
   (void)out;
   throw Error(Errc::invalid_argument, "--backend " + a.backend + ": this hpref was built without MPI (HPREF_WITH_MPI; "
@@ -527,12 +705,37 @@ int run_on_device(DemoArgs a, std::ostream& out) {
 #endif
 }
 
-}  // namespace
-
-int run_cluster_demo(const DemoArgs& a, std::ostream& out) {
+int run_demo(const DemoArgs& a, std::ostream& out) {
   if (a.backend == "sim") return run_on_simulator(a, out);
   if (a.backend == "mpi" || a.backend == "nccl") return run_on_device(a, out);
   throw Error(Errc::invalid_argument, "--backend must be sim, mpi or nccl, got '" + a.backend + "'");
+}
+
+}  // namespace
+
+int run_cluster_demo(const DemoArgs& a, std::ostream& out) {
+  if (!a.json) return run_demo(a, out);
+  // --json: exactly one object on `out`, whatever happens.
+  Json j = {{"seed", a.seed}, {"backend", a.backend}};
+  try {
+    return run_demo(a, out);
+  } catch (const Error& e) {
+    return json_error(j, e.kind(), e.what(), true, out);
+  } catch (const std::exception& e) {
+    return json_error(j, "internal", e.what(), false, out);
+  }
+}
+
+void add_demo_sim_options(CLI::App& demo, DemoArgs& a) {
+  a.turn_timeout_ms = sim::Options{}.turn_timeout_ms;
+  add_turn_timeout_option(demo, a.turn_timeout_ms);
+  demo.add_option("--fault", a.faults, "A simulator fault plan, repeatable (see hpref sim run --help); default none");
+  CLI::Option* json = demo.add_flag(
+      "--json", a.json,
+      "Print one JSON object whatever happens: the summary (steps completed, checks, checksums), the failure "
+      "class and exit code, each rank's error, the fault plan, the faults that never fired and the replay line");
+  demo.add_flag("--codec", a.codec, "Instead: the codec demonstration (encode, inspect, decode one segment)")
+      ->excludes(json);
 }
 
 }  // namespace hpref::cli

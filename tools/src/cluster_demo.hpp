@@ -7,6 +7,7 @@
 // checked against the oracle.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <iosfwd>
 #include <string>
@@ -25,9 +26,17 @@ struct DemoArgs {
   bool json = false;
   std::vector<std::string> faults;  // simulator fault plans (crash:R@K, flip:R@K[:B], delay:R@K)
   std::int64_t timeout_ms = 600000;  // mpi and nccl: SPEC 9.2's deadline on every wait
+  int turn_timeout_ms = 120000;      // sim: the simulator's Options::turn_timeout_ms (add_demo_sim_options)
+  bool codec = false;                // the codec demonstration instead
 };
 
-// Returns the exit status: 0 when every check passed, 1 otherwise.
+// The demo's simulator options, JSON output and --codec: --turn-timeout-ms (default the
+// simulator's, shown in --help), --fault, --json, --codec (excludes --json).
+void add_demo_sim_options(CLI::App& demo, DemoArgs& args);
+
+// Returns the exit status, the failure classes of `hpref sim`: 0 every check passed, 1 a
+// check failed, 2 bad usage, 3 collective mismatch, 4 deadlock, 5 peer failure. With
+// --json, `out` gets exactly one JSON object whatever happens (errors also on stderr).
 int run_cluster_demo(const DemoArgs& args, std::ostream& out);
 
 }  // namespace hpref::cli

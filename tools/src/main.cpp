@@ -251,23 +251,22 @@ int main(int argc, char** argv) {
   cli::SimCommands sc = cli::add_sim_commands(app, sa);
 
   cli::DemoArgs da;
-  bool codec_demo = false;
   auto* demo = app.add_subcommand("demo", "The data step end to end on a simulated cluster (or under mpirun): readers, "
                                           "planner, payload exchange, model-parallel batch broadcast and "
-                                          "context-parallel dispatch, every step checked against the oracle");
-  demo->add_option("--ranks", da.ranks, "Ranks: simulated (default 8), or the mpirun world size it must equal");
-  demo->add_option("--dp", da.dp, "Data-parallel replicas; the rest of the mesh is context parallel (default 2)");
-  demo->add_option("--steps", da.steps, "Training-data steps (default 5)");
-  demo->add_option("--seed", da.seed, "Seed of the corpus, the schedule and every choice");
-  demo->add_option("--window", da.window, "Sliding-window size in tokens (default 64)");
-  demo->add_option("--ratio", da.ratio, "Document-prefix compression ratio, 1 or 2 (default 2)");
+                                          "context-parallel dispatch, every step checked against the oracle. Exit "
+                                          "codes as hpref sim: 0 ok, 1 a check failed, 2 bad usage, 3 collective "
+                                          "mismatch, 4 deadlock, 5 peer failure");
+  demo->add_option("--ranks", da.ranks, "Ranks: simulated (0 = 8), or the mpirun world size it must equal (0 = the world size)")->capture_default_str();
+  demo->add_option("--dp", da.dp, "Data-parallel replicas; the rest of the mesh is context parallel")->capture_default_str();
+  demo->add_option("--steps", da.steps, "Training-data steps")->capture_default_str();
+  demo->add_option("--seed", da.seed, "Seed of the corpus, the schedule and every choice")->capture_default_str();
+  demo->add_option("--window", da.window, "Sliding-window size in tokens")->capture_default_str();
+  demo->add_option("--ratio", da.ratio, "Document-prefix compression ratio, 1 or 2")->capture_default_str();
   demo->add_option("--backend", da.backend,
-                   "Communicator: sim (default), or under mpirun mpi (OpenMPI) or nccl (one GPU per rank, host "
-                   "groups over MPI)");
-  demo->add_option("--timeout-ms", da.timeout_ms, "mpi and nccl: the deadline of every wait in ms (default 600000)");
-  demo->add_flag("--json", da.json, "Print the summary as one JSON object");
-  demo->add_option("--fault", da.faults, "A simulator fault plan, repeatable (see hpref sim run --help)");
-  demo->add_flag("--codec", codec_demo, "Instead: the codec demonstration (encode, inspect, decode one segment)");
+                   "Communicator: sim, or under mpirun mpi (OpenMPI) or nccl (one GPU per rank, host "
+                   "groups over MPI)")->capture_default_str();
+  demo->add_option("--timeout-ms", da.timeout_ms, "mpi and nccl: the deadline of every wait in ms")->capture_default_str();
+  cli::add_demo_sim_options(*demo, da);  // --turn-timeout-ms, --fault, --json, --codec (cluster_demo.cpp)
 
   try {
     app.parse(argc, argv);
@@ -280,8 +279,8 @@ int main(int argc, char** argv) {
     if (rc.route->parsed()) return run_route(rc, ra);
     if (sc.sim->parsed()) return cli::run_sim(sc, sa);
     if (demo->parsed()) {
-      int status = codec_demo ? cli::run_codec_demo(da.seed, std::cout) : cli::run_cluster_demo(da, std::cout);
-      return status == 0 ? 0 : kExitCheckFailed;
+      if (da.codec) return cli::run_codec_demo(da.seed, std::cout) == 0 ? 0 : kExitCheckFailed;
+      return cli::run_cluster_demo(da, std::cout);  // the failure classes of hpref sim
     }
   } catch (const Error& e) {
     std::cerr << "hpref: error [" << e.kind() << "]: " << e.what() << "\n";

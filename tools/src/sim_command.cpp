@@ -1,11 +1,14 @@
 // `hpref sim run|explore|list` (see sim_command.hpp).
 #include "sim_command.hpp"
 
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
 #include <iostream>
+#include <limits>
+#include <optional>
 
 #include "hpref/error.hpp"
 #include "hpref/sim/cluster.hpp"
@@ -13,6 +16,22 @@
 
 namespace hpref::cli {
 namespace {
+
+// CLI11 2.1 keeps the clamped value of an out-of-range integer: refuse any text that is
+// not a decimal integer of T's range, naming it (as main.cpp's integer_of).
+template <typename T>
+CLI::Validator integer_text() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        T v{};
+        const char* end = text.data() + text.size();
+        auto [ptr, ec] = std::from_chars(text.data(), end, v);
+        if (!text.empty() && ec == std::errc() && ptr == end) return {};
+        return "'" + text + "' is not an integer in [" + std::to_string(std::numeric_limits<T>::min()) + ", " +
+               std::to_string(std::numeric_limits<T>::max()) + "]";
+      },
+      "");
+}
 
 const sim::Scenario& scenario_named(const std::string& name, int ranks) {
   const sim::Scenario* s = sim::find_scenario(name);
@@ -27,21 +46,67 @@ const sim::Scenario& scenario_named(const std::string& name, int ranks) {
   return *s;
 }
 
-std::string replay_line(const std::string& scenario, int ranks, std::uint64_t seed,
-                        const std::vector<sim::Fault>& faults) {
-  std::string line = "hpref sim run " + scenario + " --ranks " + std::to_string(ranks) + " --seed " +
+std::string replay_line(const SimArgs& a, std::uint64_t seed, const std::vector<sim::Fault>& faults) {
+  std::string line = "hpref sim run " + a.scenario + " --ranks " + std::to_string(a.ranks) + " --seed " +
                      std::to_string(seed);
+  if (a.turn_timeout_ms != sim::Options{}.turn_timeout_ms) {
+    line += " --turn-timeout-ms " + std::to_string(a.turn_timeout_ms);
+  }
   for (const sim::Fault& f : faults) line += " --fault " + f.str();
   return line;
 }
 
-sim::RunResult run_once(const sim::Scenario& s, int ranks, std::uint64_t seed,
+sim::RunResult run_once(const sim::Scenario& s, const SimArgs& a, std::uint64_t seed,
                         const std::vector<sim::Fault>& faults) {
   sim::Options options;
   options.seed = seed;
   options.faults = faults;
-  sim::ScenarioContext ctx{seed, ranks};
-  return sim::Cluster::run(ranks, options, [&](Communicator& c) { return s.fn(c, ctx); });
+  options.turn_timeout_ms = a.turn_timeout_ms;
+  sim::ScenarioContext ctx{seed, a.ranks};
+  return sim::Cluster::run(a.ranks, options, [&](Communicator& c) { return s.fn(c, ctx); });
+}
+
+const char* status_name(sim::RankOutcome::Status s) {
+  switch (s) {
+    case sim::RankOutcome::Status::ok: return "ok";
+    case sim::RankOutcome::Status::error: return "error";
+    case sim::RankOutcome::Status::died: return "died";
+  }
+  return "?";
+}
+
+// The object `sim run --json` prints (and `sim explore --json` once per seed).
+Json run_json(const sim::Scenario& s, const SimArgs& a, std::uint64_t seed, const std::vector<sim::Fault>& faults,
+              const sim::RunResult& r, double ms) {
+  Json outcomes = Json::array();
+  for (std::size_t i = 0; i < r.outcomes.size(); ++i) {
+    const auto& o = r.outcomes[i];
+    Json one = {{"rank", i}, {"status", status_name(o.status)}};
+    if (o.status == sim::RankOutcome::Status::ok) one["value"] = o.value;
+    if (o.status == sim::RankOutcome::Status::error) one["kind"] = o.kind;
+    if (o.status != sim::RankOutcome::Status::ok) one["message"] = o.message;
+    outcomes.push_back(std::move(one));
+  }
+  return Json{{"scenario", s.name},
+              {"ranks", a.ranks},
+              {"seed", seed},
+              {"turn_timeout_ms", a.turn_timeout_ms},
+              {"faults", faults_json(faults)},
+              {"faults_not_fired", r.unfired_faults},
+              {"outcomes", std::move(outcomes)},
+              {"trace_lines", r.trace.size()},
+              {"decisions", r.decisions},
+              {"trace_hash", hex(r.trace_hash)},
+              {"wall_ms", ms}};
+}
+
+// Adds the verdict of a run to its object: failure class, exit code, replay line.
+void add_verdict(Json& j, const sim::Scenario& s, sim::Failure failure, const std::string& replay) {
+  j["failure"] = failure_key(failure);
+  j["exit_code"] = sim::exit_code(failure);
+  j["expect"] = s.expect.empty() ? Json(nullptr) : Json(s.expect);
+  j["replay"] = failure == sim::Failure::none ? Json(nullptr) : Json(replay);
+  j["ok"] = failure == sim::Failure::none;
 }
 
 void print_outcomes(const sim::RunResult& r) {
@@ -55,12 +120,7 @@ void print_outcomes(const sim::RunResult& r) {
     }
     std::cout << "\n";
   }
-}
-
-void write_trace(const std::string& path, const sim::RunResult& r) {
-  std::ofstream out(path);
-  if (!out) throw Error(Errc::io, "cannot write trace file '" + path + "'");
-  for (const std::string& line : r.trace) out << line << "\n";
+  for (const std::string& f : r.unfired_faults) std::cout << "fault never fired: " << f << "\n";
 }
 
 std::pair<std::uint64_t, std::uint64_t> parse_seeds(const std::string& text) {
@@ -77,57 +137,92 @@ std::pair<std::uint64_t, std::uint64_t> parse_seeds(const std::string& text) {
   return {a, b};
 }
 
-int cmd_run(const SimArgs& a) {
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+int cmd_run(const SimArgs& a, Json& j) {
   const sim::Scenario& s = scenario_named(a.scenario, a.ranks);
   auto faults = faults_for(a.faults, a.seed, a.ranks);
-  std::cout << "SEED=" << a.seed << "\n";
-  std::cout << "scenario " << s.name << " on " << a.ranks << " simulated ranks: " << s.description << "\n";
-  for (const auto& f : faults) std::cout << "fault " << f.str() << "\n";
+  if (!a.json) {
+    std::cout << "SEED=" << a.seed << "\n";
+    std::cout << "scenario " << s.name << " on " << a.ranks << " simulated ranks: " << s.description << "\n";
+    for (const auto& f : faults) std::cout << "fault " << f.str() << "\n";
+  }
   std::cout.flush();
   auto start = std::chrono::steady_clock::now();
-  sim::RunResult r = run_once(s, a.ranks, a.seed, faults);
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  print_outcomes(r);
-  std::cout << "trace: " << r.trace.size() << " lines, " << r.decisions << " scheduling decisions, hash "
-            << hex(r.trace_hash) << " (" << static_cast<long>(ms) << " ms)\n";
-  if (!a.trace_file.empty()) write_trace(a.trace_file, r);
+  sim::RunResult r = run_once(s, a, a.seed, faults);
+  double ms = ms_since(start);
+  j = run_json(s, a, a.seed, faults, r, ms);
+  if (!a.json) {
+    print_outcomes(r);
+    std::cout << "trace: " << r.trace.size() << " lines, " << r.decisions << " scheduling decisions, hash "
+              << hex(r.trace_hash) << " (" << static_cast<long>(ms) << " ms)\n";
+  }
+  if (!a.trace_file.empty()) write_trace(a.trace_file, r.trace);
   sim::Failure failure = r.failure();
   if (a.check_determinism) {
-    sim::RunResult again = run_once(s, a.ranks, a.seed, faults);
-    if (again.trace_hash != r.trace_hash) {
-      std::cout << "DETERMINISM VIOLATION: the same seed gave hash " << hex(again.trace_hash) << " on a second run\n";
-      if (!a.trace_file.empty()) write_trace(a.trace_file + ".second", again);
+    sim::RunResult again = run_once(s, a, a.seed, faults);
+    bool same = again.trace_hash == r.trace_hash;
+    j["determinism"] = {{"second_hash", hex(again.trace_hash)}, {"same", same}};
+    if (!same) {
       failure = sim::Failure::determinism;
-    } else {
+      if (!a.json) {
+        std::cout << "DETERMINISM VIOLATION: the same seed gave hash " << hex(again.trace_hash)
+                  << " on a second run\n";
+      }
+      if (!a.trace_file.empty()) write_trace(a.trace_file + ".second", again.trace);
+    } else if (!a.json) {
       std::cout << "determinism: a second run gave the same hash\n";
     }
   }
-  std::cout << "result: " << sim::failure_name(failure);
-  if (!s.expect.empty()) std::cout << " (this scenario is broken on purpose; expected: " << s.expect << ")";
-  std::cout << "\n";
-  if (failure != sim::Failure::none) std::cout << "replay: " << replay_line(s.name, a.ranks, a.seed, faults) << "\n";
+  std::string replay = replay_line(a, a.seed, faults);
+  add_verdict(j, s, failure, replay);
+  if (a.json) {
+    std::cout << dump_json(j) << "\n";
+  } else {
+    std::cout << "result: " << sim::failure_name(failure);
+    if (!s.expect.empty()) std::cout << " (this scenario is broken on purpose; expected: " << s.expect << ")";
+    std::cout << "\n";
+    if (failure != sim::Failure::none) std::cout << "replay: " << replay << "\n";
+  }
+  std::cout.flush();
   return sim::exit_code(failure);
 }
 
-int cmd_explore(const SimArgs& a) {
+int cmd_explore(const SimArgs& a, Json& j) {
   const sim::Scenario& s = scenario_named(a.scenario, a.ranks);
   auto [first, last] = parse_seeds(a.seeds);
-  std::cout << "exploring " << s.name << " on " << a.ranks << " ranks, seeds " << first << ".." << last << "\n";
+  if (!a.json) std::cout << "exploring " << s.name << " on " << a.ranks << " ranks, seeds " << first << ".." << last << "\n";
   for (std::uint64_t seed = first;; ++seed) {
     auto faults = faults_for(a.faults, seed, a.ranks);
-    sim::RunResult r = run_once(s, a.ranks, seed, faults);
+    auto start = std::chrono::steady_clock::now();
+    sim::RunResult r = run_once(s, a, seed, faults);
     sim::Failure failure = r.failure();
+    std::string replay = replay_line(a, seed, faults);
+    if (a.json) {
+      // One line per run; a failing run is the last.
+      j = run_json(s, a, seed, faults, r, ms_since(start));
+      add_verdict(j, s, failure, replay);
+      std::cout << dump_json(j) << "\n";
+      std::cout.flush();
+      j = nullptr;  // printed: an error after this point gets a line of its own
+    }
     if (failure != sim::Failure::none) {
-      std::cout << "SEED=" << seed << " fails: " << sim::failure_name(failure) << "\n";
-      print_outcomes(r);
-      std::cout << "replay: " << replay_line(s.name, a.ranks, seed, faults) << "\n";
+      if (!a.json) {
+        std::cout << "SEED=" << seed << " fails: " << sim::failure_name(failure) << "\n";
+        print_outcomes(r);
+        std::cout << "replay: " << replay << "\n";
+      }
       return sim::exit_code(failure);
     }
     std::uint64_t done = seed - first + 1;
-    if (done % 25 == 0) std::cout << "explored " << done << " of " << (last - first + 1) << " seeds, all ok\n";
+    if (!a.json && done % 25 == 0) {
+      std::cout << "explored " << done << " of " << (last - first + 1) << " seeds, all ok\n";
+    }
     if (seed == last) break;
   }
-  std::cout << "no failure in seeds " << first << ".." << last << "\n";
+  if (!a.json) std::cout << "no failure in seeds " << first << ".." << last << "\n";
   return 0;
 }
 
@@ -155,7 +250,75 @@ std::string hex(std::uint64_t v) {
   return buf;
 }
 
+std::string_view failure_key(sim::Failure f) noexcept {
+  switch (f) {
+    case sim::Failure::none: return "none";
+    case sim::Failure::check: return "check";
+    case sim::Failure::mismatch: return "mismatch";
+    case sim::Failure::deadlock: return "deadlock";
+    case sim::Failure::peer_failure: return "peer_failure";
+    case sim::Failure::determinism: return "determinism";
+  }
+  return "?";
+}
+
+Json rank_errors_json(const sim::RunResult& r) {
+  Json out = Json::array();
+  for (std::size_t i = 0; i < r.outcomes.size(); ++i) {
+    const auto& o = r.outcomes[i];
+    if (o.status == sim::RankOutcome::Status::ok) continue;
+    out.push_back({{"rank", i},
+                   {"status", status_name(o.status)},
+                   {"kind", o.status == sim::RankOutcome::Status::died ? std::string("died") : o.kind},
+                   {"message", o.message}});
+  }
+  return out;
+}
+
+Json faults_json(const std::vector<sim::Fault>& faults) {
+  Json out = Json::array();
+  for (const sim::Fault& f : faults) out.push_back(f.str());
+  return out;
+}
+
+int json_error(Json& object, std::string_view kind, std::string_view message, bool usage, std::ostream& out) {
+  std::cerr << "hpref: error [" << kind << "]: " << message << "\n";
+  if (!object.is_object()) object = Json::object();
+  int code = usage ? 2 : 1;
+  object["ok"] = false;
+  object["failure"] = usage ? "usage" : "internal";
+  object["exit_code"] = code;
+  object["error"] = {{"kind", kind}, {"message", message}};
+  out << dump_json(object) << "\n";
+  out.flush();
+  return code;
+}
+
+void write_trace(const std::string& path, const std::vector<std::string>& lines) {
+  auto fail = [&path](const char* what) {
+    throw Error(Errc::io, "cannot " + std::string(what) + " trace file '" + path + "': " + std::strerror(errno));
+  };
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) fail("open");
+  for (const std::string& line : lines) {
+    if (std::fwrite(line.data(), 1, line.size(), f) != line.size() || std::fputc('\n', f) == EOF) {
+      int saved = errno;
+      std::fclose(f);
+      errno = saved;
+      fail("write");
+    }
+  }
+  if (std::fflush(f) != 0) {
+    int saved = errno;
+    std::fclose(f);
+    errno = saved;
+    fail("write");
+  }
+  if (std::fclose(f) != 0) fail("close");
+}
+
 SimCommands add_sim_commands(CLI::App& app, SimArgs& a) {
+  a.turn_timeout_ms = sim::Options{}.turn_timeout_ms;
   SimCommands c{};
   c.sim = app.add_subcommand("sim", "The deterministic cluster simulator (SPEC 9.3): run, explore and list "
                                     "scenarios. Exit codes: 0 ok, 1 check failed, 3 mismatch, 4 deadlock, "
@@ -167,24 +330,52 @@ SimCommands add_sim_commands(CLI::App& app, SimArgs& a) {
   c.list = c.sim->add_subcommand("list", "List the registered scenarios");
   for (CLI::App* sub : {c.run, c.explore}) {
     sub->add_option("scenario", a.scenario, "Scenario name (hpref sim list)")->required();
-    sub->add_option("--ranks", a.ranks, "Simulated ranks (1-64)")->check(CLI::Range(1, 64));
+    sub->add_option("--ranks", a.ranks, "Simulated ranks (1-64)")
+        ->check(integer_text<int>())
+        ->check(CLI::Range(1, 64))
+        ->capture_default_str();
     sub->add_option("--fault", a.faults,
                     "Fault plan, repeatable: crash:R@K (rank R dies at its K-th call), flip:R@K[:B] (flip byte B of "
                     "what R receives at its K-th operation), delay:R@K (R not chosen for K decisions), or random "
-                    "(drawn from the seed)");
+                    "(drawn from the seed); default none");
+    add_turn_timeout_option(*sub, a.turn_timeout_ms);
+    sub->add_flag("--json", a.json,
+                  sub == c.run ? "Print one JSON object (outcomes, trace hash, failure class, replay line) instead "
+                                 "of text, whatever happens"
+                               : "Print one JSON object per seed run (JSON Lines, as sim run --json); a failing "
+                                 "run is the last line");
   }
-  c.run->add_option("--seed", a.seed, "Seed of the schedule, the data and drawn faults");
-  c.run->add_option("--trace", a.trace_file, "Write the trace (one line per operation) to this file");
+  c.run->add_option("--seed", a.seed, "Seed of the schedule, the data and drawn faults")
+      ->check(integer_text<std::uint64_t>())
+      ->capture_default_str();
+  c.run->add_option("--trace", a.trace_file, "Write the trace (one line per operation) to this file; default none");
   c.run->add_flag("--check-determinism", a.check_determinism,
                   "Run twice and compare trace hashes (exit 6 if they differ)");
-  c.explore->add_option("--seeds", a.seeds, "Seeds to try, A..B (default 1..100)");
+  c.explore->add_option("--seeds", a.seeds, "Seeds to try, A..B")->capture_default_str();
   return c;
+}
+
+void add_turn_timeout_option(CLI::App& app, int& turn_timeout_ms) {
+  app.add_option("--turn-timeout-ms", turn_timeout_ms,
+                 "A simulated rank that holds the baton longer than this (a stopped or spinning rank) is "
+                 "killed and reported dead (peer failure)")
+      ->check(integer_text<int>())
+      ->check(CLI::Range(1, 24 * 3600 * 1000))
+      ->capture_default_str();
 }
 
 int run_sim(const SimCommands& c, const SimArgs& a) {
   if (c.list->parsed()) return cmd_list();
-  if (c.explore->parsed()) return cmd_explore(a);
-  return cmd_run(a);
+  Json j;
+  try {
+    return c.explore->parsed() ? cmd_explore(a, j) : cmd_run(a, j);
+  } catch (const Error& e) {
+    if (!a.json) throw;
+    return json_error(j, e.kind(), e.what(), true, std::cout);
+  } catch (const std::exception& e) {
+    if (!a.json) throw;
+    return json_error(j, "internal", e.what(), false, std::cout);
+  }
 }
 
 }  // namespace hpref::cli

@@ -1,16 +1,23 @@
 // `hpref sim`: run a registered scenario on the simulator, explore seeds until one fails,
 // list the scenarios. Exit codes: 0 ok, 1 check failed, 2 bad usage, 3 mismatch,
-// 4 deadlock, 5 peer failure, 6 determinism violation.
+// 4 deadlock, 5 peer failure, 6 determinism violation. With --json, `run` prints one JSON
+// object and `explore` one per seed it runs (JSON Lines, the last one the failing run).
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <iosfwd>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "hpref/cli/json_value.hpp"
 
 namespace hpref::sim {
 struct Fault;
-}
+struct RunResult;
+enum class Failure;
+}  // namespace hpref::sim
 
 namespace hpref::cli {
 
@@ -22,6 +29,8 @@ struct SimArgs {
   std::string trace_file;
   std::vector<std::string> faults;
   bool check_determinism = false;
+  bool json = false;
+  int turn_timeout_ms = 120000;  // the simulator's Options::turn_timeout_ms (add_sim_commands)
 };
 
 struct SimCommands {
@@ -39,5 +48,23 @@ int run_sim(const SimCommands& commands, const SimArgs& args);
 std::vector<sim::Fault> faults_for(const std::vector<std::string>& specs, std::uint64_t seed, int ranks);
 // Sixteen lowercase hex digits.
 std::string hex(std::uint64_t v);
+
+// Shared with `hpref demo`:
+// --turn-timeout-ms (the simulator's Options::turn_timeout_ms, default shown in --help).
+void add_turn_timeout_option(CLI::App& app, int& turn_timeout_ms);
+// The failure class as a JSON key: none, check, mismatch, deadlock, peer_failure,
+// determinism.
+std::string_view failure_key(sim::Failure f) noexcept;
+// [{"rank", "status", "kind", "message"}] of every rank that did not finish.
+Json rank_errors_json(const sim::RunResult& r);
+// The faults as their specs ("crash:3@12").
+Json faults_json(const std::vector<sim::Fault>& faults);
+// The JSON object of an error that ended a command before or after its run:
+// {"ok": false, "failure": "usage" (exit 2) or "internal" (exit 1), "exit_code", "error":
+// {"kind", "message"}} on `out`, the error on stderr too; returns the exit code.
+int json_error(Json& object, std::string_view kind, std::string_view message, bool usage, std::ostream& out);
+// Writes the trace lines to `path`; Error io naming the path and the reason when it cannot
+// be opened, written, flushed or closed (`--trace /dev/full`).
+void write_trace(const std::string& path, const std::vector<std::string>& lines);
 
 }  // namespace hpref::cli
