@@ -73,6 +73,25 @@ BOOST_AUTO_TEST_CASE(sizes_that_do_not_add_up) {
   HPREF_CHECK_ERROR(decode(big), Errc::frame_size_mismatch, "9223372036854775808");
 }
 
+// SPEC 2.4: a frame LONGER than its header announces is refused too, never read as the
+// announced prefix with the rest ignored.
+BOOST_AUTO_TEST_CASE(frame_longer_than_announced_spec_2_4) {
+  auto bytes = one(T({S("__hp_value__"), I(1)}));  // binary region of 16 bytes
+  BOOST_REQUIRE_NO_THROW(decode(bytes));
+  std::size_t whole = bytes.size();
+  auto extra = bytes;
+  extra.insert(extra.end(), {'x', 'y', 'z'});  // three bytes past the binary region
+  HPREF_CHECK_ERROR(decode(extra), Errc::frame_size_mismatch,
+                    "+ 16 bytes but the segment holds " + std::to_string(whole + 3));
+  auto shorter = bytes;
+  shorter[19] = 15;  // binary_size announced as 15: one byte past it
+  HPREF_CHECK_ERROR(decode(shorter), Errc::frame_size_mismatch,
+                    "+ 15 bytes but the segment holds " + std::to_string(whole));
+  auto no_metadata = bytes;
+  for (int i = 4; i < 20; ++i) no_metadata[i] = 0;  // announces an empty frame of 20 bytes
+  HPREF_CHECK_ERROR(decode(no_metadata), Errc::frame_size_mismatch, "20 + 0 + 0 bytes");
+}
+
 BOOST_AUTO_TEST_CASE(metadata_that_is_not_a_sequence_of_pairs) {
   HPREF_CHECK_ERROR(decode(frame(I(5), "")), Errc::metadata_not_pairs, "5");
   HPREF_CHECK_ERROR(decode(frame(T({T({I(1), I(2), I(3)})}), "")), Errc::metadata_not_pairs,
