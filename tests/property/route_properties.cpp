@@ -1,11 +1,16 @@
 // Properties of SPEC 7-8: the route algebra on random configurations (P <= 64, random
-// documents, windows, ratios, owner offsets), checked against the global oracle.
+// documents, windows, ratios, owner offsets), checked against the global oracle; the
+// dispatch theorems run the product's dispatch over a loopback Communicator.
 #define BOOST_TEST_DYN_LINK
 #include <boost/test/unit_test.hpp>
 #include <rapidcheck/boost_test.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
+#include "../support/loopback.hpp"
+#include "hpref/dispatch.hpp"
 #include "hpref/error.hpp"
 #include "hpref/oracle.hpp"
 #include "hpref/routes.hpp"
@@ -39,8 +44,9 @@ rc::Gen<Docs> docs() {
 }
 
 struct Config {
-  std::vector<Route> routes;
+  std::vector<Route> routes;  // the all-ranks planner's
   const char* kind;
+  std::vector<Route> singles;  // each rank's route from the single-rank function
 };
 
 // Random owner offsets (zero-length shards included) and intervals holding each shard.
@@ -59,7 +65,12 @@ rc::Gen<Config> interval_config() {
                       *rc::gen::inRange<std::int64_t>(owners[p + 1], owners.back() + 1)};
       if (*rc::gen::inRange(0, 4) == 0) intervals[p] = {owners[p], owners[p + 1]};
     }
-    return Config{interval_routes(0, intervals, std::span<const std::int64_t>(owners)), "interval"};
+    std::span<const std::int64_t> own(owners);
+    Config c{interval_routes(0, intervals, own), "interval", {}};
+    for (std::size_t r = 0; r < peers; ++r) {
+      c.singles.push_back(interval_route(owners[r + 1] - owners[r], static_cast<std::int64_t>(r), intervals, own));
+    }
+    return c;
   });
 }
 
@@ -71,12 +82,20 @@ rc::Gen<Config> any_config() {
         auto window = *rc::gen::weightedOneOf<std::int64_t>(
             {{3, rc::gen::inRange<std::int64_t>(1, 30)},
              {1, rc::gen::just(d.local_length * d.size + 5)}});
-        return Config{sliding_window_routes(d.boundaries, d.local_length, d.size, window), "window"};
+        Config c{sliding_window_routes(d.boundaries, d.local_length, d.size, window), "window", {}};
+        for (std::int64_t r = 0; r < d.size; ++r) {
+          c.singles.push_back(sliding_window_route(d.boundaries, d.local_length, d.size, r, window));
+        }
+        return c;
       }),
       rc::gen::exec([] {
         Docs d = *docs();
         auto ratio = *rc::gen::element<std::int64_t>(1, 2);
-        return Config{document_prefix_routes(d.boundaries, d.local_length, d.size, ratio), "prefix"};
+        Config c{document_prefix_routes(d.boundaries, d.local_length, d.size, ratio), "prefix", {}};
+        for (std::int64_t r = 0; r < d.size; ++r) {
+          c.singles.push_back(document_prefix_route(d.boundaries, d.local_length, d.size, r, ratio));
+        }
+        return c;
       }));
 }
 
@@ -98,75 +117,38 @@ Tensor rows_of(const Tensor& t, std::int64_t start, std::int64_t count) {
                                   static_cast<std::size_t>(count) * width));
 }
 
-std::vector<std::uint8_t> cat(std::initializer_list<std::span<const std::uint8_t>> parts) {
-  std::vector<std::uint8_t> out;
-  for (auto p : parts) out.insert(out.end(), p.begin(), p.end());
-  return out;
-}
+// SPEC 8.1 and 8.2 run by the product (reference/src/dispatch.cpp) on one loopback rank
+// per route (tests/support/loopback.hpp): every rank launches its forward, waits, then
+// runs its backward. Returns each rank's output and input gradient.
+struct Dispatched {
+  std::vector<Tensor> forward, backward;
+};
 
-// SPEC 8.1 executed from the routes alone, as every rank would: send each peer its rows,
-// concatenate what arrives in peer order, put the own shard at local_output_start.
-std::vector<Tensor> dispatch_forward(const std::vector<Route>& routes, const std::vector<Tensor>& shards) {
+Dispatched run_dispatch(const std::vector<Route>& routes, const std::vector<Tensor>& shards,
+                        const std::vector<Tensor>& grads, int sequence_dim) {
   std::size_t peers = routes.size();
-  std::int64_t width = shards[0].shape()[1];
-  std::size_t row = static_cast<std::size_t>(width) * 8;
-  std::vector<Tensor> out;
-  for (std::size_t q = 0; q < peers; ++q) {
-    std::vector<std::uint8_t> received;
-    for (std::size_t p = 0; p < peers; ++p) {
-      auto rows = rows_of(shards[p], routes[p].send_offsets[q], routes[p].input_splits[q]);
-      RC_ASSERT(routes[p].input_splits[q] == routes[q].output_splits[p]);
-      received.insert(received.end(), rows.bytes().begin(), rows.bytes().end());
-    }
-    std::size_t split = static_cast<std::size_t>(routes[q].local_output_start) * row;
-    auto local = shards[q].bytes();
-    std::span<const std::uint8_t> r(received);
-    auto bytes = cat({r.subspan(0, split), local, r.subspan(split)});
-    auto rows = static_cast<std::int64_t>(bytes.size() / row);
-    out.emplace_back(DType::int64, std::vector<std::int64_t>{rows, width}, SharedBytes::adopt(std::move(bytes)));
-  }
-  return out;
-}
-
-// SPEC 8.2 executed from the routes alone: each consumer sends back every row outside its
-// own block, split by its output_splits; each owner starts from its own block and adds
-// peers' rows in ascending rank at its send offsets.
-std::vector<Tensor> dispatch_backward(const std::vector<Route>& routes, const std::vector<Tensor>& grads) {
-  std::size_t peers = routes.size();
-  std::int64_t width = grads[0].shape()[1];
-  std::size_t row = static_cast<std::size_t>(width) * 8;
-  std::vector<std::vector<std::uint8_t>> chunks(peers * peers);  // [consumer * peers + owner]
-  for (std::size_t q = 0; q < peers; ++q) {
-    auto g = grads[q].bytes();
-    std::size_t first = static_cast<std::size_t>(routes[q].local_output_start) * row;
-    std::size_t last = first + static_cast<std::size_t>(routes[q].local_length) * row;
-    auto send = cat({g.subspan(0, first), g.subspan(last)});
-    std::size_t cursor = 0;
-    for (std::size_t r = 0; r < peers; ++r) {
-      std::size_t n = static_cast<std::size_t>(routes[q].output_splits[r]) * row;
-      chunks[q * peers + r].assign(send.begin() + static_cast<std::ptrdiff_t>(cursor),
-                                   send.begin() + static_cast<std::ptrdiff_t>(cursor + n));
-      cursor += n;
-    }
-  }
-  std::vector<Tensor> out;
+  Dispatched d{std::vector<Tensor>(peers), std::vector<Tensor>(peers)};
+  auto errors = hpref::test::run_loopback(static_cast<int>(peers), [&](Communicator& c) {
+    auto r = static_cast<std::size_t>(c.rank());
+    d.forward[r] = async_sequence_dispatch(c, c.world(), shards[r], sequence_dim, routes[r]).wait();
+    if (!grads.empty()) d.backward[r] = sequence_dispatch_backward(c, c.world(), grads[r], sequence_dim, routes[r]);
+  });
   for (std::size_t r = 0; r < peers; ++r) {
-    auto g = grads[r].bytes();
-    std::size_t first = static_cast<std::size_t>(routes[r].local_output_start) * row;
-    std::vector<std::uint8_t> own(g.begin() + static_cast<std::ptrdiff_t>(first),
-                                  g.begin() + static_cast<std::ptrdiff_t>(first + static_cast<std::size_t>(routes[r].local_length) * row));
-    for (std::size_t q = 0; q < peers; ++q) {
-      const auto& chunk = chunks[q * peers + r];
-      RC_ASSERT(chunk.size() == static_cast<std::size_t>(routes[r].input_splits[q]) * row);
-      if (!chunk.empty()) {
-        add_elements(DType::int64, own.data() + static_cast<std::size_t>(routes[r].send_offsets[q]) * row,
-                     chunk.data(), chunk.size() / 8);
-      }
-    }
-    out.emplace_back(DType::int64, std::vector<std::int64_t>{routes[r].local_length, width},
-                     SharedBytes::adopt(std::move(own)));
+    if (errors[r]) RC_FAIL("rank " + std::to_string(r) + ": " + hpref::test::describe(errors[r]));
   }
-  return out;
+  return d;
+}
+
+// float64 rows of mixed magnitudes and signs, so that sums depend on their order.
+Tensor float_bank(std::int64_t rows, std::int64_t width, std::uint64_t seed) {
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(rows * width) * 8);
+  for (std::int64_t i = 0; i < rows * width; ++i) {
+    std::uint64_t v = (seed + static_cast<std::uint64_t>(i)) * 0x9e3779b97f4a7c15ULL;
+    v ^= v >> 31;
+    double x = std::ldexp(static_cast<double>(v >> 11) / 9007199254740992.0 - 0.5, static_cast<int>(v % 60) - 30);
+    std::memcpy(bytes.data() + i * 8, &x, 8);
+  }
+  return Tensor(DType::float64, {rows, width}, SharedBytes::adopt(std::move(bytes)));
 }
 
 std::uint64_t dot(const Tensor& a, const Tensor& b) {  // over Z / 2^64, exact
@@ -195,11 +177,29 @@ RC_BOOST_PROP(theorem1_send_recv_symmetric_spec_7_1, ()) {
   RC_ASSERT(sent == received);
 }
 
+// Every rank computes its route alone (the single-rank functions, as each process does):
+// needs_exchange is the same on every rank, and it is the SPEC's definition, "some
+// interval differs from its owner shard", read from all ranks' intervals; and each single
+// route equals the all-ranks planner's entry, so the planners are held to the same.
 RC_BOOST_PROP(theorem2_needs_exchange_agrees_spec_7_1, ()) {
   Config c = *any_config();
-  for (const Route& r : c.routes) RC_ASSERT(r.needs_exchange == c.routes[0].needs_exchange);
+  RC_TAG(c.kind);
+  RC_ASSERT(c.singles.size() == c.routes.size());
+  bool differs = false;
+  for (const Route& r : c.singles) {
+    std::int64_t owner_start = r.global_start + r.local_output_start;
+    differs = differs || owner_start != r.global_start || r.global_end != owner_start + r.local_length;
+  }
+  RC_TAG(differs ? "exchange" : "no exchange");
+  for (std::size_t r = 0; r < c.singles.size(); ++r) {
+    RC_ASSERT(c.singles[r].needs_exchange == differs);
+    RC_ASSERT(c.routes[r].needs_exchange == differs);
+    RC_ASSERT(c.singles[r] == c.routes[r]);
+  }
 }
 
+// The product's dispatch over P loopback ranks assembles exactly the oracle's rows, with
+// the sequence dim given positive or negative.
 RC_BOOST_PROP(theorem3_assembly_exact_spec_8_1, ()) {
   Config c = *any_config();
   RC_TAG(c.kind);
@@ -210,12 +210,15 @@ RC_BOOST_PROP(theorem3_assembly_exact_spec_8_1, ()) {
   for (std::size_t r = 0; r < c.routes.size(); ++r) {
     shards.push_back(rows_of(global, owners[r], c.routes[r].local_length));
   }
-  auto assembled = dispatch_forward(c.routes, shards);
+  int dim = *rc::gen::element(0, -2);
+  auto assembled = run_dispatch(c.singles, shards, {}, dim).forward;
   auto expected = oracle_forward(global, c.routes);
   for (std::size_t r = 0; r < c.routes.size(); ++r) RC_ASSERT(assembled[r] == expected[r]);
 }
 
-// <F x, g> == <x, B g> exactly over Z / 2^64, and B equals the oracle's fixed-order sums.
+// The product's backward: <F x, g> == <x, B g> exactly over Z / 2^64, B equals the
+// oracle's fixed-order sums bit for bit over int64 and over float64 (where the order of
+// the sums shows), SPEC 8.2.
 RC_BOOST_PROP(theorem5_backward_adjoint_spec_8_2, ()) {
   Config c = *any_config();
   RC_TAG(c.kind);
@@ -223,21 +226,31 @@ RC_BOOST_PROP(theorem5_backward_adjoint_spec_8_2, ()) {
   std::int64_t width = *rc::gen::inRange<std::int64_t>(1, 3);
   auto seed = *rc::gen::arbitrary<std::uint64_t>();
   Tensor global = bank(owners.back(), width, seed);
-  std::vector<Tensor> shards, grads;
+  std::vector<Tensor> shards, grads, float_grads;
   for (std::size_t r = 0; r < c.routes.size(); ++r) {
     shards.push_back(rows_of(global, owners[r], c.routes[r].local_length));
-    grads.push_back(bank(c.routes[r].global_end - c.routes[r].global_start, width, seed * 31 + r + 1));
+    std::int64_t rows = c.routes[r].global_end - c.routes[r].global_start;
+    grads.push_back(bank(rows, width, seed * 31 + r + 1));
+    float_grads.push_back(float_bank(rows, width, seed * 37 + r + 1));
   }
-  auto fx = dispatch_forward(c.routes, shards);
-  auto bg = dispatch_backward(c.routes, grads);
+  auto ints = run_dispatch(c.singles, shards, grads, 0);
   auto oracle = oracle_backward(grads, c.routes);
   std::uint64_t lhs = 0, rhs = 0;
   for (std::size_t r = 0; r < c.routes.size(); ++r) {
-    lhs += dot(fx[r], grads[r]);
-    rhs += dot(shards[r], bg[r]);
-    RC_ASSERT(bg[r] == oracle[r]);
+    lhs += dot(ints.forward[r], grads[r]);
+    rhs += dot(shards[r], ints.backward[r]);
+    RC_ASSERT(ints.backward[r] == oracle[r]);
   }
   RC_ASSERT(lhs == rhs);
+  std::vector<Tensor> float_shards;
+  for (const Tensor& s : shards) float_shards.push_back(float_bank(s.shape()[0], width, seed));
+  auto floats = run_dispatch(c.singles, float_shards, float_grads, -2);
+  auto float_oracle = oracle_backward(float_grads, c.routes);
+  for (std::size_t r = 0; r < c.routes.size(); ++r) {
+    RC_ASSERT(floats.backward[r].bytes().size() == float_oracle[r].bytes().size());
+    RC_ASSERT(std::equal(floats.backward[r].bytes().begin(), floats.backward[r].bytes().end(),
+                         float_oracle[r].bytes().begin()));
+  }
 }
 
 RC_BOOST_PROP(theorem6_ratio1_prefix_is_window_spec_7_4, ()) {
