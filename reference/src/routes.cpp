@@ -135,6 +135,11 @@ void check_arguments(std::int64_t local_length, std::int64_t size, const std::in
     fail(Errc::route_arguments, "local_length must be positive, got " + std::to_string(local_length));
   }
   if (size <= 0) fail(Errc::route_arguments, "size must be positive, got " + std::to_string(size));
+  if (size > kMaxRoutePeers) {
+    fail(Errc::route_too_large, "size " + std::to_string(size) + " is beyond the " +
+                                    std::to_string(kMaxRoutePeers) +
+                                    " ranks whose per-peer route tables this planner builds");
+  }
   if (rank != nullptr && (*rank < 0 || *rank >= size)) {
     fail(Errc::route_arguments, "rank " + std::to_string(*rank) + " is outside [0, size = " +
                                     std::to_string(size) + ")");
@@ -185,6 +190,13 @@ std::vector<Route> all_routes(std::span<const std::int64_t> owners,
   check_owners_and_intervals(owners, intervals);
   check_owner_order(owners);
   check_intervals(owners, intervals);
+  if (intervals.size() > static_cast<std::size_t>(kMaxAllRoutesPeers)) {
+    fail(Errc::route_too_large,
+         "all ranks' routes of " + std::to_string(intervals.size()) + " ranks hold " +
+             std::to_string(intervals.size()) + " x " + std::to_string(intervals.size()) +
+             " entries per table, beyond the " + std::to_string(kMaxAllRoutesPeers) +
+             "-rank limit of the all-ranks planners (plan one rank's route instead)");
+  }
   bool exchange = needs_exchange(owners, intervals);
   std::vector<Route> routes;
   routes.reserve(intervals.size());

@@ -241,13 +241,14 @@ def run_batch(hpref, requests, timeout=600):
         r["id"] = i
         lines.append(json.dumps(r, ensure_ascii=False, allow_nan=False))
     data = ("\n".join(lines) + "\n").encode("utf-8")
-    proc = subprocess.run([hpref, "frame", "--batch"], input=data, stdout=subprocess.PIPE,
+    proc = subprocess.run([hpref, "frame", "--batch", "--keep-going"], input=data, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, timeout=timeout)
     # split on "\n" only: str.splitlines() would also split on U+2028, U+0085, \x1c...
     out = proc.stdout.decode("utf-8").split("\n")
     if out and out[-1] == "":
         out.pop()
-    # refusals are answers, not failures of the batch: the exit status is 0
+    # refusals are answers, not failures of the batch: with --keep-going the exit status
+    # is 0 (without it, 2 when any line was refused)
     if proc.returncode != 0 or len(out) != len(requests):
         raise SystemExit("hpref frame --batch exited %d with %d answers for %d requests; "
                          "stderr: %s" % (proc.returncode, len(out), len(requests),

@@ -46,11 +46,40 @@ std::string hex_field(const Json& request, const char* name) {
 
 // --- inspect -------------------------------------------------------------------
 
+// Counts what is written to it and keeps nothing: the first pass of inspect.
+class CountingBuffer final : public std::streambuf {
+ public:
+  std::uint64_t count() const { return count_; }
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (!traits_type::eq_int_type(c, traits_type::eof())) ++count_;
+    return traits_type::not_eof(c);
+  }
+  std::streamsize xsputn(const char*, std::streamsize n) override {
+    count_ += static_cast<std::uint64_t>(n);
+    return n;
+  }
+
+ private:
+  std::uint64_t count_ = 0;
+};
+
+[[noreturn]] void inspect_over_cap(std::uint64_t cap) {
+  throw Error(Errc::output_limit,
+              "the inspect view of this segment would be more than " + std::to_string(cap) +
+                  " bytes (memo references are printed out in full); raise --max-output-bytes "
+                  "to allow it");
+}
+
 class SchemaPrinter {
  public:
-  explicit SchemaPrinter(std::ostringstream& out) : out_(out) {}
+  // `counted`, when given, is the buffer behind `out`: past `cap` bytes, Error output_limit.
+  SchemaPrinter(std::ostream& out, const CountingBuffer* counted, std::uint64_t cap)
+      : out_(out), counted_(counted), cap_(cap) {}
 
   void node(const Value& schema, int indent) {
+    if (counted_ != nullptr && counted_->count() > cap_) inspect_over_cap(cap_);
     auto f = schema.items();
     std::string_view tag = f[0].as_str();
     std::string pad(static_cast<std::size_t>(indent) * 2, ' ');
@@ -80,12 +109,37 @@ class SchemaPrinter {
   }
 
  private:
-  std::ostringstream& out_;
+  std::ostream& out_;
+  const CountingBuffer* counted_;
+  std::uint64_t cap_;
 };
+
+std::uint64_t max_output_bytes(const Json& request, std::uint64_t cap) {
+  auto it = request.find("max_output_bytes");
+  if (it == request.end() || it->is_null()) return cap;
+  auto v = json_as_int64(*it);
+  if (!v || *v < 0) {
+    throw Error(Errc::invalid_request,
+                "\"max_output_bytes\" must be a non-negative int64 JSON integer, got " +
+                    dump_json(*it));
+  }
+  return static_cast<std::uint64_t>(*v);
+}
 
 }  // namespace
 
 Json handle_frame_request(const Json& request) {
+  return handle_frame_request_capped(request, kDefaultMaxOutputBytes);
+}
+
+RequestHandler frame_request_handler(std::uint64_t max_output_bytes) {
+  return [max_output_bytes](const Json& request) {
+    return handle_frame_request_capped(request, max_output_bytes);
+  };
+}
+
+Json handle_frame_request_capped(const Json& request, std::uint64_t default_cap) {
+  std::uint64_t cap = max_output_bytes(request, default_cap);
   const Json& op = required_field(request, "op");
   if (!op.is_string()) throw Error(Errc::invalid_request, "\"op\" must be a string");
   const std::string& name = op.get_ref<const std::string&>();
@@ -101,19 +155,19 @@ Json handle_frame_request(const Json& request) {
   if (name == "decode_segment") {
     std::vector<std::uint8_t> frame = from_hex(hex_field(request, "frame_hex"));
     auto items = decode_segment(SharedBytes::adopt(std::move(frame)), decode_options(request));
-    return Json{{"ok", true}, {"items", items_to_json(items)}};
+    return Json{{"ok", true}, {"items", items_json_checked(items, cap)}};
   }
   if (name == "decode_received") {
     std::vector<std::uint8_t> received = from_hex(hex_field(request, "received_hex"));
     auto splits = splits_from_json(required_field(request, "splits"));
     auto items = merge_received(SharedBytes::adopt(std::move(received)), splits,
                                 decode_options(request));
-    return Json{{"ok", true}, {"items", items_to_json(items)}};
+    return Json{{"ok", true}, {"items", items_json_checked(items, cap)}};
   }
   if (name == "pickle_read") {
     std::vector<std::uint8_t> bytes = from_hex(hex_field(request, "pickle_hex"));
     Value v = read_pickle(std::span<const std::uint8_t>(bytes), decode_options(request).pickle);
-    return Json{{"ok", true}, {"value", value_to_json(v)}};
+    return Json{{"ok", true}, {"value", value_json_checked(v, cap)}};
   }
   if (name == "pickle_write") {
     Value v = value_from_json(required_field(request, "value"));
@@ -129,33 +183,50 @@ Json handle_frame_request(const Json& request) {
                   "pickle_read, pickle_write)");
 }
 
-std::string inspect_segment(std::span<const std::uint8_t> segment, const DecodeOptions& options) {
+namespace {
+
+void write_inspect(std::ostream& out, const CountingBuffer* counted,
+                   std::span<const std::uint8_t> segment, const DecodeOptions& options,
+                   std::uint64_t cap) {
   SharedBytes bytes = SharedBytes::copy_of(segment);
   std::vector<Item> items = decode_segment(bytes, options);
   SegmentHeader h = read_segment_header(segment);
-  std::ostringstream out;
   switch (h.kind) {
-    case SegmentHeader::Kind::empty: out << "segment: empty (0 bytes, 0 items)\n"; return out.str();
+    case SegmentHeader::Kind::empty: out << "segment: empty (0 bytes, 0 items)\n"; return;
     case SegmentHeader::Kind::legacy:
       out << "segment: legacy metadata pickle, " << segment.size() << " bytes, " << items.size()
           << " items (no binary leaves)\n";
       for (std::size_t i = 0; i < items.size(); ++i) {
         out << "item " << i << " key " << repr(items[i].first, 80) << "\n  value "
             << repr(items[i].second, 200) << "\n";
+        if (counted != nullptr && counted->count() > cap) inspect_over_cap(cap);
       }
-      return out.str();
+      return;
     case SegmentHeader::Kind::framed: break;
   }
   out << "segment: HPB1 frame, " << segment.size() << " bytes = header 20 + metadata "
       << h.metadata_size << " + binary " << h.binary_size << "; " << items.size() << " items"
       << (options.strict ? " (strict layout checked)" : "") << "\n";
   Value metadata = read_pickle(segment.subspan(kFrameHeaderSize, h.metadata_size), options.pickle);
-  SchemaPrinter printer(out);
+  SchemaPrinter printer(out, counted, cap);
   std::size_t i = 0;
   for (const Value& pair : metadata.items()) {
     out << "item " << i++ << " key " << repr(pair.items()[0], 80) << "\n  ";
     printer.node(pair.items()[1], 1);
   }
+}
+
+}  // namespace
+
+std::string inspect_segment(std::span<const std::uint8_t> segment, const DecodeOptions& options,
+                            std::uint64_t max_output_bytes) {
+  // First count, then write: the view is refused past the cap before it is built.
+  CountingBuffer counter;
+  std::ostream counting(&counter);
+  write_inspect(counting, &counter, segment, options, max_output_bytes);
+  if (counter.count() > max_output_bytes) inspect_over_cap(max_output_bytes);
+  std::ostringstream out;
+  write_inspect(out, nullptr, segment, options, max_output_bytes);
   return out.str();
 }
 

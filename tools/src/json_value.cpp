@@ -4,6 +4,9 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <ostream>
+#include <unordered_map>
 
 #include "hpref/error.hpp"
 #include "hpref/repr.hpp"
@@ -83,9 +86,43 @@ Value tensor_from_json(const Json& t) {
 
 // --- writer ------------------------------------------------------------------
 
-void dump_string(std::string& out, const std::string& s) {
+// The length of the well-formed UTF-8 sequence at s[i], or 0 if it is not one (overlong
+// forms, surrogates and code points past U+10FFFF are not well formed).
+std::size_t utf8_sequence(std::string_view s, std::size_t i) {
+  auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = byte(i);
+  if (c < 0x80) return 1;
+  std::size_t n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
+  if (n == 0 || c > 0xf4 || i + n > s.size()) return 0;
+  for (std::size_t k = 1; k < n; ++k) {
+    if ((byte(i + k) & 0xc0) != 0x80) return 0;
+  }
+  unsigned char c1 = byte(i + 1);
+  if (c == 0xe0 && c1 < 0xa0) return 0;  // overlong
+  if (c == 0xed && c1 >= 0xa0) return 0;  // surrogate
+  if (c == 0xf0 && c1 < 0x90) return 0;  // overlong
+  if (c == 0xf4 && c1 >= 0x90) return 0;  // past U+10FFFF
+  return n;
+}
+
+// A JSON string; bytes that are not well-formed UTF-8 (an error message quoting the
+// input, say) are written as U+FFFD so that every answer is valid UTF-8.
+void dump_string(std::string& out, std::string_view s) {
   out.push_back('"');
-  for (unsigned char c : s) {
+  for (std::size_t i = 0; i < s.size();) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {
+      std::size_t n = utf8_sequence(s, i);
+      if (n == 0) {
+        out += "\\ufffd";
+        ++i;
+      } else {
+        out.append(s, i, n);
+        i += n;
+      }
+      continue;
+    }
+    ++i;
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
@@ -139,6 +176,11 @@ void dump_to(std::string& out, const Json& j) {
       out.push_back('}');
       return;
     }
+    case Json::value_t::binary: {  // text written by raw_json: verbatim
+      const auto& text = j.get_binary();
+      out.append(reinterpret_cast<const char*>(text.data()), text.size());
+      return;
+    }
     default: throw Error(Errc::internal, "unexpected JSON type in dump_json");
   }
 }
@@ -156,19 +198,116 @@ std::optional<std::int64_t> json_as_int64(const Json& j) {
   return std::nullopt;
 }
 
-Json parse_json(std::string_view text) {
-  Json::parser_callback_t depth_cap = [](int depth, Json::parse_event_t, Json&) {
-    if (depth >= kMaxJsonDepth) {
-      throw Error(Errc::json_syntax, "JSON nests deeper than " + std::to_string(kMaxJsonDepth) +
-                                         " levels");
-    }
+namespace {
+
+// A SAX handler building the document. nlohmann's own callback parser rescans the parent
+// container after every object it closes (quadratic in an array of objects), and an
+// ordered_json object looks its keys up linearly; this builder appends in O(1), finds a
+// duplicate key (the last one wins, as in nlohmann) through an ordered index per open
+// object, and caps the nesting.
+class Builder final : public nlohmann::json_sax<Json> {
+ public:
+  explicit Builder(JsonParseInfo* info) : info_(info) {}
+
+  Json take() { return std::move(root_); }
+
+  bool null() override { return add(Json(nullptr)) != nullptr; }
+  bool boolean(bool v) override { return add(Json(v)) != nullptr; }
+  bool number_integer(number_integer_t v) override { return add(Json(v)) != nullptr; }
+  bool number_unsigned(number_unsigned_t v) override { return add(Json(v)) != nullptr; }
+  bool number_float(number_float_t v, const string_t& text) override {
+    if (in_id_ && info_ != nullptr && text != float_repr(v)) info_->id_inexact = true;
+    return add(Json(v)) != nullptr;
+  }
+  bool string(string_t& v) override { return add(Json(std::move(v))) != nullptr; }
+  bool binary(binary_t&) override {
+    throw Error(Errc::json_syntax, "malformed JSON: binary values are not JSON");
+  }
+  bool start_object(std::size_t) override { return open(Json::object()); }
+  bool key(string_t& k) override {
+    if (frames_.size() == 1 && k == "id") in_id_ = true;
+    frames_.back().key = std::move(k);
     return true;
+  }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(Json::array()); }
+  bool end_array() override { return close(); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    throw Error(Errc::json_syntax, std::string("malformed JSON: ") + e.what());
+  }
+
+ private:
+  struct Frame {
+    Json* node;
+    std::string key;
+    std::map<std::string, std::size_t, std::less<>> index;  // object keys -> position
   };
+
+  Json* add(Json&& v) {
+    if (frames_.empty()) {
+      root_ = std::move(v);
+      return &root_;
+    }
+    Frame& top = frames_.back();
+    Json* slot = nullptr;
+    if (top.node->is_array()) {
+      auto& arr = top.node->get_ref<Json::array_t&>();
+      arr.push_back(std::move(v));
+      slot = &arr.back();
+    } else {
+      auto& obj = top.node->get_ref<Json::object_t&>();
+      auto [it, fresh] = top.index.try_emplace(top.key, obj.size());
+      if (fresh) {
+        // ordered_map is a vector of pairs: appending skips its linear key search.
+        obj.Container::emplace_back(std::move(top.key), std::move(v));
+        slot = &obj.Container::back().second;
+      } else {
+        slot = &obj.Container::operator[](it->second).second;
+        *slot = std::move(v);
+      }
+    }
+    if (frames_.size() == 1 && !slot->is_structured()) in_id_ = false;
+    return slot;
+  }
+
+  bool open(Json&& container) {
+    if (frames_.size() >= static_cast<std::size_t>(kMaxJsonDepth)) {
+      throw Error(Errc::json_syntax,
+                  "JSON nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    }
+    Json* node = add(std::move(container));
+    frames_.push_back(Frame{node, {}, {}});
+    return true;
+  }
+
+  bool close() {
+    frames_.pop_back();
+    if (frames_.size() == 1) in_id_ = false;
+    return true;
+  }
+
+  JsonParseInfo* info_;
+  Json root_;
+  std::vector<Frame> frames_;
+  bool in_id_ = false;
+};
+
+}  // namespace
+
+Json parse_json(std::string_view text, JsonParseInfo* info) {
+  // nlohmann's lexer reads a NUL byte as the end of the input: refuse it instead of
+  // silently parsing the text before it.
+  if (auto nul = text.find('\0'); nul != std::string_view::npos) {
+    throw Error(Errc::json_syntax,
+                "malformed JSON: a NUL byte at position " + std::to_string(nul));
+  }
+  Builder builder(info);
   try {
-    return Json::parse(text.begin(), text.end(), depth_cap);
+    Json::sax_parse(text.begin(), text.end(), &builder);
   } catch (const Json::exception& e) {
     throw Error(Errc::json_syntax, std::string("malformed JSON: ") + e.what());
   }
+  return builder.take();
 }
 
 std::string dump_json(const Json& j) {
@@ -276,6 +415,266 @@ Value value_from_json(const Json& j) {
     return Value::mapping(std::move(entries));
   }
   bad("unknown Value form \"" + form + "\"", j);
+}
+
+// --- streaming writer ----------------------------------------------------------
+// Writes what dump_json(value_to_json(v)) / dump_json(items_to_json(items)) would, without
+// building the JSON tree, or counts it: memo references and overlapping binary ranges
+// make the written text far larger than the decoded Value, so it is counted first (a
+// shared container once, its size then reused) and refused past the cap before anything
+// is allocated for it.
+namespace {
+
+class Sink {
+ public:
+  virtual ~Sink() = default;
+  virtual void append(const char* data, std::size_t n) = 0;
+  void append(std::string_view s) { append(s.data(), s.size()); }
+};
+
+class VectorSink final : public Sink {
+ public:
+  explicit VectorSink(std::vector<std::uint8_t>& out) : out_(out) {}
+  void append(const char* data, std::size_t n) override {
+    out_.insert(out_.end(), reinterpret_cast<const std::uint8_t*>(data),
+                reinterpret_cast<const std::uint8_t*>(data) + n);
+  }
+
+ private:
+  std::vector<std::uint8_t>& out_;
+};
+
+class StreamSink final : public Sink {
+ public:
+  explicit StreamSink(std::ostream& out) : out_(out) {}
+  ~StreamSink() override { flush(); }
+  void append(const char* data, std::size_t n) override {
+    buffer_.append(data, n);
+    if (buffer_.size() >= (1u << 16)) flush();
+  }
+  void flush() {
+    out_.write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
+    buffer_.clear();
+  }
+
+ private:
+  std::ostream& out_;
+  std::string buffer_;
+};
+
+struct OverCap {};
+
+class ValueWriter {
+ public:
+  // Counting: nothing is written; OverCap once the total passes `cap`.
+  explicit ValueWriter(std::uint64_t cap) : cap_(cap) {}
+  explicit ValueWriter(Sink& sink) : sink_(&sink) {}
+
+  std::uint64_t total() const { return total_; }
+
+  void raw(std::string_view s) {
+    if (sink_ != nullptr) {
+      sink_->append(s);
+    } else {
+      add(s.size());
+    }
+  }
+
+  void string(std::string_view s) {
+    scratch_.clear();
+    dump_string(scratch_, s);
+    raw(scratch_);
+  }
+
+  void hex(std::span<const std::uint8_t> bytes) {
+    if (sink_ == nullptr) {
+      add(2 * static_cast<std::uint64_t>(bytes.size()) + 2);
+      return;
+    }
+    raw("\"");
+    constexpr std::size_t kChunk = 1 << 15;
+    for (std::size_t i = 0; i < bytes.size(); i += kChunk) {
+      raw(to_hex(bytes.subspan(i, std::min(kChunk, bytes.size() - i))));
+    }
+    raw("\"");
+  }
+
+  void value(const Value& v) {
+    const void* id = v.node_identity();
+    if (sink_ == nullptr && id != nullptr) {
+      if (auto it = sizes_.find(id); it != sizes_.end()) {
+        add(it->second);
+        return;
+      }
+      std::uint64_t before = total_;
+      body(v);
+      sizes_.emplace(id, total_ - before);
+      return;
+    }
+    body(v);
+  }
+
+  void key(const Value& key) {
+    if (SampleKey::from_value(key)) {
+      raw("{\"key\": [");
+      value(key.items()[0]);
+      raw(", ");
+      value(key.items()[1]);
+      raw("]}");
+      return;
+    }
+    value(key);
+  }
+
+  void items(std::span<const Item> items) {
+    raw("[");
+    bool first = true;
+    for (const Item& item : items) {
+      if (!first) raw(", ");
+      first = false;
+      raw("[");
+      key(item.first);
+      raw(", ");
+      value(item.second);
+      raw("]");
+    }
+    raw("]");
+  }
+
+ private:
+  void add(std::uint64_t n) {
+    total_ = n > cap_ - std::min(cap_, total_) ? cap_ + 1 : total_ + n;
+    if (total_ > cap_) throw OverCap{};
+  }
+
+  void body(const Value& v) {
+    switch (v.kind()) {
+      case ValueKind::none: raw("null"); return;
+      case ValueKind::boolean: raw(v.as_bool() ? "true" : "false"); return;
+      case ValueKind::integer: raw(std::to_string(v.as_int())); return;
+      case ValueKind::floating: {
+        double d = v.as_float();
+        raw("{\"float\": ");
+        if (std::isnan(d)) {
+          raw("\"nan\"");
+        } else if (std::isinf(d)) {
+          raw(d > 0 ? "\"inf\"" : "\"-inf\"");
+        } else {
+          raw(float_repr(d));
+        }
+        raw("}");
+        return;
+      }
+      case ValueKind::string: string(v.as_str()); return;
+      case ValueKind::bytes:
+      case ValueKind::bytearray:
+        raw(v.is(ValueKind::bytes) ? "{\"bytes\": " : "{\"bytearray\": ");
+        hex(v.as_bytes().span());
+        raw("}");
+        return;
+      case ValueKind::tensor: {
+        const Tensor& t = v.as_tensor();
+        raw("{\"tensor\": {\"dtype\": ");
+        string(dtype_wire_name(t.dtype()));
+        raw(", \"shape\": [");
+        bool first = true;
+        for (std::int64_t d : t.shape()) {
+          if (!first) raw(", ");
+          first = false;
+          raw(std::to_string(d));
+        }
+        raw("], \"hex\": ");
+        hex(t.bytes());
+        raw("}}");
+        return;
+      }
+      case ValueKind::tuple:
+      case ValueKind::list: {
+        raw(v.is(ValueKind::tuple) ? "{\"tuple\": [" : "{\"list\": [");
+        bool first = true;
+        for (const Value& item : v.items()) {
+          if (!first) raw(", ");
+          first = false;
+          value(item);
+        }
+        raw("]}");
+        return;
+      }
+      case ValueKind::mapping: {
+        raw("{\"dict\": [");
+        bool first = true;
+        for (const auto& [k, val] : v.entries()) {
+          if (!first) raw(", ");
+          first = false;
+          raw("[");
+          value(k);
+          raw(", ");
+          value(val);
+          raw("]");
+        }
+        raw("]}");
+        return;
+      }
+    }
+    throw Error(Errc::internal, "unexpected value kind");
+  }
+
+  Sink* sink_ = nullptr;
+  std::uint64_t cap_ = 0;
+  std::uint64_t total_ = 0;
+  std::string scratch_;
+  std::unordered_map<const void*, std::uint64_t> sizes_;  // container node -> text size
+};
+
+[[noreturn]] void over_cap(std::uint64_t cap) {
+  throw Error(Errc::output_limit,
+              "the JSON text of the decoded items would be more than " + std::to_string(cap) +
+                  " bytes (memo references and overlapping ranges are written out in full); "
+                  "raise --max-output-bytes (batch: \"max_output_bytes\") to allow it");
+}
+
+template <typename Write>
+std::uint64_t checked_size(std::uint64_t cap, Write write) {
+  ValueWriter counter(cap);
+  try {
+    write(counter);
+  } catch (const OverCap&) {
+    over_cap(cap);
+  }
+  return counter.total();
+}
+
+}  // namespace
+
+std::uint64_t items_json_size(std::span<const Item> items, std::uint64_t cap) {
+  return checked_size(cap, [&](ValueWriter& w) { w.items(items); });
+}
+
+std::uint64_t value_json_size(const Value& v, std::uint64_t cap) {
+  return checked_size(cap, [&](ValueWriter& w) { w.value(v); });
+}
+
+void write_items_json(std::ostream& out, std::span<const Item> items) {
+  StreamSink sink(out);
+  ValueWriter(sink).items(items);
+}
+
+Json raw_json(std::vector<std::uint8_t> text) { return Json::binary(std::move(text)); }
+
+Json items_json_checked(std::span<const Item> items, std::uint64_t cap) {
+  std::vector<std::uint8_t> text;
+  text.reserve(items_json_size(items, cap));
+  VectorSink sink(text);
+  ValueWriter(sink).items(items);
+  return raw_json(std::move(text));
+}
+
+Json value_json_checked(const Value& v, std::uint64_t cap) {
+  std::vector<std::uint8_t> text;
+  text.reserve(value_json_size(v, cap));
+  VectorSink sink(text);
+  ValueWriter(sink).value(v);
+  return raw_json(std::move(text));
 }
 
 Json key_to_json(const Value& key) {

@@ -1,7 +1,9 @@
 // The hpref command: frame, route, sim, demo.
 // Exit codes: 0 success, 1 a check failed, 2 bad usage or bad input, 3-6 simulator failure classes.
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <cstdio>
+#include <limits>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -25,6 +27,50 @@ namespace cli = hpref::cli;
 constexpr int kExitCheckFailed = 1;
 constexpr int kExitBadInput = 2;
 
+// CLI11 2.1 converts integers with strtoll and keeps the clamped value of an out-of-range
+// one: this check runs on the text first and refuses anything that is not a decimal
+// integer within T's range, naming it.
+template <typename T>
+CLI::Validator integer_of(const T&) {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        T v{};
+        const char* end = text.data() + text.size();
+        auto [ptr, ec] = std::from_chars(text.data(), end, v);
+        if (!text.empty() && ec == std::errc() && ptr == end) return {};
+        return "'" + text + "' is not an integer in [" +
+               std::to_string(std::numeric_limits<T>::min()) + ", " +
+               std::to_string(std::numeric_limits<T>::max()) + "]";
+      },
+      "");
+}
+
+// After a failed parse: the first word that names no subcommand where one was expected.
+std::string unknown_command(CLI::App& app, int argc, char** argv) {
+  CLI::App* cur = &app;
+  std::string path = "hpref";
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto subs = cur->get_subcommands([](CLI::App*) { return true; });
+    if (subs.empty()) return {};
+    if (!arg.empty() && arg[0] == '-') continue;
+    CLI::App* next = nullptr;
+    for (CLI::App* sub : subs) {
+      if (sub->check_name(arg)) next = sub;
+    }
+    if (next == nullptr) {
+      auto positional = cur->get_options([](const CLI::Option* o) { return o->get_positional(); });
+      if (!positional.empty()) return {};
+      std::string known;
+      for (CLI::App* sub : subs) known += (known.empty() ? "" : ", ") + sub->get_name();
+      return path + ": unknown command '" + arg + "' (commands: " + known + ")";
+    }
+    cur = next;
+    path += " " + next->get_name();
+  }
+  return {};
+}
+
 std::string read_input(const std::string& path) {
   if (path == "-") {
     return std::string(std::istreambuf_iterator<char>(std::cin), {});
@@ -42,11 +88,13 @@ void write_output(const std::string& path, std::string_view data, bool binary) {
     }
     std::cout.write(data.data(), static_cast<std::streamsize>(data.size()));
     std::cout.flush();
+    if (!std::cout) throw Error(Errc::io, "cannot write to stdout");
     return;
   }
   std::ofstream out(path, std::ios::binary);
   if (!out) throw Error(Errc::io, "cannot open output file '" + path + "'");
   out.write(data.data(), static_cast<std::streamsize>(data.size()));
+  out.close();
   if (!out) throw Error(Errc::io, "cannot write output file '" + path + "'");
 }
 
@@ -59,6 +107,17 @@ std::vector<std::uint8_t> segment_bytes(const std::string& text, bool hex) {
   return cli::from_hex(digits);
 }
 
+// A batch answers every line; it exits 2 when any line was refused (saying how many on
+// stderr), or 0 with --keep-going.
+int run_batch_command(const cli::RequestHandler& handle, bool keep_going) {
+  cli::BatchCounts counts = cli::run_batch(std::cin, std::cout, handle);
+  if (counts.refused == 0) return 0;
+  std::cerr << "hpref: " << counts.refused << " of " << counts.answered
+            << " batch lines were refused (ok:false)"
+            << (keep_going ? "; --keep-going: exit 0" : "; exit 2 (--keep-going exits 0)") << "\n";
+  return keep_going ? 0 : kExitBadInput;
+}
+
 struct FrameArgs {
   std::string input = "-";
   std::string output = "-";
@@ -66,14 +125,13 @@ struct FrameArgs {
   bool strict = false;
   std::string key_class;
   bool batch = false;
+  bool keep_going = false;
+  std::uint64_t max_output_bytes = cli::kDefaultMaxOutputBytes;
 };
 
 int run_frame(CLI::App& frame, CLI::App& encode, CLI::App& decode, CLI::App& inspect,
               const FrameArgs& a) {
-  if (a.batch) {
-    cli::run_batch(std::cin, std::cout, cli::handle_frame_request);
-    return 0;
-  }
+  if (a.batch) return run_batch_command(cli::frame_request_handler(a.max_output_bytes), a.keep_going);
   hpref::DecodeOptions dopts;
   dopts.strict = a.strict;
   if (!a.key_class.empty()) dopts.pickle.key_class = a.key_class;
@@ -93,12 +151,29 @@ int run_frame(CLI::App& frame, CLI::App& encode, CLI::App& decode, CLI::App& ins
   if (decode.parsed()) {
     auto bytes = segment_bytes(read_input(a.input), a.hex);
     auto items = hpref::decode_segment(hpref::SharedBytes::adopt(std::move(bytes)), dopts);
-    write_output(a.output, cli::dump_json(cli::Json{{"items", cli::items_to_json(items)}}) + "\n", false);
+    cli::items_json_size(items, a.max_output_bytes);  // Error output_limit before writing
+    if (a.output == "-") {
+      std::cout << "{\"items\": ";
+      cli::write_items_json(std::cout, items);
+      std::cout << "}\n";
+      std::cout.flush();
+      if (!std::cout) throw Error(Errc::io, "cannot write the decoded items to stdout");
+      return 0;
+    }
+    std::ofstream out(a.output, std::ios::binary);
+    if (!out) throw Error(Errc::io, "cannot open output file '" + a.output + "'");
+    out << "{\"items\": ";
+    cli::write_items_json(out, items);
+    out << "}\n";
+    out.close();
+    if (!out) throw Error(Errc::io, "cannot write output file '" + a.output + "'");
     return 0;
   }
   if (inspect.parsed()) {
     auto bytes = segment_bytes(read_input(a.input), a.hex);
-    std::cout << cli::inspect_segment(bytes, dopts);
+    std::cout << cli::inspect_segment(bytes, dopts, a.max_output_bytes);
+    std::cout.flush();
+    if (!std::cout) throw Error(Errc::io, "cannot write to stdout");
     return 0;
   }
   std::cerr << frame.help();
@@ -110,6 +185,7 @@ struct RouteArgs {
   std::string boundaries, intervals, owner_offsets;
   bool json = false;
   bool batch = false;
+  bool keep_going = false;
 };
 
 struct RouteCommands {
@@ -130,18 +206,28 @@ RouteCommands add_route_commands(CLI::App& app, RouteArgs& ra) {
   c.route->add_flag("--batch", ra.batch,
                     "Read JSON requests from stdin, one per line (ops interval_route, "
                     "sliding_window_route, document_prefix_route), answer one JSON line each");
+  c.route->add_flag("--keep-going", ra.keep_going,
+                    "With --batch: exit 0 even when some lines were refused (default: exit 2)");
   c.route->require_subcommand(0, 1);
   auto common = [&ra](CLI::App* sub, bool rank) {
-    sub->add_option("--local-length", ra.local_length, "Rows each rank owns (L)")->required();
-    if (rank) sub->add_option("--rank", ra.rank, "This rank, 0 <= rank < P")->required();
+    sub->add_option("--local-length", ra.local_length, "Rows each rank owns (L)")
+        ->required()
+        ->check(integer_of(ra.local_length));
+    if (rank) {
+      sub->add_option("--rank", ra.rank, "This rank, 0 <= rank < P")
+          ->required()
+          ->check(integer_of(ra.rank));
+    }
     sub->add_flag("--json", ra.json, "Print JSON (the batch answer's route) instead of a table");
   };
   auto docs = [&ra](CLI::App* sub, const char* last, std::int64_t& value, const char* help) {
     sub->add_option("--boundaries", ra.boundaries,
                     "Document boundaries, comma-separated, from 0 to L * size, e.g. 0,5,12,16")
         ->required();
-    sub->add_option("--size", ra.size, "Number of context-parallel ranks (P)")->required();
-    sub->add_option(last, value, help)->required();
+    sub->add_option("--size", ra.size, "Number of context-parallel ranks (P)")
+        ->required()
+        ->check(integer_of(ra.size));
+    sub->add_option(last, value, help)->required()->check(integer_of(value));
   };
   c.interval = c.route->add_subcommand("interval", "SPEC 7.1: a route from explicit intervals");
   c.window = c.route->add_subcommand("sliding-window", "SPEC 7.2: document-local sliding-window halos");
@@ -170,10 +256,7 @@ RouteCommands add_route_commands(CLI::App& app, RouteArgs& ra) {
 }
 
 int run_route(const RouteCommands& c, const RouteArgs& ra) {
-  if (ra.batch) {
-    cli::run_batch(std::cin, std::cout, cli::handle_route_request);
-    return 0;
-  }
+  if (ra.batch) return run_batch_command(cli::handle_route_request, ra.keep_going);
   auto boundaries = cli::parse_int_list(ra.boundaries, "--boundaries");
   auto intervals = cli::parse_interval_list(ra.intervals);
   auto owners = cli::parse_int_list(ra.owner_offsets, "--owner-offsets");
@@ -219,6 +302,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("hpref ") + hpref::kVersion + " (wire format " +
                                         hpref::kWireFormat + ")");
   app.require_subcommand(1);
+  app.option_defaults()->always_capture_default();
 
   FrameArgs fa;
   auto* frame = app.add_subcommand("frame", "Encode, decode and inspect HPB1 payload segments (SPEC 2)");
@@ -226,6 +310,13 @@ int main(int argc, char** argv) {
                   "Read JSON requests from stdin, one per line (ops encode_segment, "
                   "decode_segment, decode_received, pickle_read, pickle_write), answer one "
                   "JSON line each");
+  frame->add_option("--max-output-bytes", fa.max_output_bytes,
+                    "decode, inspect and --batch: refuse (exit 2, kind output_limit) an answer whose "
+                    "text would be longer; memo references and overlapping ranges are written out "
+                    "in full")
+      ->check(integer_of(fa.max_output_bytes));
+  frame->add_flag("--keep-going", fa.keep_going,
+                  "With --batch: exit 0 even when some lines were refused (default: exit 2)");
   frame->require_subcommand(0, 1);
   auto* encode = frame->add_subcommand("encode", "JSON items [[key, value], ...] -> segment bytes");
   encode->add_option("input", fa.input, "JSON items file ('-' for stdin)");
@@ -241,6 +332,10 @@ int main(int argc, char** argv) {
     sub->add_flag("--hex", fa.hex, "Read the segment as hex text (whitespace ignored)");
     sub->add_flag("--strict", fa.strict, "Refuse binary layouts the encoder would not write (SPEC 2.4)");
     sub->add_option("--key-class", fa.key_class, "Python key class read as a SampleKey (SPEC 1.4)");
+    sub->add_option("--max-output-bytes", fa.max_output_bytes,
+                    "Refuse (exit 2, kind output_limit) output longer than this; memo references "
+                    "and overlapping ranges are written out in full")
+        ->check(integer_of(fa.max_output_bytes));
   }
   decode->add_option("-o,--output", fa.output, "JSON output file ('-' for stdout)");
 
@@ -256,21 +351,25 @@ int main(int argc, char** argv) {
                                           "context-parallel dispatch, every step checked against the oracle. Exit "
                                           "codes as hpref sim: 0 ok, 1 a check failed, 2 bad usage, 3 collective "
                                           "mismatch, 4 deadlock, 5 peer failure");
-  demo->add_option("--ranks", da.ranks, "Ranks: simulated (0 = 8), or the mpirun world size it must equal (0 = the world size)")->capture_default_str();
-  demo->add_option("--dp", da.dp, "Data-parallel replicas; the rest of the mesh is context parallel")->capture_default_str();
-  demo->add_option("--steps", da.steps, "Training-data steps")->capture_default_str();
-  demo->add_option("--seed", da.seed, "Seed of the corpus, the schedule and every choice")->capture_default_str();
-  demo->add_option("--window", da.window, "Sliding-window size in tokens")->capture_default_str();
-  demo->add_option("--ratio", da.ratio, "Document-prefix compression ratio, 1 or 2")->capture_default_str();
+  demo->add_option("--ranks", da.ranks, "Ranks: simulated (0 = 8), or the mpirun world size it must equal (0 = the world size)")->check(integer_of(da.ranks))->capture_default_str();
+  demo->add_option("--dp", da.dp, "Data-parallel replicas; the rest of the mesh is context parallel")->check(integer_of(da.dp))->capture_default_str();
+  demo->add_option("--steps", da.steps, "Training-data steps")->check(integer_of(da.steps))->capture_default_str();
+  demo->add_option("--seed", da.seed, "Seed of the corpus, the schedule and every choice")->check(integer_of(da.seed))->capture_default_str();
+  demo->add_option("--window", da.window, "Sliding-window size in tokens")->check(integer_of(da.window))->capture_default_str();
+  demo->add_option("--ratio", da.ratio, "Document-prefix compression ratio, 1 or 2")->check(integer_of(da.ratio))->capture_default_str();
   demo->add_option("--backend", da.backend,
                    "Communicator: sim, or under mpirun mpi (OpenMPI) or nccl (one GPU per rank, host "
                    "groups over MPI)")->capture_default_str();
-  demo->add_option("--timeout-ms", da.timeout_ms, "mpi and nccl: the deadline of every wait in ms")->capture_default_str();
+  demo->add_option("--timeout-ms", da.timeout_ms, "mpi and nccl: the deadline of every wait in ms")->check(integer_of(da.timeout_ms))->capture_default_str();
   cli::add_demo_sim_options(*demo, da);  // --turn-timeout-ms, --fault, --json, --codec (cluster_demo.cpp)
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (std::string unknown = unknown_command(app, argc, argv); !unknown.empty()) {
+      std::cerr << unknown << "\nRun with --help for more information.\n";
+      return kExitBadInput;
+    }
     int code = app.exit(e);
     return code == 0 ? 0 : kExitBadInput;
   }

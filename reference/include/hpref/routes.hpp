@@ -71,6 +71,13 @@ std::vector<std::int64_t> compressed_document_offsets(std::span<const std::int64
 std::vector<std::int64_t> compressed_owner_offsets(std::span<const std::int64_t> boundaries,
                                                    std::int64_t ratio, std::int64_t local_length);
 
+// The largest `size` the window and prefix planners accept: their tables take O(size)
+// memory (about 64 bytes a rank); beyond it Error route_too_large, before allocating.
+inline constexpr std::int64_t kMaxRoutePeers = std::int64_t{1} << 20;
+// The most ranks the all-ranks planners below accept: their tables take O(P^2) memory
+// (24 bytes per rank pair); beyond it Error route_too_large, before allocating.
+inline constexpr std::int64_t kMaxAllRoutesPeers = 2048;
+
 // All ranks' routes of one configuration (index = rank), sharing the O(P + D) work of
 // intervals and owners; each route then costs O(P).
 std::vector<Route> interval_routes(std::int64_t local_length, std::span<const Interval> intervals,

@@ -17,8 +17,14 @@ using RequestHandler = std::function<Json(const Json& request)>;
 // The answer to one request line (never throws for bad input).
 Json answer_line(std::string_view line, const RequestHandler& handle);
 
-// Runs every line of `in`; returns the number of ok:false answers.
-std::size_t run_batch(std::istream& in, std::ostream& out, const RequestHandler& handle);
+struct BatchCounts {
+  std::size_t answered = 0;  // non-blank lines, each answered
+  std::size_t refused = 0;   // of them, ok:false answers
+};
+// Runs every line of `in`, answering each (out of memory included: the line gets an
+// ok:false "internal" answer and the batch goes on). Error io when the output cannot be
+// written.
+BatchCounts run_batch(std::istream& in, std::ostream& out, const RequestHandler& handle);
 
 // A request's field, or Error invalid_request naming it.
 const Json& required_field(const Json& request, const char* name);

@@ -5,17 +5,26 @@
 #include <span>
 #include <string>
 
+#include "hpref/cli/batch.hpp"
 #include "hpref/cli/json_value.hpp"
 #include "hpref/codec.hpp"
 
 namespace hpref::cli {
 
 // One `hpref frame --batch` request -> its answer body (throws hpref::Error on refusal).
+// Decoding answers (decode_segment, decode_received, pickle_read) are refused with
+// output_limit when their JSON text would pass the request's "max_output_bytes", or
+// `max_output_bytes` (default kDefaultMaxOutputBytes) when it has none.
 Json handle_frame_request(const Json& request);
+Json handle_frame_request_capped(const Json& request, std::uint64_t max_output_bytes);
+// handle_frame_request with that default cap (hpref frame --batch --max-output-bytes).
+RequestHandler frame_request_handler(std::uint64_t max_output_bytes);
 
 // Human-readable layout: the header, then each item's key and its schema tree with
 // dtype, shape, offset and size. Decodes first, so a bad segment throws its error.
+// The view is counted first and refused (Error output_limit) past `max_output_bytes`.
 std::string inspect_segment(std::span<const std::uint8_t> segment,
-                            const DecodeOptions& options = {});
+                            const DecodeOptions& options = {},
+                            std::uint64_t max_output_bytes = kDefaultMaxOutputBytes);
 
 }  // namespace hpref::cli

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
@@ -24,7 +25,14 @@ inline constexpr int kMaxJsonDepth = 1024;
 
 // Parses one JSON document; Error json_syntax (with the position) on bad text or nesting
 // deeper than kMaxJsonDepth.
-Json parse_json(std::string_view text);
+// A NUL byte anywhere is refused (json_syntax). Objects keep their key order; a repeated
+// key keeps its first position and its last value. Linear in the text.
+struct JsonParseInfo {
+  // The top-level object's "id" holds a number whose text the writer would not reproduce
+  // (1.50, 1e400, an integer beyond 64 bits).
+  bool id_inexact = false;
+};
+Json parse_json(std::string_view text, JsonParseInfo* info = nullptr);
 // Compact JSON text; floats shortest round-trip ("1.0", "1e+300", "-0.0").
 std::string dump_json(const Json& j);
 
@@ -44,6 +52,23 @@ std::vector<Item> items_from_json(const Json& j);
 // The JSON integer as an int64: nullopt for anything else (floats, integers beyond int64,
 // non-numbers).
 std::optional<std::int64_t> json_as_int64(const Json& j);
+
+// The default cap on the JSON text of decoded items (--max-output-bytes).
+inline constexpr std::uint64_t kDefaultMaxOutputBytes = std::uint64_t{1} << 30;
+
+// The size of dump_json(items_to_json(items)) / dump_json(value_to_json(v)), counted
+// without building it (a shared subtree's size is reused); Error output_limit as soon as
+// it passes `cap`. Memo references and overlapping binary ranges make this text far
+// larger than the decoded items: check it before writing.
+std::uint64_t items_json_size(std::span<const Item> items, std::uint64_t cap);
+std::uint64_t value_json_size(const Value& v, std::uint64_t cap);
+// Streams dump_json(items_to_json(items)) to `out` without building the JSON tree.
+void write_items_json(std::ostream& out, std::span<const Item> items);
+// A Json node holding already-written JSON text, written verbatim by dump_json.
+Json raw_json(std::vector<std::uint8_t> text);
+// items_to_json / value_to_json as such a node, after the size check against `cap`.
+Json items_json_checked(std::span<const Item> items, std::uint64_t cap);
+Json value_json_checked(const Value& v, std::uint64_t cap);
 
 // Lowercase hex of bytes; parse accepts either case (Error json_value otherwise).
 std::string to_hex(std::span<const std::uint8_t> bytes);
