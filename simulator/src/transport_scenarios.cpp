@@ -480,31 +480,37 @@ std::string exchange_mutated_send(Communicator& c, const ScenarioContext&) {
 }
 
 
+// Registers a scenario whose groups include host groups (Scenario::host_groups).
+void host_groups(std::vector<Scenario>& out, Scenario s) {
+  s.host_groups = true;
+  out.push_back(std::move(s));
+}
+
 }  // namespace
 
 void register_transport_scenarios(std::vector<Scenario>& out) {
-  out.push_back(make_scenario("data_plane", "a random mesh, readers and planner: control collectives and the payload exchange, "
+  host_groups(out, make_scenario("data_plane", "a random mesh, readers and planner: control collectives and the payload exchange, "
                                    "every item arriving exactly once where it was sent",
                      data_plane_scenario));
-  out.push_back(make_scenario("exchange_refusals", "targets outside the data plane and oversized announced sizes are refused "
+  host_groups(out, make_scenario("exchange_refusals", "targets outside the data plane and oversized announced sizes are refused "
                                           "on every rank, before anything is allocated",
                      exchange_refusals, 2));
-  out.push_back(make_scenario("exchange_sender_refuses", "one sender's own segment is over max_message_bytes: it alone refuses, "
+  host_groups(out, make_scenario("exchange_sender_refuses", "one sender's own segment is over max_message_bytes: it alone refuses, "
                                    "every other rank is told who refused, nobody enters the byte exchange",
                      exchange_sender_refuses, 2));
-  out.push_back(make_scenario("exchange_receiver_refuses", "rank 0's segment for one receiver is over max_message_bytes: sender "
+  host_groups(out, make_scenario("exchange_receiver_refuses", "rank 0's segment for one receiver is over max_message_bytes: sender "
                                    "and receiver refuse, every bystander is told who refused",
                      exchange_receiver_refuses, 3));
-  out.push_back(make_scenario("transport_limit_mismatch", "one rank configures another max_message_bytes: every rank refuses "
+  host_groups(out, make_scenario("transport_limit_mismatch", "one rank configures another max_message_bytes: every rank refuses "
                                    "at construction, naming the ranks and their values",
                      transport_limit_mismatch, 2));
-  out.push_back(make_scenario("batch_limit_mismatch", "one model-parallel rank configures another max_message_bytes: every rank "
+  host_groups(out, make_scenario("batch_limit_mismatch", "one model-parallel rank configures another max_message_bytes: every rank "
                                    "refuses at construction",
                      batch_limit_mismatch, 2));
-  out.push_back(make_scenario("object_all_gather_unequal", "all_gather_object of values of unequal pickled sizes, padded to the "
+  host_groups(out, make_scenario("object_all_gather_unequal", "all_gather_object of values of unequal pickled sizes, padded to the "
                                    "largest and decoded from each prefix",
                      object_all_gather_unequal));
-  out.push_back(make_scenario("batch_broadcast", "model-parallel batches identical on every peer, end of data, and a constructor "
+  host_groups(out, make_scenario("batch_broadcast", "model-parallel batches identical on every peer, end of data, and a constructor "
                                         "failure that ends every peer before any field broadcast",
                      batch_broadcast));
   out.push_back(make_scenario("dispatch", "sequence dispatch forward and backward for window and prefix routes, random row "

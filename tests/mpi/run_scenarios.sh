@@ -18,6 +18,10 @@ normal)
   [ "$rc" -eq 0 ] || fail "mpirun -np $np $runner --normal $* exited $rc"
   runs=$(echo "$out" | grep -E '^[a-z_0-9]+ seed=[0-9]+ rank [0-9]+: ' | sed -E 's/ rank .*//' | sort -u)
   [ -n "$runs" ] || fail "no scenario ran"
+  # SPEC 4 / 5.2: the agreed refusals and the limit agreement must be among them.
+  for must in exchange_sender_refuses transport_limit_mismatch batch_limit_mismatch object_all_gather_unequal; do
+    echo "$runs" | grep -q "^$must " || fail "scenario $must did not run on $np ranks"
+  done
   count=0
   while read -r scenario seedarg; do
     seed=${seedarg#seed=}

@@ -48,11 +48,7 @@ BOOST_AUTO_TEST_CASE(transports_and_dispatch_over_many_seeds) {
 // the group's memory space; the simulator enforces that before a GPU ever runs them.
 BOOST_AUTO_TEST_CASE(gpu_check_scenarios_on_an_accelerator_world) {
   for (const Scenario& s : scenarios()) {
-    bool host_groups = s.name == "data_plane" || s.name == "exchange_refusals" || s.name == "batch_broadcast" ||
-                       s.name == "exchange_sender_refuses" || s.name == "exchange_receiver_refuses" ||
-                       s.name == "transport_limit_mismatch" || s.name == "batch_limit_mismatch" ||
-                       s.name == "object_all_gather_unequal";
-    if (!s.expect.empty() || s.simulator_only || host_groups) continue;
+    if (!s.expect.empty() || s.simulator_only || s.host_groups) continue;
     for (int n = 1; n <= 4; ++n) {
       auto r = run_scenario(s.name, n, 5, {}, "nccl");
       BOOST_TEST(r.failure() == Failure::none, s.name << " ranks " << n << " on an nccl world" << describe(r));

@@ -1,7 +1,8 @@
 // The data-plane transport (SPEC 4-5): control collectives between reader, planner and
 // constructor ranks (values travel as metadata pickles), and the payload exchange, one
 // variable-size all-to-all of HPB1 segments. Every size a peer announces is checked
-// against max_message_bytes before anything is allocated.
+// against max_message_bytes before anything is allocated; the limit itself is agreed at
+// construction (SPEC 4), and a refusal of the exchange is agreed by a vote (SPEC 5.2).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,9 @@ MemorySpace staging_space(const Group& group, const TransportOptions& options);
 
 class DataPlaneTransport {
  public:
+  // A member of a data plane of more than one rank all-gathers max_message_bytes over the
+  // control group (SPEC 4): a difference is Error transport_limit_mismatch on every rank,
+  // naming each value and its ranks.
   DataPlaneTransport(Communicator& comm, const DataGroups& groups, TransportOptions options = {});
 
   bool is_member() const noexcept { return index_ >= 0; }
@@ -85,6 +89,11 @@ class DataPlaneTransport {
     std::optional<std::vector<Item>> items_;
     DecodeOptions decode_;
   };
+  // After the size all-to-all every rank votes (one int32 all-gathered over the control
+  // group): a rank with an outgoing segment or an announced incoming size over
+  // max_message_bytes (or negative) raises transport_size_limit naming sender, receiver
+  // and size; every other rank raises exchange_refused naming the refusing ranks. Nothing
+  // is allocated and no byte exchange is launched on any rank then.
   ExchangeWork begin_exchange(Prepared prepared);
   std::vector<Item> exchange(Prepared prepared);
 

@@ -18,8 +18,10 @@ namespace hpref {
 
 class ModelParallelTransport {
  public:
-  // Checks the spec fingerprint across the host model-parallel group (Error
-  // transport_spec_mismatch naming the ranks that differ from the constructor).
+  // Checks the spec fingerprint and max_message_bytes across the host model-parallel
+  // group in one all-gather (Error transport_spec_mismatch naming the ranks that differ
+  // from the constructor; else Error transport_limit_mismatch naming each limit and its
+  // ranks), on every rank.
   ModelParallelTransport(Communicator& comm, const DataTopology& topology, const DataGroups& groups,
                          ModelBatchLayout layout, TransportOptions options = {});
 

@@ -31,6 +31,9 @@ struct Scenario {
   std::string expect;
   // Relies on the simulator's own fault plans or detections (not run under MPI).
   bool simulator_only = false;
+  // Uses host groups (the data-plane control group, the host model-parallel group): not
+  // run on an accelerator-only world (the GPU check's clique, the simulator's nccl world).
+  bool host_groups = false;
   // What MPI in checked mode with a short deadline must report instead of `expect` (""
   // when `expect` is ""): "mismatch", "timeout" or "check failed".
   std::string device_expect;
