@@ -255,8 +255,9 @@ class SchemaDecoder {
 
   const SharedBytes& binary_;
   std::uint64_t cursor_ = 0;
-  std::unordered_map<const void*, Value> cache_;
-  std::unordered_map<const void*, std::shared_ptr<const std::vector<std::int64_t>>> shapes_;
+  std::unordered_map<const void*, Value, SeededHash> cache_;
+  std::unordered_map<const void*, std::shared_ptr<const std::vector<std::int64_t>>, SeededHash>
+      shapes_;
 };
 
 }  // namespace

@@ -45,10 +45,17 @@ bool contains_binary(const Value& v) {
   }
 }
 
+PickleLimits writer_limits(const EncodeOptions& options) {
+  PickleLimits limits;
+  limits.max_depth = options.max_depth;
+  limits.max_stack = options.max_stack;
+  return limits;
+}
+
 class Encoder {
  public:
   Encoder(const EncodeOptions& options, std::string& metadata)
-      : options_(options), writer_(metadata) {}
+      : options_(options), writer_(metadata, writer_limits(options)) {}
 
   std::vector<std::span<const std::uint8_t>> leaves;
   std::uint64_t offset = 0;
@@ -91,6 +98,9 @@ class Encoder {
   }
 
   void plain(const Value& v) { writer_.value(v); }
+
+  // The one writer of the metadata: it mirrors the reader's stack across the whole pickle.
+  PickleWriter& writer() { return writer_; }
 
   // The schema node of `v`, whose tuple sits at metadata level `level`.
   void schema(const Value& v, int level) {
@@ -245,7 +255,7 @@ SegmentPlan plan_segment(std::span<const Item> items, const EncodeOptions& optio
     enc.check_item(i, items[i]);
     framed = framed || contains_binary(items[i].second);
   }
-  PickleWriter w(plan.metadata_);
+  PickleWriter& w = enc.writer();
   w.begin();
   w.begin_tuple(items.size());
   for (std::size_t i = 0; i < items.size(); ++i) {

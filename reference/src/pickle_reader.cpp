@@ -25,16 +25,23 @@ enum class Callable { codecs_encode, bytearray, bytes, key_class };
 // The object the key-class NEWOBJ creates; BUILD fills it in.
 struct KeyObject {
   bool built = false;
-  Value key;  // the 2-tuple (sample_id, position) once built
+  bool frozen = false;  // fetched from the memo: BUILD may no longer modify it
+  Value key;            // the 2-tuple (sample_id, position) once built
 };
 
+// A global pushed by GLOBAL/STACK_GLOBAL.
+struct Global {
+  Callable callable = Callable::bytes;
+  std::string name;  // "module.name", for messages
+};
+
+// One stack (or memo) entry, kept small: the stack may hold up to max_stack of them.
+// A callable or key object lives in the reader's side tables, named by `index`.
 struct Slot {
   enum class Tag : unsigned char { value, callable, key_object };
-  Tag tag = Tag::value;
   Value value;
-  Callable callable = Callable::bytes;
-  std::uint32_t global_name = 0;  // index into Reader::global_names_, for messages
-  std::shared_ptr<KeyObject> key_object;
+  std::uint32_t index = 0;  // into Reader::globals_ or Reader::key_objects_
+  Tag tag = Tag::value;
 };
 
 std::string opcode_label(std::uint8_t op) {
@@ -118,10 +125,26 @@ class Reader {
   // ---- stack --------------------------------------------------------------
   std::size_t fence() const { return marks_.empty() ? 0 : marks_.back(); }
 
+  // SPEC 2.4: memory stays a small multiple of the input. Every push (an item or a MARK)
+  // is checked first, so a run of push opcodes with nothing to consume them stops at the
+  // limit instead of at STOP.
+  void grow_stack() {
+    if (stack_.size() + marks_.size() >= options_.limits.max_stack) {
+      fail(Errc::pickle_stack_limit,
+           "the stack would hold more than " + std::to_string(options_.limits.max_stack) +
+               " entries (items and MARKs)");
+    }
+  }
+
+  void push_slot(Slot s) {
+    grow_stack();
+    stack_.push_back(std::move(s));
+  }
+
   void push(Value v) {
     Slot s;
     s.value = std::move(v);
-    stack_.push_back(std::move(s));
+    push_slot(std::move(s));
   }
 
   Slot pop_slot(const char* what) {
@@ -141,10 +164,10 @@ class Reader {
         fail(Errc::pickle_global, "global " + name_of(s) +
                                       " may only be called (REDUCE, or NEWOBJ for the key class), not used as a value");
       case Slot::Tag::key_object:
-        if (!s.key_object->built) {
+        if (!key_objects_[s.index].built) {
           fail(Errc::pickle_reduce, "a " + options_.key_class + " object is used before BUILD");
         }
-        return s.key_object->key;
+        return key_objects_[s.index].key;
     }
     fail(Errc::internal, "bad slot");
   }
@@ -169,6 +192,19 @@ class Reader {
     for (std::size_t i = mark; i < stack_.size(); ++i) items.push_back(as_value(std::move(stack_[i])));
     stack_.resize(mark);
     return items;
+  }
+
+  // Work that a memo reference can repeat without new input (hashing a shared key,
+  // converting a shared string) is counted: it may not exceed the node limit plus the
+  // input's size, so total work stays proportional to the input (SPEC 2.4).
+  void spend(std::uint64_t units, const char* what) {
+    std::uint64_t budget = options_.limits.max_nodes + in_.size();
+    if (units > budget - work_) {
+      fail(Errc::pickle_node_limit, std::string(what) + " would bring the reader's work past " +
+                                        std::to_string(budget) +
+                                        " units (the node limit plus the input's size)");
+    }
+    work_ += units;
   }
 
   // ---- containers -----------------------------------------------------------
@@ -199,8 +235,6 @@ class Reader {
     // Value::tuple computes depth and node counts as it goes; check them after.
     return Value::tuple(std::move(items));
   }
-
-  void start_dict(const Value& dict) { dict_keys_[dict.node_identity()] = KeySet(); }
 
   Value& target(const char* what, ValueKind kind) {
     Slot& s = top_slot(what);
@@ -233,7 +267,11 @@ class Reader {
       fail(Errc::pickle_stack, std::string(what) + " has an odd number (" +
                                    std::to_string(flat.size()) + ") of keys and values");
     }
+    // Made at the first entry (an empty dict costs no key set). A set left by a freed dict
+    // whose address this one reuses holds keys this one lacks: it is replaced.
+    for (std::size_t i = 0; i < flat.size(); i += 2) spend(flat[i].node_count(), "dict keys hashed");
     KeySet& keys = dict_keys_[dict.node_identity()];
+    if (keys.size() != dict.entries().size()) keys = KeySet();
     for (std::size_t i = 0; i < flat.size(); i += 2) {
       if (!flat[i].is_hashable()) {
         fail(Errc::pickle_unhashable_key, "dict key " + repr(flat[i]) + " of type " +
@@ -271,31 +309,33 @@ class Reader {
     }
     const Slot& s = it->second;
     if (s.tag == Slot::Tag::value && s.value.is_container()) frozen_.insert(s.value.node_identity());
-    if (s.tag == Slot::Tag::key_object) frozen_.insert(s.key_object.get());
-    stack_.push_back(s);
+    if (s.tag == Slot::Tag::key_object) key_objects_[s.index].frozen = true;
+    push_slot(s);
   }
 
   // ---- globals and calls ------------------------------------------------------
   void push_global(std::string_view module, std::string_view name) {
-    Slot s;
-    s.tag = Slot::Tag::callable;
-    s.global_name = static_cast<std::uint32_t>(global_names_.size());
-    global_names_.push_back(std::string(module) + "." + std::string(name));
+    Global g;
+    g.name = std::string(module) + "." + std::string(name);
     if (module == "_codecs" && name == "encode") {
-      s.callable = Callable::codecs_encode;
+      g.callable = Callable::codecs_encode;
     } else if ((module == "builtins" || module == "__builtin__") && name == "bytearray") {
-      s.callable = Callable::bytearray;
+      g.callable = Callable::bytearray;
     } else if ((module == "builtins" || module == "__builtin__") && name == "bytes") {
-      s.callable = Callable::bytes;
+      g.callable = Callable::bytes;
     } else if (!key_module_.empty() && module == key_module_ && name == key_name_) {
-      s.callable = Callable::key_class;
+      g.callable = Callable::key_class;
     } else {
       fail(Errc::pickle_global,
-           "global " + quote_text(name_of(s)) +
+           "global " + quote_text(g.name) +
                " is refused: only _codecs.encode, builtins.bytearray, builtins.bytes and the "
                "key class build plain data, and decoding never runs code");
     }
-    stack_.push_back(std::move(s));
+    Slot s;
+    s.tag = Slot::Tag::callable;
+    s.index = static_cast<std::uint32_t>(globals_.size());
+    globals_.push_back(std::move(g));
+    push_slot(std::move(s));
   }
 
   Slot pop_callable(const char* what) {
@@ -333,10 +373,11 @@ class Reader {
                                     repr(args, 60));
     }
     auto a = args.items();
-    switch (fn.callable) {
+    switch (callable_of(fn)) {
       case Callable::codecs_encode:
         if (a.size() == 2 && a[0].is(ValueKind::string) && a[1].is(ValueKind::string) &&
             a[1].as_str() == "latin1") {
+          spend(a[0].as_str().size(), "text converted by _codecs.encode");
           push(Value::bytes(std::string_view(latin1_bytes(a[0].as_str()))));
           return;
         }
@@ -368,26 +409,28 @@ class Reader {
   void newobj() {
     Value args = pop_value("NEWOBJ");
     Slot cls = pop_callable("NEWOBJ");
-    if (cls.callable != Callable::key_class || !args.is(ValueKind::tuple) || !args.items().empty()) {
+    if (callable_of(cls) != Callable::key_class || !args.is(ValueKind::tuple) ||
+        !args.items().empty()) {
       fail(Errc::pickle_reduce, "NEWOBJ of " + name_of(cls) + " with arguments " +
                                     repr(args, 60) + " is refused: only " + options_.key_class +
                                     " with no arguments is accepted");
     }
     Slot s;
     s.tag = Slot::Tag::key_object;
-    s.key_object = std::make_shared<KeyObject>();
-    created(s.key_object.get());
-    stack_.push_back(std::move(s));
+    s.index = static_cast<std::uint32_t>(key_objects_.size());
+    key_objects_.emplace_back();
+    push_slot(std::move(s));
   }
 
   void build() {
     Value state = pop_value("BUILD");
-    Slot& obj = top_slot("BUILD");
-    if (obj.tag != Slot::Tag::key_object || obj.key_object->built) {
+    Slot& slot = top_slot("BUILD");
+    if (slot.tag != Slot::Tag::key_object || key_objects_[slot.index].built) {
       fail(Errc::pickle_reduce, "BUILD is only accepted once on a fresh " + options_.key_class +
                                     " object");
     }
-    if (frozen_.count(obj.key_object.get())) {
+    KeyObject& obj = key_objects_[slot.index];
+    if (obj.frozen) {
       fail(Errc::pickle_frozen_mutation, "BUILD modifies a " + options_.key_class +
                                              " object after it was fetched from the memo");
     }
@@ -408,8 +451,8 @@ class Reader {
       fail(Errc::pickle_unhashable_key, options_.key_class + " fields " + repr(key, 80) +
                                             " are not hashable");
     }
-    obj.key_object->key = std::move(key);
-    obj.key_object->built = true;
+    obj.key = std::move(key);
+    obj.built = true;
   }
 
   // ---- scalars ------------------------------------------------------------------
@@ -462,7 +505,10 @@ class Reader {
         return;
       }
       case op::FRAME: need(take_le(8, "FRAME length"), "FRAME"); return;
-      case op::MARK: marks_.push_back(stack_.size()); return;
+      case op::MARK:
+        grow_stack();
+        marks_.push_back(stack_.size());
+        return;
       case op::POP:
         if (!marks_.empty() && marks_.back() == stack_.size()) {
           marks_.pop_back();
@@ -492,7 +538,11 @@ class Reader {
         push(Value::bytearray(SharedBytes::copy_of(b)));
         return;
       }
-      case op::EMPTY_TUPLE: push_container(Value::tuple({})); return;
+      case op::EMPTY_TUPLE:
+        // All empty tuples share one node (as in CPython): a tuple is never modified.
+        if (empty_tuple_.is(ValueKind::none)) empty_tuple_ = Value::tuple({});
+        push(empty_tuple_);
+        return;
       case op::TUPLE1:
       case op::TUPLE2:
       case op::TUPLE3: {
@@ -512,16 +562,10 @@ class Reader {
         return;
       }
       case op::APPENDS: append_items("APPENDS", pop_mark("APPENDS")); return;
-      case op::EMPTY_DICT: {
-        Value d = Value::mapping({});
-        start_dict(d);
-        push_container(std::move(d));
-        return;
-      }
+      case op::EMPTY_DICT: push_container(Value::mapping({})); return;
       case op::DICT: {
         std::vector<Value> flat = pop_mark("DICT");
         Value d = Value::mapping({});
-        start_dict(d);
         created(d.node_identity());
         add_entries(d, flat, "DICT");
         push(std::move(d));
@@ -593,16 +637,22 @@ class Reader {
   std::string key_module_, key_name_;
   std::size_t pos_ = 0;
   std::size_t op_offset_ = 0;
+  std::uint64_t work_ = 0;
   std::vector<Slot> stack_;
   std::vector<std::size_t> marks_;
-  std::unordered_map<std::uint64_t, Slot> memo_;
-  std::unordered_set<const void*> frozen_;
-  std::unordered_map<const void*, KeySet> dict_keys_;
+  // Keyed hashes: memo indices come from the peer (BINPUT), so std::hash's identity on
+  // ints would let it aim every index at one bucket.
+  std::unordered_map<std::uint64_t, Slot, SeededHash> memo_;
+  std::unordered_set<const void*, SeededHash> frozen_;
+  std::unordered_map<const void*, KeySet, SeededHash> dict_keys_;
   static constexpr std::size_t kInternMax = 32;
-  std::unordered_map<std::string_view, Value> interned_;
-  std::vector<std::string> global_names_;
+  std::unordered_map<std::string_view, Value, SeededHash> interned_;
+  std::vector<Global> globals_;
+  std::vector<KeyObject> key_objects_;
+  Value empty_tuple_;
 
-  const std::string& name_of(const Slot& s) const { return global_names_[s.global_name]; }
+  const std::string& name_of(const Slot& s) const { return globals_[s.index].name; }
+  Callable callable_of(const Slot& s) const { return globals_[s.index].callable; }
 };
 
 }  // namespace

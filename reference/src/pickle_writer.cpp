@@ -35,11 +35,29 @@ void PickleWriter::begin() {
 
 void PickleWriter::end() { opcode(op::STOP); }
 
-void PickleWriter::none() { opcode(op::NONE); }
+void PickleWriter::pushes() {
+  if (height_ >= max_stack_) {
+    throw Error(Errc::pickle_stack_limit,
+                "cannot write pickle: its reader's stack would hold more than " +
+                    std::to_string(max_stack_) +
+                    " entries (items and MARKs), the SPEC 2.3 limit: a tuple that long cannot "
+                    "be decoded");
+  }
+  ++height_;
+}
 
-void PickleWriter::boolean(bool b) { opcode(b ? op::NEWTRUE : op::NEWFALSE); }
+void PickleWriter::none() {
+  pushes();
+  opcode(op::NONE);
+}
+
+void PickleWriter::boolean(bool b) {
+  pushes();
+  opcode(b ? op::NEWTRUE : op::NEWFALSE);
+}
 
 void PickleWriter::integer(std::int64_t i) {
+  pushes();
   if (i >= 0 && i <= 0xff) {
     opcode(op::BININT1);
     put_le(out_, static_cast<std::uint64_t>(i), 1);
@@ -58,6 +76,7 @@ void PickleWriter::integer(std::int64_t i) {
 }
 
 void PickleWriter::floating(double d) {
+  pushes();
   opcode(op::BINFLOAT);
   std::uint64_t bits = std::bit_cast<std::uint64_t>(d);
   for (int i = 7; i >= 0; --i) out_.push_back(static_cast<char>((bits >> (8 * i)) & 0xff));
@@ -65,6 +84,7 @@ void PickleWriter::floating(double d) {
 
 void PickleWriter::length_prefixed(std::uint8_t op1, std::uint8_t op4, std::uint8_t op8,
                                    std::string_view data) {
+  pushes();
   if (op1 != 0 && data.size() < 256) {
     opcode(op1);
     put_le(out_, data.size(), 1);
@@ -89,10 +109,15 @@ void PickleWriter::bytes(std::string_view data) {
 void PickleWriter::bytearray(std::string_view data) { length_prefixed(0, 0, op::BYTEARRAY8, data); }
 
 void PickleWriter::begin_tuple(std::size_t n) {
-  if (n > 3) opcode(op::MARK);
+  if (n > 3) {
+    pushes();
+    opcode(op::MARK);
+  }
 }
 
 void PickleWriter::end_tuple(std::size_t n) {
+  pops(n > 3 ? n + 1 : n);
+  pushes();
   switch (n) {
     case 0: opcode(op::EMPTY_TUPLE); break;
     case 1: opcode(op::TUPLE1); break;
@@ -123,26 +148,36 @@ void PickleWriter::value(const Value& v) {
       return;
     }
     case ValueKind::list: {
+      pushes();
       opcode(op::EMPTY_LIST);
       auto items = v.items();
       for (std::size_t start = 0; start < items.size(); start += kBatchSize) {
         std::size_t n = std::min(kBatchSize, items.size() - start);
-        if (n > 1) opcode(op::MARK);
+        if (n > 1) {
+          pushes();
+          opcode(op::MARK);
+        }
         for (std::size_t i = start; i < start + n; ++i) value(items[i]);
+        pops(n > 1 ? n + 1 : n);
         opcode(n > 1 ? op::APPENDS : op::APPEND);
       }
       return;
     }
     case ValueKind::mapping: {
+      pushes();
       opcode(op::EMPTY_DICT);
       auto entries = v.entries();
       for (std::size_t start = 0; start < entries.size(); start += kBatchSize) {
         std::size_t n = std::min(kBatchSize, entries.size() - start);
-        if (n > 1) opcode(op::MARK);
+        if (n > 1) {
+          pushes();
+          opcode(op::MARK);
+        }
         for (std::size_t i = start; i < start + n; ++i) {
           value(entries[i].first);
           value(entries[i].second);
         }
+        pops(n > 1 ? 2 * n + 1 : 2 * n);
         opcode(n > 1 ? op::SETITEMS : op::SETITEM);
       }
       return;
@@ -155,10 +190,17 @@ void PickleWriter::key_object(const SampleKey& key, std::string_view key_class) 
   HPREF_CHECK(dot != std::string_view::npos);
   str(key_class.substr(0, dot));
   str(key_class.substr(dot + 1));
+  pops(2);
+  pushes();
   opcode(op::STACK_GLOBAL);
+  pushes();
   opcode(op::EMPTY_TUPLE);
+  pops(2);
+  pushes();
   opcode(op::NEWOBJ);
+  pushes();
   opcode(op::EMPTY_DICT);
+  pushes();
   opcode(op::MARK);
   str("sample_id");
   if (const auto* id = std::get_if<std::int64_t>(&key.sample_id)) {
@@ -168,13 +210,22 @@ void PickleWriter::key_object(const SampleKey& key, std::string_view key_class) 
   }
   str("position");
   integer(key.position);
+  pops(5);
   opcode(op::SETITEMS);
+  pops(1);
   opcode(op::BUILD);
 }
 
-std::string write_pickle(const Value& v) {
+std::string write_pickle(const Value& v, const PickleLimits& limits) {
+  // SPEC 2.3: whatever encodes decodes. The reader refuses a Value deeper than its limit.
+  if (v.depth() > limits.max_depth) {
+    throw Error(Errc::depth_limit, "cannot write pickle: the value nests " +
+                                       std::to_string(v.depth()) + " levels deep, deeper than " +
+                                       "the " + std::to_string(limits.max_depth) +
+                                       "-level metadata pickle limit (SPEC 2.3)");
+  }
   std::string out;
-  PickleWriter w(out);
+  PickleWriter w(out, limits);
   w.begin();
   w.value(v);
   w.end();

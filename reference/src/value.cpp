@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <unordered_set>
 
 #include "hpref/detail/value_access.hpp"
@@ -304,10 +306,6 @@ std::optional<std::int64_t> integral_value(const Value& v) {
   }
 }
 
-std::size_t mix(std::size_t h, std::size_t x) {
-  return h ^ (x + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
-}
-
 }  // namespace
 
 bool key_equal(const Value& a, const Value& b) noexcept {
@@ -337,22 +335,138 @@ bool key_equal(const Value& a, const Value& b) noexcept {
   }
 }
 
+// SipHash-1-3 (Aumasson and Bernstein) under a key drawn once per process: an attacker
+// who picks the keys of a dict, an __hp_mapping__ node or a merge cannot aim them at one
+// bucket (hash flooding), as they could with std::hash (the identity on ints, a fixed-seed
+// MurmurHash on text).
+namespace {
+
+struct SipKey {
+  std::uint64_t k0, k1;
+};
+
+SipKey draw_sip_key() noexcept {
+  std::uint64_t k0 = 0, k1 = 0;
+  try {
+    std::random_device rd;
+    k0 = (std::uint64_t{rd()} << 32) ^ rd();
+    k1 = (std::uint64_t{rd()} << 32) ^ rd();
+  } catch (...) {
+  }
+  // Mixed with what differs between processes anyway, should random_device be weak.
+  auto t = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  k0 ^= t * 0x9e3779b97f4a7c15ULL;
+  k1 ^= reinterpret_cast<std::uintptr_t>(&k1) * 0xbf58476d1ce4e5b9ULL;
+  return {k0, k1};
+}
+
+const SipKey& sip_key() noexcept {
+  static const SipKey key = draw_sip_key();
+  return key;
+}
+
+class Sip13 {
+ public:
+  explicit Sip13(std::uint64_t domain) noexcept {
+    const SipKey& k = sip_key();
+    v0_ = k.k0 ^ 0x736f6d6570736575ULL ^ domain;
+    v1_ = k.k1 ^ 0x646f72616e646f6dULL;
+    v2_ = k.k0 ^ 0x6c7967656e657261ULL;
+    v3_ = k.k1 ^ 0x7465646279746573ULL;
+  }
+
+  void word(std::uint64_t m) noexcept {
+    v3_ ^= m;
+    round();
+    v0_ ^= m;
+    length_ += 8;
+  }
+
+  void bytes(std::string_view data) noexcept {
+    std::size_t i = 0;
+    for (; i + 8 <= data.size(); i += 8) {
+      std::uint64_t m;
+      std::memcpy(&m, data.data() + i, 8);
+      word(m);
+    }
+    std::uint64_t tail = 0;
+    if (i < data.size()) std::memcpy(&tail, data.data() + i, data.size() - i);
+    tail_ = tail;
+    length_ += data.size() - i;
+  }
+
+  std::uint64_t finish() noexcept {
+    std::uint64_t b = (length_ << 56) | tail_;
+    v3_ ^= b;
+    round();
+    v0_ ^= b;
+    v2_ ^= 0xff;
+    round();
+    round();
+    round();
+    return v0_ ^ v1_ ^ v2_ ^ v3_;
+  }
+
+ private:
+  void round() noexcept {
+    v0_ += v1_;
+    v1_ = std::rotl(v1_, 13);
+    v1_ ^= v0_;
+    v0_ = std::rotl(v0_, 32);
+    v2_ += v3_;
+    v3_ = std::rotl(v3_, 16);
+    v3_ ^= v2_;
+    v0_ += v3_;
+    v3_ = std::rotl(v3_, 21);
+    v3_ ^= v0_;
+    v2_ += v1_;
+    v1_ = std::rotl(v1_, 17);
+    v1_ ^= v2_;
+    v2_ = std::rotl(v2_, 32);
+  }
+
+  std::uint64_t v0_, v1_, v2_, v3_;
+  std::uint64_t length_ = 0;
+  std::uint64_t tail_ = 0;
+};
+
+// Domains keep the kinds apart (an int and the str of its bytes hash differently).
+enum : std::uint64_t { kNumber = 1, kFloat = 2, kText = 3, kBytes = 4, kTuple = 5, kRaw = 6 };
+
+std::uint64_t hash_word(std::uint64_t domain, std::uint64_t x) noexcept {
+  Sip13 h(domain);
+  h.word(x);
+  return h.finish();
+}
+
+std::uint64_t hash_text(std::uint64_t domain, std::string_view text) noexcept {
+  Sip13 h(domain);
+  h.bytes(text);
+  return h.finish();
+}
+
+}  // namespace
+
+std::uint64_t seeded_hash(std::uint64_t x) noexcept { return hash_word(kRaw, x); }
+
+std::uint64_t seeded_hash(std::string_view bytes) noexcept { return hash_text(kRaw, bytes); }
+
 std::size_t key_hash(const Value& v) noexcept {
-  std::hash<std::string_view> text_hash;
   switch (v.kind()) {
-    case ValueKind::none: return 0x6e6f6e65;
+    case ValueKind::none: return hash_word(kNumber, 0x6e6f6e65);
     case ValueKind::boolean:
     case ValueKind::integer:
     case ValueKind::floating: {
-      if (auto i = integral_value(v)) return std::hash<std::int64_t>()(*i);
-      return std::hash<std::uint64_t>()(std::bit_cast<std::uint64_t>(v.as_float()));
+      // Key-equal numbers (True, 1, 1.0) hash alike.
+      if (auto i = integral_value(v)) return hash_word(kNumber, static_cast<std::uint64_t>(*i));
+      return hash_word(kFloat, std::bit_cast<std::uint64_t>(v.as_float()));
     }
-    case ValueKind::string: return mix(1, text_hash(v.as_str()));
-    case ValueKind::bytes: return mix(2, text_hash(v.as_bytes().view()));
+    case ValueKind::string: return hash_text(kText, v.as_str());
+    case ValueKind::bytes: return hash_text(kBytes, v.as_bytes().view());
     case ValueKind::tuple: {
-      std::size_t h = 3 + v.items().size();
-      for (const Value& item : v.items()) h = mix(h, key_hash(item));
-      return h;
+      Sip13 h(kTuple);
+      for (const Value& item : v.items()) h.word(key_hash(item));
+      return h.finish();
     }
     default: return 7;
   }

@@ -1,6 +1,10 @@
 // SPEC 1.1-1.4: dtypes, tensors, Values and their two equalities, sample keys.
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <unordered_set>
+#include <vector>
 
 #include "hpref/dtype.hpp"
 #include "hpref/sample_key.hpp"
@@ -139,6 +143,30 @@ BOOST_AUTO_TEST_CASE(key_equality_is_pythons_spec_1_1) {
              key_hash(Value::tuple({Value::integer(1), Value::integer(2)})));
   BOOST_TEST(!key_equal(Value::floating(9223372036854775808.0),
                         Value::integer(std::numeric_limits<std::int64_t>::min())));
+}
+
+// Issue 10, hash flooding: a peer chose int keys that std::hash (the identity) sends to
+// one bucket of the table KeySet uses (multiples of its bucket count): duplicate
+// detection went quadratic (631 KB, 89 s). key_hash is keyed per process and spreads them.
+BOOST_AUTO_TEST_CASE(key_hash_spreads_keys_chosen_to_collide) {
+  const std::size_t n = 50000;
+  std::unordered_set<std::int64_t> probe;  // the bucket count such a table has for n keys
+  for (std::size_t i = 0; i < n; ++i) probe.insert(static_cast<std::int64_t>(i));
+  const std::size_t buckets = probe.bucket_count();
+  std::vector<std::size_t> old_load(buckets), new_load(buckets), float_load(buckets);
+  for (std::size_t i = 1; i <= n; ++i) {
+    auto k = static_cast<std::int64_t>(i * buckets);
+    ++old_load[std::hash<std::int64_t>()(k) % buckets];
+    ++new_load[key_hash(Value::integer(k)) % buckets];
+    ++float_load[key_hash(Value::tuple({Value::floating(static_cast<double>(k) + 0.5)})) %
+                 buckets];
+  }
+  // The keys do aim std::hash at one bucket...
+  BOOST_TEST(*std::max_element(old_load.begin(), old_load.end()) == n);
+  // ...and not key_hash: n keys in about n buckets, the fullest holds a handful (expected
+  // about 8; over 24 has probability far below 1e-15).
+  BOOST_TEST(*std::max_element(new_load.begin(), new_load.end()) <= 24u);
+  BOOST_TEST(*std::max_element(float_load.begin(), float_load.end()) <= 24u);
 }
 
 BOOST_AUTO_TEST_CASE(mapping_refuses_duplicate_and_unhashable_keys) {

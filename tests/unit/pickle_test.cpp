@@ -365,6 +365,56 @@ BOOST_AUTO_TEST_CASE(memo_bomb_hits_the_node_limit) {
   BOOST_TEST(v.node_count() > (16ull << 20));  // shared, not copied: it fits in memory
 }
 
+// SPEC 2.4 (issue 10): 4 MB of one-byte pushes held 950 MB until STOP refused them. The
+// stack (items and MARKs) is bounded, so such input stops at the limit, naming the byte.
+BOOST_AUTO_TEST_CASE(stack_limit_stops_a_run_of_pushes_spec_2_4) {
+  PickleReadOptions small;
+  small.limits.max_stack = 8;
+  // MARK and 7 items: 8 entries.
+  BOOST_TEST(read("\x80\x05(NNNNNNNt."sv, small).items().size() == 7u);
+  HPREF_CHECK_ERROR(read("\x80\x05(NNNNNNNNt."sv, small), Errc::pickle_stack_limit,
+                    "more than 8 entries");
+  HPREF_CHECK_ERROR(read("\x80\x05(NNNNNNNNt."sv, small), Errc::pickle_stack_limit, "byte 10");
+  // MARKs count too, and so do memo fetches.
+  HPREF_CHECK_ERROR(read("\x80\x05((((((((((."sv, small), Errc::pickle_stack_limit, "8 entries");
+  std::string fetches = "\x80\x05N\x94";
+  for (int i = 0; i < 10; ++i) fetches += "h\x00"s;
+  HPREF_CHECK_ERROR(read(fetches + ".", small), Errc::pickle_stack_limit,
+                    "8 entries");
+  // The default limit: 1 Mi entries; a run of empty dicts is refused at the limit, not at STOP.
+  std::string dicts = "\x80\x05" + std::string((1u << 20) + 1, '}') + ".";
+  HPREF_CHECK_ERROR(read(dicts), Errc::pickle_stack_limit, "byte 1048578");
+}
+
+// SPEC 2.4: work a memo reference repeats without new input (hashing a shared key) is
+// bounded by the node limit plus the input's size.
+BOOST_AUTO_TEST_CASE(work_of_repeated_shared_keys_is_bounded_spec_2_4) {
+  // A tuple of 299593 nodes (8**6 leaves) from ~60 bytes, memoized at index 6.
+  std::string p = "\x80\x05K\x00\x94" "0"s;
+  for (int level = 1; level <= 6; ++level) {
+    p += "(";
+    for (int k = 0; k < 8; ++k) p += "h" + std::string(1, static_cast<char>(level - 1));
+    p += "t\x94" "0";
+  }
+  // Each round: a fresh dict keyed by (big, i), then POP: 299595 nodes hashed per 7 bytes.
+  auto rounds = [&](int n) {
+    std::string q = p;
+    for (int i = 0; i < n; ++i) q += "}h\x06K"s + static_cast<char>(i) + "\x86Ns0";
+    return q + "N.";
+  };
+  BOOST_TEST(read(rounds(50)).is(ValueKind::none));  // 50 * 299595 < 16 Mi + input
+  HPREF_CHECK_ERROR(read(rounds(70)), Errc::pickle_node_limit, "work");
+  // Text converted by _codecs.encode counts the same way.
+  std::string t = "\x80\x02" "c_codecs\nencode\n\x94" "0X"s + le(1000, 4) + std::string(1000, 'a') +
+                  "\x94" "0X" + le(6, 4) + "latin1\x94" "0";
+  for (int i = 0; i < 3; ++i) t += "h\x00h\x01h\x02\x86R0"s;
+  t += "N.";
+  PickleReadOptions tiny;
+  tiny.limits.max_nodes = 100;  // budget 100 + ~1.1 KB of input: one conversion fits
+  HPREF_CHECK_ERROR(read(t, tiny), Errc::pickle_node_limit, "_codecs.encode");
+  BOOST_TEST(read(t).is(ValueKind::none));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(pickle_writer)
@@ -444,6 +494,64 @@ BOOST_AUTO_TEST_CASE(key_object_pattern_reads_back) {
   writer.end();
   BOOST_TEST((read_pickle(out) == Value::tuple({str("doc"), i64(3)})));
   BOOST_TEST(out.find("\x93)\x81}(") != std::string::npos);  // STACK_GLOBAL EMPTY_TUPLE NEWOBJ
+}
+
+Value nested(int depth) {
+  Value v;
+  for (int i = 0; i < depth; ++i) v = Value::list({v});
+  return v;
+}
+
+// SPEC 2.3: whatever encodes decodes. The writer refuses exactly what the reader refuses
+// for depth: at the limit - 1 and the limit both write and read back, at the limit + 1 the
+// writer refuses with depth_limit and the reader refuses those bytes (written under a
+// larger limit) with pickle_depth_limit. Issue 10: write_pickle wrote depth 300.
+BOOST_AUTO_TEST_CASE(writer_and_reader_agree_on_depth_spec_2_3) {
+  for (int limit : {256, 3}) {
+    PickleLimits limits;
+    limits.max_depth = limit;
+    PickleReadOptions read_options;
+    read_options.limits = limits;
+    for (int depth : {limit - 1, limit}) {
+      std::string bytes = write_pickle(nested(depth), limits);
+      BOOST_TEST((read_pickle(bytes, read_options) == nested(depth)));
+    }
+    HPREF_CHECK_ERROR(write_pickle(nested(limit + 1), limits), Errc::depth_limit,
+                      std::to_string(limit + 1) + " levels");
+    PickleLimits deeper = limits;
+    deeper.max_depth = limit + 1;
+    std::string bytes = write_pickle(nested(limit + 1), deeper);
+    HPREF_CHECK_ERROR(read_pickle(bytes, read_options), Errc::pickle_depth_limit,
+                      "limit of " + std::to_string(limit));
+  }
+  HPREF_CHECK_ERROR(write_pickle(nested(300)), Errc::depth_limit, "300 levels");
+}
+
+// The same for the stack (SPEC 2.4): a tuple of n items holds MARK and n items at once.
+BOOST_AUTO_TEST_CASE(writer_and_reader_agree_on_the_stack_spec_2_3) {
+  PickleLimits limits;
+  limits.max_stack = 10;
+  PickleReadOptions read_options;
+  read_options.limits = limits;
+  auto tuple_of = [](std::size_t n) { return Value::tuple(std::vector<Value>(n, Value())); };
+  for (std::size_t n : {8u, 9u}) {
+    BOOST_TEST((read_pickle(write_pickle(tuple_of(n), limits), read_options) == tuple_of(n)));
+  }
+  HPREF_CHECK_ERROR(write_pickle(tuple_of(10), limits), Errc::pickle_stack_limit, "10 entries");
+  PickleLimits larger = limits;
+  larger.max_stack = 11;
+  HPREF_CHECK_ERROR(read_pickle(write_pickle(tuple_of(10), larger), read_options),
+                    Errc::pickle_stack_limit, "10 entries");
+  // Nesting adds up: a list (1) whose batch (MARK + 2 items) holds a tuple (MARK + 4).
+  Value nest = Value::list({Value(), Value::tuple(std::vector<Value>(4, Value()))});
+  limits.max_stack = 8;
+  read_options.limits = limits;
+  BOOST_TEST((read_pickle(write_pickle(nest, limits), read_options) == nest));
+  limits.max_stack = 7;
+  read_options.limits = limits;
+  HPREF_CHECK_ERROR(write_pickle(nest, limits), Errc::pickle_stack_limit, "7 entries");
+  HPREF_CHECK_ERROR(read_pickle(write_pickle(nest, larger), read_options),
+                    Errc::pickle_stack_limit, "7 entries");
 }
 
 BOOST_AUTO_TEST_CASE(tensors_are_not_pickled) {

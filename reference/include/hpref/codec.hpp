@@ -29,6 +29,9 @@ struct EncodeOptions {
   // Deepest metadata pickle written (SPEC 2.3): the reader's limit, so whatever
   // encodes decodes.
   int max_depth = PickleLimits{}.max_depth;
+  // Most stack entries its reader would hold (SPEC 2.3): longer tuples, lists framed as
+  // (tag, children) tuples included, are refused with pickle_stack_limit.
+  std::uint64_t max_stack = PickleLimits{}.max_stack;
 };
 
 struct DecodeOptions {

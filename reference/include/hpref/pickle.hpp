@@ -19,6 +19,7 @@ struct PickleLimits {
   int max_depth = 256;                       // container levels of the result
   std::uint64_t max_memo_entries = 1u << 20;  // distinct memo slots
   std::uint64_t max_nodes = 16u << 20;        // nodes as if memo references were copied
+  std::uint64_t max_stack = 1u << 20;         // stack entries at once (items and MARKs)
 };
 
 struct PickleReadOptions {
@@ -33,10 +34,14 @@ struct PickleReadOptions {
 Value read_pickle(std::span<const std::uint8_t> data, const PickleReadOptions& options = {});
 Value read_pickle(std::string_view data, const PickleReadOptions& options = {});
 
-// A streaming writer of the golden form. Appends to `out`.
+// A streaming writer of the golden form. Appends to `out`. It refuses what the reader
+// would refuse under the same `limits` (SPEC 2.3: whatever encodes decodes): a stack of
+// more than max_stack entries (Error pickle_stack_limit); write_pickle also refuses a Value
+// deeper than max_depth (Error depth_limit).
 class PickleWriter {
  public:
-  explicit PickleWriter(std::string& out) : out_(out) {}
+  explicit PickleWriter(std::string& out, const PickleLimits& limits = {})
+      : out_(out), max_stack_(limits.max_stack) {}
 
   void begin();  // PROTO 5
   void end();    // STOP
@@ -60,13 +65,19 @@ class PickleWriter {
 
  private:
   void opcode(std::uint8_t op) { out_.push_back(static_cast<char>(op)); }
+  // The reader's stack, mirrored: an opcode that pushes, one that pops n entries.
+  void pushes();
+  void pops(std::size_t n) noexcept { height_ -= n; }
   void length_prefixed(std::uint8_t op1, std::uint8_t op4, std::uint8_t op8,
                        std::string_view data);
   std::string& out_;
+  std::uint64_t max_stack_;
+  std::uint64_t height_ = 0;
 };
 
-// PROTO 5, the value, STOP.
-std::string write_pickle(const Value& v);
+// PROTO 5, the value, STOP. Refuses (depth_limit, pickle_stack_limit) a Value that
+// read_pickle with these limits would refuse for its depth or stack.
+std::string write_pickle(const Value& v, const PickleLimits& limits = {});
 
 // The name of a pickle opcode byte ("BINGET", "REDUCE"), or "" if none has that byte.
 std::string_view pickle_opcode_name(std::uint8_t op) noexcept;

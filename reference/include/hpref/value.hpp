@@ -107,8 +107,21 @@ std::ostream& operator<<(std::ostream& os, const Value& v);
 // Python's key equality (SPEC 1.1): True == 1 == 1.0, 0.0 == -0.0, NaN equals nothing,
 // tuples element-wise. Defined for all Values; unhashable ones equal nothing.
 bool key_equal(const Value& a, const Value& b) noexcept;
-// A hash consistent with key_equal.
+// A hash consistent with key_equal, keyed per process (SipHash-1-3 under a random key), so
+// keys from a peer cannot be chosen to collide (hash flooding).
 std::size_t key_hash(const Value& v) noexcept;
+
+// The same keyed hash for the reader's and decoder's own tables (memo indices, interned
+// text, node identities): no table indexed by peer-chosen data uses std::hash.
+std::uint64_t seeded_hash(std::uint64_t x) noexcept;
+std::uint64_t seeded_hash(std::string_view bytes) noexcept;
+struct SeededHash {
+  std::size_t operator()(std::uint64_t x) const noexcept { return seeded_hash(x); }
+  std::size_t operator()(const void* p) const noexcept {
+    return seeded_hash(static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p)));
+  }
+  std::size_t operator()(std::string_view s) const noexcept { return seeded_hash(s); }
+};
 
 struct KeyHash {
   std::size_t operator()(const Value& v) const noexcept { return key_hash(v); }
