@@ -164,8 +164,7 @@ int main(int argc, char** argv) {
   // The collective scenarios and the dispatch: every working scenario but the data-plane
   // ones, whose control groups are host groups (they run under mpirun --backend nccl).
   for (const hpref::sim::Scenario& s : hpref::sim::scenarios()) {
-    bool host_groups = s.name == "data_plane" || s.name == "exchange_refusals" || s.name == "batch_broadcast";
-    bool wanted = s.expect.empty() && !s.simulator_only && !host_groups;
+    bool wanted = s.expect.empty() && !s.simulator_only && !s.host_groups;
     if (!wanted || devices < s.min_ranks || devices > s.max_ranks) continue;
     for (int seed = 1; seed <= seeds; ++seed) {
       timed({s.name, std::to_string(seed), devices, "", false, 0}, [&](std::string* value) {
