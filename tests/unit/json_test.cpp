@@ -2,6 +2,7 @@
 // cases the original implementation answered (tests/data/frames.jsonl, from
 // shared/examples): our decoder must accept or refuse as it did, with equal items.
 #include <cmath>
+#include <iterator>
 #include <fstream>
 #include <sstream>
 
@@ -86,6 +87,43 @@ BOOST_AUTO_TEST_CASE(syntax_and_depth) {
   HPREF_CHECK_ERROR(parse_json(deep), Errc::json_syntax, "deeper than 1024");
 }
 
+// Issue 10 section 5 "quadratic JSON": an array of 200,000 objects (about 5 MB) parses and
+// writes back unchanged; the old callback parser rescanned the array after every object
+// (minutes), so the ctest TIMEOUT bounds this. Repeated keys keep their first position
+// and their last value (as nlohmann's own parser).
+BOOST_AUTO_TEST_CASE(linear_in_arrays_of_objects) {
+  std::string text = "[";
+  for (int i = 0; i < 200000; ++i) {
+    text += (i ? ", " : "") + std::string("{\"k\": ") + std::to_string(i) + ", \"v\": [1]}";
+  }
+  text += "]";
+  Json j = parse_json(text);
+  BOOST_REQUIRE_EQUAL(j.size(), 200000u);
+  BOOST_TEST(j[199999]["k"].get<int>() == 199999);
+  BOOST_TEST(dump_json(j) == text);
+  std::string wide = "{";
+  for (int i = 0; i < 100000; ++i) wide += (i ? ", \"" : "\"") + std::to_string(i) + "\": " + std::to_string(i);
+  wide += ", \"5\": -1}";
+  Json w = parse_json(wide);
+  BOOST_TEST(w.size() == 100000u);
+  BOOST_TEST(w["5"].get<int>() == -1);
+  BOOST_TEST(w.begin().key() == "0");
+  BOOST_TEST((std::next(w.begin(), 5).key() == "5"));
+}
+
+// Issue 10 section 5 (low): a NUL byte is refused, not read as the end of the text; every
+// string written is valid UTF-8 (ill-formed bytes become U+FFFD, well-formed ones stay).
+BOOST_AUTO_TEST_CASE(nul_bytes_and_utf8) {
+  HPREF_CHECK_ERROR(parse_json("{\"a\": 1}\0{\"b\""sv), Errc::json_syntax, "NUL byte at position 8");
+  HPREF_CHECK_ERROR(parse_json("[\"a\0\"]"sv), Errc::json_syntax, "NUL");
+  BOOST_TEST(dump_json(Json("a\xff\xfe" "b")) == "\"a\\ufffd\\ufffdb\"");
+  BOOST_TEST(dump_json(Json("\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80")) ==
+             "\"\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"");
+  // overlong, surrogate, past U+10FFFF, truncated
+  BOOST_TEST(dump_json(Json("\xc0\xaf|\xed\xa0\x80|\xf4\x90\x80\x80|\xe2\x82")) ==
+             "\"\\ufffd\\ufffd|\\ufffd\\ufffd\\ufffd|\\ufffd\\ufffd\\ufffd\\ufffd|\\ufffd\\ufffd\"");
+}
+
 BOOST_AUTO_TEST_CASE(item_keys_both_forms) {
   auto items = items_from_json(parse_json(
       "[[{\"key\": [7, 0]}, 1], [{\"tuple\": [\"doc\", 1]}, 2], [\"plain\", 3], [{\"tuple\": [-1, 0]}, 4]]"));
@@ -122,6 +160,58 @@ BOOST_AUTO_TEST_CASE(answers_in_the_architecture_format) {
                        std::to_string(hex.size() / 2) + "]}");
   BOOST_TEST(!merged["ok"].get<bool>());
   BOOST_TEST(merged["kind"].get<std::string>() == "duplicate_payload_key");
+}
+
+// Issue 10 section 5 (low): ids are echoed exactly, or refused when their text would change.
+BOOST_AUTO_TEST_CASE(ids_echoed_exactly) {
+  auto line = [](const std::string& id) {
+    return dump_json(answer_line(R"({"op":"decode_segment","frame_hex":"","id":)" + id + "}",
+                                 handle_frame_request));
+  };
+  for (std::string id : {"18446744073709551615", "-9223372036854775808", "0.1", "1e+300",
+                         "[1, {\"a\": 2.5}]", "\"\\u00e9\""}) {
+    BOOST_TEST(line(id).find("\"id\": " + (id == "\"\\u00e9\"" ? "\"\xc3\xa9\"" : id) + "}") !=
+                   std::string::npos,
+               id << " -> " << line(id));
+  }
+  for (std::string id : {"18446744073709551616", "-9223372036854775809", "1.50", "1e400",
+                         "[1, 2.50]", "{\"x\": 1E5}"}) {
+    Json a = parse_json(line(id));
+    BOOST_TEST(!a["ok"].get<bool>(), id);  // invalid_request (1e400: json_syntax, overflow)
+    BOOST_TEST(!a.contains("id"), id);
+  }
+  // A float in another field is not an id.
+  BOOST_TEST(parse_json(line("1, \"x\": 1.50"))["ok"].get<bool>());
+}
+
+// Issue 10 section 5 "output expansion": the counted size is exactly the written text; a
+// decoded answer past the cap is refused with output_limit, shared subtrees included.
+BOOST_AUTO_TEST_CASE(output_is_counted_and_capped) {
+  Value big = Value::string(std::string(1000, 'x'));
+  Value shared = Value::list(std::vector<Value>(1000, big));
+  std::vector<Item> items;
+  for (int i = 0; i < 5; ++i) {
+    items.emplace_back(SampleKey::make(i, 0).to_value(), Value::tuple({shared, Value::floating(0.5)}));
+  }
+  items.emplace_back(Value::string("k\xc3\xa9\"\n"), Value::bytes(SharedBytes::adopt(std::vector<std::uint8_t>{1, 2})));
+  std::string text = dump_json(items_to_json(items));
+  BOOST_TEST(items_json_size(items, text.size()) == text.size());
+  HPREF_CHECK_ERROR(items_json_size(items, text.size() - 1), Errc::output_limit,
+                    std::to_string(text.size() - 1));
+  BOOST_TEST(dump_json(items_json_checked(items, text.size())) == text);
+  std::ostringstream streamed;
+  write_items_json(streamed, items);
+  BOOST_TEST(streamed.str() == text);
+  std::string hex = to_hex(encode_segment(items));
+  std::string request = R"({"op":"decode_segment","frame_hex":")" + hex + R"(","max_output_bytes":)";
+  Json refused = answer(request + std::to_string(text.size() - 1) + "}");
+  BOOST_TEST(refused["kind"].get<std::string>() == "output_limit");
+  Json fits = answer(request + std::to_string(text.size()) + "}");
+  BOOST_TEST(fits["ok"].get<bool>());
+  BOOST_TEST(dump_json(fits["items"]) == text);
+  // The default cap of a handler.
+  BOOST_TEST(answer_line(R"({"op":"decode_segment","frame_hex":")" + hex + "\"}",
+                         frame_request_handler(1000))["kind"].get<std::string>() == "output_limit");
 }
 
 BOOST_AUTO_TEST_CASE(refusals_carry_kind_and_batch_goes_on) {

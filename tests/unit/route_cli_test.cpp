@@ -54,6 +54,42 @@ BOOST_AUTO_TEST_CASE(requests_are_checked) {
              R"({"ok": true, "route": {"local_length": 4, "global_start": 2, "global_end": 8, "local_output_start": 2, "send_offsets": [0, 0], "input_splits": [0, 0], "output_splits": [2, 0], "needs_exchange": true}, "id": [1]})");
 }
 
+// Issue 10 section 5: sizes whose tables cannot fit are refused before allocating (no
+// std::length_error / bad_alloc), in the planners and in a batch answer.
+BOOST_AUTO_TEST_CASE(route_too_large_before_allocating) {
+  const std::int64_t huge = std::int64_t{1} << 62;
+  const std::vector<std::int64_t> b{0, huge};
+  HPREF_CHECK_ERROR(sliding_window_route(b, 1, huge, 0, 1), Errc::route_too_large,
+                    std::to_string(huge));
+  HPREF_CHECK_ERROR(document_prefix_route(b, 1, huge, 0, 1), Errc::route_too_large, "size");
+  HPREF_CHECK_ERROR(sliding_window_intervals(b, 1, huge, 1), Errc::route_too_large, "size");
+  const std::int64_t over = kMaxRoutePeers + 1;
+  HPREF_CHECK_ERROR(sliding_window_route(std::vector<std::int64_t>{0, over}, 1, over, 0, 1),
+                    Errc::route_too_large, std::to_string(over));
+  // The limit itself plans.
+  Route edge = sliding_window_route(std::vector<std::int64_t>{0, kMaxRoutePeers}, 1,
+                                    kMaxRoutePeers, 5, 1);
+  BOOST_TEST(edge.send_offsets.size() == static_cast<std::size_t>(kMaxRoutePeers));
+  // All ranks: O(P^2), refused past kMaxAllRoutesPeers, complete at it.
+  const std::int64_t p = kMaxAllRoutesPeers;
+  HPREF_CHECK_ERROR(sliding_window_routes(std::vector<std::int64_t>{0, p + 1}, 1, p + 1, 1),
+                    Errc::route_too_large, std::to_string(p + 1) + " ranks");
+  HPREF_CHECK_ERROR(document_prefix_routes(std::vector<std::int64_t>{0, 2 * (p + 1)}, 2, p + 1, 2),
+                    Errc::route_too_large, "plan one rank's route");
+  std::vector<Interval> intervals(static_cast<std::size_t>(p + 1), Interval{0, 1});
+  for (std::size_t r = 0; r < intervals.size(); ++r) {
+    intervals[r] = {static_cast<std::int64_t>(r), static_cast<std::int64_t>(r) + 1};
+  }
+  HPREF_CHECK_ERROR(interval_routes(1, intervals), Errc::route_too_large, "all ranks");
+  intervals.pop_back();
+  BOOST_TEST(interval_routes(1, intervals).size() == static_cast<std::size_t>(p));
+  // A batch line: an answer with the kind, not an abort.
+  Json a = answer_line(R"({"op":"sliding_window_route","boundaries":[0,4611686018427387904],"local_length":1,"size":4611686018427387904,"rank":0,"window":1,"id":9})",
+                       handle_route_request);
+  BOOST_TEST(a["kind"].get<std::string>() == "route_too_large");
+  BOOST_TEST(a["id"].get<int>() == 9);
+}
+
 BOOST_AUTO_TEST_CASE(argument_lists) {
   BOOST_TEST(parse_int_list("0,5,-3", "--x") == std::vector<std::int64_t>({0, 5, -3}),
              boost::test_tools::per_element());
