@@ -2,6 +2,7 @@
 #include "hpref/dispatch.hpp"
 
 #include <cstring>
+#include <limits>
 #include <numeric>
 
 #include "hpref/error.hpp"
@@ -50,6 +51,27 @@ void check_group(const Group& group, const Route& route) {
   }
 }
 
+// The route indexes every buffer dispatch touches: refuse a hand-built or corrupted one
+// before any of it is used (the planners' is_valid(), plus this rank's own entries).
+void check_route(const Group& group, const Route& route) {
+  std::string problem = route.problem(group.index());
+  if (!problem.empty()) {
+    throw Error(Errc::dispatch_route, "invalid route for rank " + std::to_string(group.index()) +
+                                          " of group " + std::to_string(group.id()) + ": " + problem);
+  }
+}
+
+// rows * row bytes, refused when it does not fit in memory's address space.
+std::size_t checked_bytes(std::int64_t rows, std::size_t row, const char* what) {
+  std::size_t out;
+  if (__builtin_mul_overflow(static_cast<std::size_t>(rows), row, &out) ||
+      out > static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max())) {
+    throw Error(Errc::dispatch_route, std::string("the route's ") + what + " of " + std::to_string(rows) +
+                                          " rows of " + std::to_string(row) + " bytes do not fit in memory");
+  }
+  return out;
+}
+
 }  // namespace
 
 Tensor move_axis_to_front(const Tensor& t, std::size_t axis) {
@@ -92,6 +114,7 @@ struct DispatchHandle::State {
 DispatchHandle async_sequence_dispatch(Communicator& comm, const Group& group, const Tensor& tensor, int sequence_dim,
                                        const Route& route) {
   check_group(group, route);
+  check_route(group, route);
   std::size_t axis = normalize_axis(sequence_dim, tensor.dim());
   if (tensor.shape()[axis] != route.local_length) {
     throw Error(Errc::dispatch_length, "sequence axis " + std::to_string(axis) + " has " +
@@ -106,9 +129,12 @@ DispatchHandle async_sequence_dispatch(Communicator& comm, const Group& group, c
   state->exchange = route.needs_exchange;
   if (state->exchange) {
     std::vector<std::size_t> in_counts, out_counts;
-    std::int64_t send_rows =
-        std::accumulate(route.input_splits.begin(), route.input_splits.end(), std::int64_t{0});
-    state->send.reserve(static_cast<std::size_t>(send_rows) * state->row);
+    std::int64_t send_rows = 0;  // each count is within the shard; the sum may not fit
+    for (std::int64_t n : route.input_splits) {
+      if (__builtin_add_overflow(send_rows, n, &send_rows)) send_rows = std::numeric_limits<std::int64_t>::max();
+    }
+    state->send.reserve(checked_bytes(send_rows, state->row, "rows to send"));
+    checked_bytes(route.global_end - route.global_start, state->row, "assembled interval");
     for (auto [offset, count] : route.owner_ranges()) {
       const std::uint8_t* rows = state->local.bytes().data() + static_cast<std::size_t>(offset) * state->row;
       state->send.insert(state->send.end(), rows, rows + static_cast<std::size_t>(count) * state->row);
@@ -154,6 +180,7 @@ Tensor sequence_dispatch(Communicator& comm, const Group& group, const Tensor& t
 Tensor sequence_dispatch_backward(Communicator& comm, const Group& group, const Tensor& grad, int sequence_dim,
                                   const Route& route) {
   check_group(group, route);
+  check_route(group, route);
   std::size_t axis = normalize_axis(sequence_dim, grad.dim());
   std::int64_t rows = route.global_end - route.global_start;
   if (grad.shape()[axis] != rows) {
@@ -171,6 +198,11 @@ Tensor sequence_dispatch_backward(Communicator& comm, const Group& group, const 
     std::vector<std::uint8_t> send(g.bytes().begin(), g.bytes().begin() + static_cast<std::ptrdiff_t>(first));
     send.insert(send.end(), g.bytes().begin() + static_cast<std::ptrdiff_t>(last), g.bytes().end());
     std::vector<std::size_t> in_counts, out_counts;  // the forward splits, swapped
+    std::int64_t back_rows = 0;  // each count is within the shard; the sum may not fit
+    for (std::int64_t n : route.input_splits) {
+      if (__builtin_add_overflow(back_rows, n, &back_rows)) back_rows = std::numeric_limits<std::int64_t>::max();
+    }
+    checked_bytes(back_rows, row, "rows sent back");
     for (std::int64_t n : route.output_splits) in_counts.push_back(static_cast<std::size_t>(n) * row);
     for (std::int64_t n : route.input_splits) out_counts.push_back(static_cast<std::size_t>(n) * row);
     std::vector<std::uint8_t> received(std::accumulate(out_counts.begin(), out_counts.end(), std::size_t{0}));

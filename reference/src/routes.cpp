@@ -214,25 +214,68 @@ std::vector<std::pair<std::int64_t, std::int64_t>> Route::owner_ranges() const {
   return out;
 }
 
-bool Route::is_valid() const {
+std::string Route::problem(std::int64_t self) const {
+  auto n = [](std::int64_t v) { return std::to_string(v); };
   std::size_t peers = send_offsets.size();
-  if (peers == 0 || input_splits.size() != peers || output_splits.size() != peers) return false;
-  if (local_length < 0 || global_start < 0 || global_end < global_start) return false;
+  if (peers == 0) return "the route has no peers (send_offsets is empty)";
+  if (input_splits.size() != peers || output_splits.size() != peers) {
+    return "the route's per-peer tables differ in size: send_offsets " + std::to_string(peers) +
+           ", input_splits " + std::to_string(input_splits.size()) + ", output_splits " +
+           std::to_string(output_splits.size());
+  }
+  if (local_length < 0) return "local_length " + n(local_length) + " is negative";
+  if (global_start < 0) return "global_start " + n(global_start) + " is negative";
+  if (global_end < global_start) {
+    return "the interval [" + n(global_start) + ", " + n(global_end) + ") ends before it starts";
+  }
+  if (self >= static_cast<std::int64_t>(peers)) {
+    return "rank " + n(self) + " has no entry in a route for " + std::to_string(peers) + " ranks";
+  }
   std::int64_t received = 0;
+  std::int64_t received_before_self = 0;
   for (std::size_t p = 0; p < peers; ++p) {
-    std::int64_t off = send_offsets[p], n = input_splits[p], m = output_splits[p];
-    if (off < 0 || n < 0 || m < 0) return false;
-    if (n == 0 && off != 0) return false;
+    std::string peer = " for peer " + std::to_string(p);
+    std::int64_t off = send_offsets[p], count = input_splits[p], m = output_splits[p];
+    if (off < 0) return "send_offsets" + peer + " is negative (" + n(off) + ")";
+    if (count < 0) return "input_splits" + peer + " is negative (" + n(count) + ")";
+    if (m < 0) return "output_splits" + peer + " is negative (" + n(m) + ")";
+    if (count == 0 && off != 0) return "send_offsets" + peer + " is " + n(off) + " with no rows sent";
     std::int64_t end;
-    if (__builtin_add_overflow(off, n, &end) || end > local_length) return false;
-    if (__builtin_add_overflow(received, m, &received)) return false;
-    if (!needs_exchange && (n != 0 || m != 0)) return false;
+    if (__builtin_add_overflow(off, count, &end) || end > local_length) {
+      return "the send range" + peer + " [" + n(off) + ", " + n(off) + " + " + n(count) +
+             ") is outside the owner shard of " + n(local_length) + " rows";
+    }
+    if (__builtin_add_overflow(received, m, &received)) {
+      return "the output_splits sum beyond int64 at peer " + std::to_string(p);
+    }
+    if (!needs_exchange && (count != 0 || m != 0)) {
+      return "needs_exchange is false but peer " + std::to_string(p) + " has " + n(count) +
+             " rows to send and " + n(m) + " to receive";
+    }
+    if (static_cast<std::int64_t>(p) == self && (count != 0 || m != 0)) {
+      return "rank " + n(self) + " sends itself " + n(count) + " rows and receives " + n(m) +
+             " from itself (self entries must be 0)";
+    }
+    if (static_cast<std::int64_t>(p) < self) received_before_self = received;
   }
   std::int64_t assembled;
-  if (__builtin_add_overflow(received, local_length, &assembled)) return false;
-  if (global_end - global_start != assembled) return false;
-  return local_output_start >= 0 && local_output_start <= received;
+  if (__builtin_add_overflow(received, local_length, &assembled) ||
+      global_end - global_start != assembled) {
+    return "the interval [" + n(global_start) + ", " + n(global_end) + ") does not hold the " +
+           n(local_length) + " own rows plus the " + n(received) + " received (output_splits)";
+  }
+  if (local_output_start < 0 || local_output_start > received) {
+    return "local_output_start " + n(local_output_start) + " is outside [0, " + n(received) +
+           "] (the rows received)";
+  }
+  if (self >= 0 && received_before_self != local_output_start) {
+    return "local_output_start " + n(local_output_start) + " differs from the " +
+           n(received_before_self) + " rows received from ranks before rank " + n(self);
+  }
+  return {};
 }
+
+bool Route::is_valid() const { return problem().empty(); }
 
 Route interval_route(std::int64_t local_length, std::int64_t rank,
                      std::span<const Interval> intervals,

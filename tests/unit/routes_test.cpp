@@ -1,8 +1,13 @@
 // SPEC 7: every check of 7.1-7.4 provoked on its own (kind and message), worked examples
 // computed by hand, the compressed-document offsets of 7.3, and the SPEC 8 oracle.
+#include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
+#include "../support/loopback.hpp"
+#include "hpref/dispatch.hpp"
 #include "hpref/oracle.hpp"
 #include "hpref/routes.hpp"
 #include "test_util.hpp"
@@ -214,25 +219,172 @@ BOOST_AUTO_TEST_CASE(backward_sums_own_block_then_peers_ascending_spec_8_2) {
   BOOST_TEST(values(g[2]) == V({500, 600}), boost::test_tools::per_element());
 }
 
-BOOST_AUTO_TEST_CASE(backward_order_is_observable_in_float) {
-  // 1e16 + 1 - 1e16 in float64 depends on order: the owner's block first gives 0, not 1.
-  auto routes = sliding_window_routes(V{0, 2}, 1, 2, 2);  // rank 1 needs rank 0's row
-  auto f64 = [](double v) {
-    std::vector<std::uint8_t> b(8);
-    std::memcpy(b.data(), &v, 8);
-    return b;
-  };
-  auto t = [&](std::vector<double> vs) {
-    std::vector<std::uint8_t> bytes;
-    for (double v : vs) {
-      auto b = f64(v);
-      bytes.insert(bytes.end(), b.begin(), b.end());
+// An independent reading of IEEE binary formats for the sums below (not the product's
+// add_elements): `precision` significand bits, smallest normal exponent `emin`, values
+// at or past 2^emax overflow. Exact sums of two such values fit a double.
+struct Format {
+  DType dtype;
+  int precision, emin, emax;
+};
+constexpr Format kF32{DType::float32, 24, -126, 128};
+constexpr Format kF16{DType::float16, 11, -14, 16};
+constexpr Format kBF16{DType::bfloat16, 8, -126, 128};
+
+// x rounded to the format, ties to even (std::nearbyint in the default rounding mode).
+double round_to(double x, const Format& f) {
+  if (x == 0) return x;
+  int e = std::ilogb(x);
+  double quantum = std::ldexp(1.0, std::max(e, f.emin) - f.precision + 1);
+  double r = std::nearbyint(x / quantum) * quantum;
+  return std::fabs(r) >= std::ldexp(1.0, f.emax) ? std::copysign(INFINITY, x) : r;
+}
+
+// Bytes of an exactly representable value, and back.
+std::vector<std::uint8_t> encode(const Format& f, double x) {
+  BOOST_REQUIRE(round_to(x, f) == x);
+  std::vector<std::uint8_t> out(f.dtype == DType::float32 ? 4 : 2);
+  if (f.dtype == DType::float32) {
+    float v = static_cast<float>(x);
+    std::memcpy(out.data(), &v, 4);
+    return out;
+  }
+  std::uint16_t bits = 0;
+  if (f.dtype == DType::bfloat16) {
+    float v = static_cast<float>(x);
+    std::uint32_t b;
+    std::memcpy(&b, &v, 4);
+    bits = static_cast<std::uint16_t>(b >> 16);
+  } else {
+    std::uint16_t sign = std::signbit(x) ? 0x8000 : 0;
+    double a = std::fabs(x);
+    if (a < std::ldexp(1.0, -14)) {
+      bits = sign | static_cast<std::uint16_t>(a / std::ldexp(1.0, -24));
+    } else {
+      int e = std::ilogb(a);
+      bits = sign | static_cast<std::uint16_t>((e + 15) << 10) |
+             static_cast<std::uint16_t>((a / std::ldexp(1.0, e) - 1) * 1024);
     }
-    return Tensor(DType::float64, {static_cast<std::int64_t>(vs.size())}, SharedBytes::adopt(std::move(bytes)));
+  }
+  std::memcpy(out.data(), &bits, 2);
+  return out;
+}
+
+double decode(const Format& f, const std::uint8_t* p) {
+  if (f.dtype == DType::float32) {
+    float v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  std::uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  if (f.dtype == DType::bfloat16) {
+    std::uint32_t b = std::uint32_t{bits} << 16;
+    float v;
+    std::memcpy(&v, &b, 4);
+    return v;
+  }
+  int exp = (bits >> 10) & 0x1f, man = bits & 0x3ff;
+  BOOST_REQUIRE(exp != 31);
+  double v = exp == 0 ? std::ldexp(man, -24) : std::ldexp(1024 + man, exp - 25);
+  return bits & 0x8000 ? -v : v;
+}
+
+double fold(const std::vector<double>& v, const Format& f) {
+  double acc = v[0];
+  for (std::size_t i = 1; i < v.size(); ++i) acc = round_to(acc + v[i], f);
+  return acc;
+}
+
+// SPEC 8.2: four contributions to one owner row (its own block, then ranks 1, 2, 3),
+// chosen so that every other order of the sums gives other bits, in every float type.
+// Only swapping the first two is the same computation (IEEE a + b == b + a), checked too.
+BOOST_AUTO_TEST_CASE(backward_order_is_observable_in_float_spec_8_2) {
+  struct Case {
+    Format format;
+    std::vector<double> values;  // own block, then ranks 1, 2, 3 (exact in the format)
   };
-  std::vector<Tensor> grads = {t({1e16}), t({1.0, 5.0})};
-  auto g = oracle_backward(grads, routes);
-  BOOST_TEST(g[0].element<double>(0) == 1e16 + 1.0);  // own block 1e16, then + 1.0 from rank 1
+  std::vector<Case> cases = {
+      {kF32, {-0x1.f175dap+0, -0x1.31c8ep-1, -0x1.0cd59cp+3, 0x1.486a8ap-19}},
+      {kF16, {0x1.7d8p+0, 0x1.61p+2, -0x1.65cp-8, -0x1.ac8p+1}},
+      {kBF16, {0x1.1ap-3, -0x1.fcp-2, 0x1.b6p+2, 0x1.bap-3}},
+  };
+  // Window 100 over 4 rows, 4 ranks of 1: rank p's interval is [0, p + 1), so owner 0's
+  // row is in every rank's output gradient.
+  auto routes = sliding_window_routes(V{0, 4}, 1, 4, 100);
+  for (const Case& c : cases) {
+    BOOST_TEST_CONTEXT(dtype_name(c.format.dtype)) {
+      const Format& f = c.format;
+      double spec = fold(c.values, f);
+      std::vector<std::size_t> order = {0, 1, 2, 3};
+      int others = 0;
+      do {
+        std::vector<double> v;
+        for (std::size_t i : order) v.push_back(c.values[i]);
+        bool same_tree = order[2] == 2 && order[3] == 3;  // (0 1 2 3) or (1 0 2 3)
+        BOOST_TEST((fold(v, f) == spec) == same_tree, "order " << order[0] << order[1] << order[2] << order[3]);
+        others += same_tree ? 0 : 1;
+      } while (std::next_permutation(order.begin(), order.end()));
+      BOOST_TEST(others == 22);
+      for (auto [a, b, x, y] : {std::array{0, 1, 2, 3}, {0, 2, 1, 3}, {0, 3, 1, 2}}) {  // pairwise trees
+        auto v = [&](int i) { return c.values[static_cast<std::size_t>(i)]; };
+        BOOST_TEST(round_to(round_to(v(a) + v(b), f) + round_to(v(x) + v(y), f), f) != spec);
+      }
+      // The product: the oracle and the dispatch's backward over 4 loopback ranks.
+      std::size_t elem = element_size(f.dtype);
+      std::vector<Tensor> grads;
+      for (std::int64_t p = 0; p < 4; ++p) {
+        std::vector<std::uint8_t> bytes(static_cast<std::size_t>(p + 1) * elem, 0);
+        auto first = encode(f, c.values[static_cast<std::size_t>(p)]);
+        std::copy(first.begin(), first.end(), bytes.begin());
+        grads.emplace_back(f.dtype, std::vector<std::int64_t>{p + 1}, SharedBytes::adopt(std::move(bytes)));
+      }
+      auto oracle = oracle_backward(grads, routes);
+      BOOST_TEST(decode(f, oracle[0].bytes().data()) == spec);
+      std::vector<Tensor> got(4);
+      auto errors = test::run_loopback(4, [&](Communicator& comm) {
+        auto r = static_cast<std::size_t>(comm.rank());
+        got[r] = sequence_dispatch_backward(comm, comm.world(), grads[r], 0, routes[r]);
+      });
+      for (auto& e : errors) BOOST_TEST(test::describe(e) == "ok");
+      BOOST_TEST(decode(f, got[0].bytes().data()) == spec);
+      BOOST_TEST((got[0] == oracle[0]));
+    }
+  }
+}
+
+// Round to nearest, ties to even, in both 16-bit types: a sum exactly halfway between two
+// neighbours keeps an even significand and rounds an odd one up, at two exponents and
+// both signs; the product's add_elements against the independent rounding above.
+BOOST_AUTO_TEST_CASE(half_types_round_ties_to_even) {
+  auto add = [](const Format& f, double a, double b) {
+    auto x = encode(f, a), y = encode(f, b);
+    add_elements(f.dtype, x.data(), y.data(), 1);
+    return decode(f, x.data());
+  };
+  for (const Format& f : {kF16, kBF16}) {
+    BOOST_TEST_CONTEXT(dtype_name(f.dtype)) {
+      double ulp1 = std::ldexp(1.0, 1 - f.precision);  // spacing in [1, 2)
+      for (double sign : {1.0, -1.0}) {
+        for (double scale : {1.0, 0.5, 1024.0}) {
+          double even = sign * scale, odd = sign * scale * (1 + ulp1), half = sign * scale * ulp1 / 2;
+          BOOST_TEST(add(f, even, half) == even);                         // tie, even: stays
+          BOOST_TEST(add(f, odd, half) == sign * scale * (1 + 2 * ulp1));  // tie, odd: up to even
+          BOOST_TEST(add(f, odd, -half) == odd - half - half);             // tie, odd: down to even
+          BOOST_TEST(add(f, even, half * 1.5) == sign * scale * (1 + ulp1));  // past the tie
+          BOOST_TEST(add(f, even, half * 0.5) == even);                      // below the tie
+          for (double a : {even, odd}) {
+            for (double b : {half, -half, half * 1.5, half * 0.5}) {
+              if (round_to(b, f) == b) BOOST_TEST(add(f, a, b) == round_to(a + b, f), a << " + " << b);
+            }
+          }
+        }
+        // Below 1 the spacing halves: 1 - ulp/2 is odd; a quarter-ulp tie rounds it up to 1.
+        double below = sign * (1 - ulp1 / 2);
+        BOOST_TEST(add(f, below, sign * ulp1 / 4) == sign * 1.0);
+        BOOST_TEST(add(f, sign * (1 - ulp1), sign * ulp1 / 4) == sign * (1 - ulp1));
+      }
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(mismatched_gradients_refused) {

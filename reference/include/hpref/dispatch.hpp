@@ -29,7 +29,9 @@ class DispatchHandle {
 // SPEC 8.1. `group` is the context-parallel group in sequence-shard order (member i has
 // route index i). Errors: dispatch_axis (sequence_dim outside [-ndim, ndim)),
 // dispatch_length (axis length != route.local_length), dispatch_group (a route for
-// another number of ranks).
+// another number of ranks), dispatch_route (a route that is not valid for this rank,
+// Route::problem(group.index()), or whose rows do not fit in memory), checked in that
+// order but the route before the axis.
 DispatchHandle async_sequence_dispatch(Communicator& comm, const Group& group, const Tensor& tensor,
                                        int sequence_dim, const Route& route);
 Tensor sequence_dispatch(Communicator& comm, const Group& group, const Tensor& tensor, int sequence_dim,
@@ -37,7 +39,8 @@ Tensor sequence_dispatch(Communicator& comm, const Group& group, const Tensor& t
 
 // SPEC 8.2: the adjoint. `grad` is the output gradient (its sequence axis spans
 // [global_start, global_end)); returns the gradient of the owner shard: its own block,
-// then each peer's rows added at that peer's send offset in ascending rank order.
+// then each peer's rows added at that peer's send offset in ascending rank order. The
+// same errors as the forward (dispatch_length: axis length != the route's interval).
 Tensor sequence_dispatch_backward(Communicator& comm, const Group& group, const Tensor& grad,
                                   int sequence_dim, const Route& route);
 

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -44,6 +45,11 @@ struct Route {
   // holds the own shard (global_end - global_start == local_length + sum(output_splits),
   // 0 <= local_output_start <= global_end - global_start - local_length).
   bool is_valid() const;
+  // Why the route is not valid, in one sentence naming the bad field and value, or empty
+  // when is_valid(). With self >= 0 (this rank's index in the route) also: self is one of
+  // the peers, its own entries are 0, and local_output_start equals the rows received
+  // from ranks before it (what dispatch assembles by, SPEC 8.1).
+  std::string problem(std::int64_t self = -1) const;
   bool operator==(const Route&) const = default;
 };
 
