@@ -587,7 +587,65 @@ def batch_header_seeds():
     return seeds
 
 
-def write_corpus(target, blobs, clean):
+# Issue 10 regressions, each large enough to show its bug under the old code and replayed
+# by ctest in every build (so they are exempt from MAX_FILE; git stores them compressed).
+def long1(x):
+    n = (x.bit_length() + 8) // 8
+    return b"\x8a" + bytes([n]) + x.to_bytes(n, "little", signed=True)
+
+
+def short_unicode(s):
+    b = s.encode()
+    return b"\x8c" + bytes([len(b)]) + b
+
+
+# Hash flooding: std::hash is the identity on ints and libstdc++'s tables take the hash
+# modulo a prime bucket count from a fixed list (..., 20753, 42043, 85229, ...). Keys that
+# are multiples of 42043 * 85229 all land in bucket 0 of both tables a set of 20754 to
+# 85229 keys passes through, so checking 50000 of them for duplicates was quadratic: about
+# 18 s per decode under the old hash (SPEC 2.3 dicts, 2.2 __hp_mapping__, 2.5 merging),
+# and each target decodes more than once, past the 30 s ctest TIMEOUT of its replay;
+# milliseconds under the keyed one.
+FLOOD_STEP = 42043 * 85229
+FLOOD_KEYS = [FLOOD_STEP * (i + 1) for i in range(50000)]
+
+
+def flood_dict_pickle():
+    out = bytearray(b"\x80\x05}")
+    for s in range(0, len(FLOOD_KEYS), 1000):
+        out += b"(" + b"".join(long1(k) + b"N" for k in FLOOD_KEYS[s:s + 1000]) + b"u"
+    return bytes(out + b".")
+
+
+def flood_mapping_frame():
+    # (0, ("__hp_mapping__", ((k, ("__hp_value__", None)), ...))): one child node, memoized.
+    child = short_unicode("__hp_value__") + b"N\x86\x94"  # memo 0
+    pairs = b"(" + long1(FLOOD_KEYS[0]) + child + b"\x86"
+    pairs += b"".join(long1(k) + b"h\x00\x86" for k in FLOOD_KEYS[1:]) + b"t"
+    meta = b"\x80\x05K\x00" + short_unicode("__hp_mapping__") + pairs + b"\x86\x86\x85."
+    return raw_frame(meta, b"")
+
+
+def flood_legacy_segment():
+    return b"\x80\x05(" + b"".join(long1(k) + b"N\x86" for k in FLOOD_KEYS) + b"t."
+
+
+# Unbounded stack: one-byte pushes (EMPTY_DICT) that nothing consumes were held until STOP
+# refused them: 238 bytes of memory per input byte, 730 MB for these 3 MiB (the targets'
+# RssBound allows 192 per byte). The stack limit (SPEC 2.3, 1 Mi entries) stops it at 1 MiB.
+STACK_PUSHES = b"}" * (3 << 20) + b"."
+
+
+def regression_inputs():
+    return {
+        "pickle_read": [flood_dict_pickle(), STACK_PUSHES],
+        "segment_decode": [flood_mapping_frame(), STACK_PUSHES],
+        # One split: flag 0x80 gives it the whole buffer; merging checks the keys.
+        "received_merge": [bytes([0x81, 0, 0]) + flood_legacy_segment()],
+    }
+
+
+def write_corpus(target, blobs, clean, large=()):
     d = os.path.join(HERE, "corpus", target)
     os.makedirs(d, exist_ok=True)
     if clean:
@@ -595,8 +653,9 @@ def write_corpus(target, blobs, clean):
             os.remove(os.path.join(d, name))
     written = set()
     skipped = 0
-    for b in blobs:
-        if len(b) > MAX_FILE:
+    # `large`: the regressions, kept whatever their size.
+    for b, exempt in [(b, False) for b in blobs] + [(b, True) for b in large]:
+        if len(b) > MAX_FILE and not exempt:
             skipped += 1
             continue
         name = hashlib.sha1(b).hexdigest()
@@ -612,7 +671,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--hpref", default=os.path.join(ROOT, "build", "fuzzcheck", "tools", "hpref"))
     ap.add_argument("--clean", action="store_true", help="empty the corpus directories first")
+    ap.add_argument("--regressions-only", action="store_true",
+                    help="write only the issue-10 regression inputs (no hpref binary needed)")
     args = ap.parse_args()
+    regressions = regression_inputs()
+    if args.regressions_only:
+        for target, blobs in regressions.items():
+            write_corpus(target, [], False, large=blobs)
+        return
     hp = Hpref(args.hpref)
 
     r = random.Random(1)
@@ -624,12 +690,15 @@ def main():
     truncated = [encoded[0][:n] for n in (3, 19, 20, 25, len(encoded[0]) - 1)]
     segment = encoded + python_frames() + legacy_segments() + bad_frames() + frames_jsonl() + \
         truncated
-    write_corpus("segment_decode", segment, args.clean)
+    write_corpus("segment_decode", segment, args.clean,
+                 large=regressions["segment_decode"])
 
     golden = hp.pickle_write([rand_value(r, 3, binary=True) for _ in range(8)] +
                              [{"list": [None] * 1001}, {"dict": [[i, i] for i in range(200)]}])
-    write_corpus("pickle_read", cpython_pickles() + hand_pickles() + golden, args.clean)
-    write_corpus("received_merge", merge_inputs(hp), args.clean)
+    write_corpus("pickle_read", cpython_pickles() + hand_pickles() + golden, args.clean,
+                 large=regressions["pickle_read"])
+    write_corpus("received_merge", merge_inputs(hp), args.clean,
+                 large=regressions["received_merge"])
     write_corpus("json_value", json_texts(), args.clean)
     write_corpus("route_args", route_args_seeds(), args.clean)
     write_corpus("batch_header", batch_header_seeds(), args.clean)

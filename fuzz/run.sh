@@ -61,8 +61,17 @@ run_one() {
   fi
   [ "${HPREF_FUZZ_FRESH:-0}" = 1 ] && rm -rf "$work"
   mkdir -p "$work" "$artifacts"
+  # Inputs as large as the issue-10 findings need: the pickle stack and hash-flooding
+  # inputs are hundreds of KB to a few MB (the targets' RssBound holds each input to a
+  # multiple of its size; -rss_limit_mb bounds the process).
+  local max_len
+  case $t in
+    pickle_read | segment_decode | received_merge) max_len=4194304 ;;
+    json_value) max_len=2097152 ;;
+    *) max_len=65536 ;;
+  esac
   local flags=(-max_total_time="$seconds" -print_final_stats=1 -timeout=25
-    -rss_limit_mb=2048 -artifact_prefix="$artifacts/")
+    -max_len="$max_len" -rss_limit_mb=3072 -artifact_prefix="$artifacts/")
   [ -f "$here/dicts/$t.dict" ] && flags+=(-dict="$here/dicts/$t.dict")
   local log=$work_root/$t.log
   echo "run.sh: $bin ${flags[*]} $* $work $seed"

@@ -2,8 +2,9 @@
 // Checks: the reader refuses only with hpref::Error; what it returns respects the limits
 // (depth, nodes) and never holds a tensor; the golden writer writes it, the reader reads
 // that back equal, and writing again gives the same bytes. A second read with tight
-// limits and the key-class shim off accepts a subset, with equal values, and refuses the
-// rest only with a limit or global error.
+// limits (depth 4, memo 8, nodes 64, stack 16) and the key-class shim off accepts a subset,
+// with equal values, and refuses the rest only with a limit or global error. Peak RSS
+// stays within a multiple of the input (RssBound, SPEC 2.4).
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -22,6 +23,7 @@ PickleReadOptions tight_options() {
   o.limits.max_depth = 4;
   o.limits.max_memo_entries = 8;
   o.limits.max_nodes = 64;
+  o.limits.max_stack = 16;
   o.key_class.clear();
   return o;
 }
@@ -29,6 +31,7 @@ PickleReadOptions tight_options() {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  RssBound rss("pickle_read", size);
   std::span<const std::uint8_t> bytes(data, size);
   static const PickleReadOptions kDefault;
   static const PickleReadOptions kTight = tight_options();
@@ -46,7 +49,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     Errc e = *tight.error;
     HPREF_FUZZ_REQUIRE(
         e == Errc::pickle_depth_limit || e == Errc::pickle_memo_limit ||
-            e == Errc::pickle_node_limit || e == Errc::pickle_global,
+            e == Errc::pickle_node_limit || e == Errc::pickle_stack_limit ||
+            e == Errc::pickle_global,
         "a readable pickle was refused under tight limits with " + kind_text(tight.error));
   }
   if (!value) return 0;

@@ -27,6 +27,7 @@ constexpr std::uint8_t kLastTakesRest = 0x80;
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  RssBound rss("received_merge", size);
   if (size < 1) return 0;
   std::uint8_t flags = data[0];
   std::size_t k = static_cast<std::size_t>(flags & 0x0f) % (kMaxSplits + 1);

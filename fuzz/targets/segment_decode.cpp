@@ -16,6 +16,7 @@ using namespace hpref;
 using namespace hpref::fuzz;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  RssBound rss("segment_decode", size);
   std::span<const std::uint8_t> segment(data, size);
   DecodeOptions loose_options;
   DecodeOptions strict_options;
