@@ -426,3 +426,51 @@ RC_BOOST_PROP(whatever_encodes_decodes_spec_2_6, ()) {
   RC_TAG("encoded");
   RC_ASSERT(same_items(decode(bytes), items));
 }
+
+// SPEC 2.3, whatever encodes decodes (issue 10: write_pickle wrote depth 300 that
+// read_pickle refused): under the same limits the writer accepts a Value exactly when the
+// reader accepts the writer's bytes for it, for the depth and the stack limits.
+RC_BOOST_PROP(pickle_writer_refuses_exactly_what_the_reader_refuses_spec_2_3, ()) {
+  int levels = *rc::gen::inRange(0, 12);
+  Value v = Value::integer(7);
+  for (int level = 0; level < levels; ++level) {
+    auto width = static_cast<std::size_t>(*rc::gen::inRange(1, 8));
+    std::vector<Value> children(width, Value());
+    children[*rc::gen::inRange<std::size_t>(0, width)] = v;
+    switch (*rc::gen::inRange(0, 3)) {
+      case 0: v = Value::list(std::move(children)); break;
+      case 1: v = Value::tuple(std::move(children)); break;
+      default: {
+        std::vector<Value::Entry> entries;
+        for (std::size_t i = 0; i < width; ++i) {
+          entries.emplace_back(Value::integer(static_cast<std::int64_t>(i)), children[i]);
+        }
+        v = Value::mapping(std::move(entries));
+      }
+    }
+  }
+  PickleLimits limits;
+  limits.max_depth = std::max(0, v.depth() + *rc::gen::inRange(-1, 2));
+  limits.max_stack = static_cast<std::uint64_t>(*rc::gen::inRange(1, 40));
+  PickleLimits generous;
+  generous.max_depth = 1000;
+  std::string bytes = write_pickle(v, generous);
+  PickleReadOptions read_options;
+  read_options.limits = limits;
+  bool read_ok = true;
+  try {
+    RC_ASSERT(read_pickle(bytes, read_options) == v);
+  } catch (const Error& e) {
+    RC_ASSERT(e.code() == Errc::pickle_depth_limit || e.code() == Errc::pickle_stack_limit);
+    read_ok = false;
+  }
+  bool write_ok = true;
+  try {
+    RC_ASSERT(write_pickle(v, limits) == bytes);
+  } catch (const Error& e) {
+    RC_ASSERT(e.code() == Errc::depth_limit || e.code() == Errc::pickle_stack_limit);
+    write_ok = false;
+  }
+  RC_TAG(write_ok ? "written" : "refused");
+  RC_ASSERT(read_ok == write_ok);
+}
