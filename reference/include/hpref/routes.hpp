@@ -40,10 +40,11 @@ struct Route {
 
   // (send_offsets[p], input_splits[p]) per peer p, self included (count 0).
   std::vector<std::pair<std::int64_t, std::int64_t>> owner_ranges() const;
-  // The shape every route satisfies: P peers everywhere, non-negative counts, send
-  // ranges inside the owner shard, zero self entries, a non-empty-or-empty interval that
-  // holds the own shard (global_end - global_start == local_length + sum(output_splits),
-  // 0 <= local_output_start <= global_end - global_start - local_length).
+  // The shape every route satisfies: P >= 1 peers in every table, non-negative values,
+  // send ranges inside the owner shard (offset 0 when nothing is sent), no exchange
+  // unless needs_exchange, an interval that holds the own shard and what is received
+  // (global_end - global_start == local_length + sum(output_splits), no int64 overflow),
+  // 0 <= local_output_start <= sum(output_splits). problem().empty().
   bool is_valid() const;
   // Why the route is not valid, in one sentence naming the bad field and value, or empty
   // when is_valid(). With self >= 0 (this rank's index in the route) also: self is one of
