@@ -5,20 +5,7 @@
 # JSON object whatever happens; a fault that never fires is reported.
 set -u
 hpref=$1
-fail() { echo "FAIL: $*"; exit 1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-# jv TEXT EXPR: TEXT must be exactly one JSON object (one line); prints EXPR over it (j).
-jv() {
-  python3 -c '
-import json, sys
-lines = [l for l in sys.argv[1].split("\n") if l.strip()]
-if len(lines) != 1: sys.exit("expected exactly one JSON line, got %d" % len(lines))
-j = json.loads(lines[0])
-if not isinstance(j, dict): sys.exit("not a JSON object")
-r = eval(sys.argv[2])
-print(r if isinstance(r, str) else json.dumps(r))' "$1" "$2"
-}
+. "$(dirname "$0")/lib.sh"
 state() { awk '{print $3}' "/proc/$1/stat" 2>/dev/null; }
 freeze() {
   kill -STOP "$1" 2>/dev/null || return 1

@@ -14,6 +14,7 @@
 #include "hpref/routes.hpp"
 #include "hpref/sim/cluster.hpp"
 #include "support.hpp"
+#include "../support/tensors.hpp"
 
 using namespace hpref;
 using namespace hpref::sim;
@@ -23,14 +24,7 @@ using V = std::vector<std::int64_t>;
 namespace {
 
 Tensor iota(std::vector<std::int64_t> shape, std::int64_t first = 0) {
-  std::int64_t n = 1;
-  for (auto d : shape) n *= d;
-  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(n) * 8);
-  for (std::int64_t i = 0; i < n; ++i) {
-    std::int64_t v = first + i;
-    std::memcpy(bytes.data() + i * 8, &v, 8);
-  }
-  return Tensor(DType::int64, std::move(shape), SharedBytes::adopt(std::move(bytes)));
+  return hpref::test::int64_iota(std::move(shape), first);
 }
 
 // SPEC 7.2's worked example: L = 4, P = 3, documents [0,6) [6,12), window 3.

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "../support/loopback.hpp"
+#include "../support/tensors.hpp"
 #include "hpref/dispatch.hpp"
 #include "hpref/oracle.hpp"
 #include "hpref/routes.hpp"
@@ -21,14 +22,7 @@ namespace {
 
 // int64 values 0.. of the given shape.
 Tensor iota(std::vector<std::int64_t> shape, std::int64_t first = 0) {
-  std::int64_t n = 1;
-  for (auto d : shape) n *= d;
-  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(n) * 8);
-  for (std::int64_t i = 0; i < n; ++i) {
-    std::int64_t v = first + i;
-    std::memcpy(bytes.data() + i * 8, &v, 8);
-  }
-  return Tensor(DType::int64, std::move(shape), SharedBytes::adopt(std::move(bytes)));
+  return hpref::test::int64_iota(std::move(shape), first);
 }
 
 // The worked example of SPEC 7.2 (routes_test): L = 4, P = 3, documents [0,6) [6,12),

@@ -12,6 +12,7 @@
 #include "hpref/cli/batch.hpp"
 #include "hpref/cli/demo.hpp"
 #include "hpref/cli/frame.hpp"
+#include "hpref/cli/integer_option.hpp"
 #include "hpref/cli/route.hpp"
 #include "hpref/error.hpp"
 #include "hpref/version.hpp"
@@ -23,27 +24,11 @@ namespace {
 using hpref::Errc;
 using hpref::Error;
 namespace cli = hpref::cli;
+using hpref::cli::integer_of;
 
 constexpr int kExitCheckFailed = 1;
 constexpr int kExitBadInput = 2;
 
-// CLI11 2.1 converts integers with strtoll and keeps the clamped value of an out-of-range
-// one: this check runs on the text first and refuses anything that is not a decimal
-// integer within T's range, naming it.
-template <typename T>
-CLI::Validator integer_of(const T&) {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        T v{};
-        const char* end = text.data() + text.size();
-        auto [ptr, ec] = std::from_chars(text.data(), end, v);
-        if (!text.empty() && ec == std::errc() && ptr == end) return {};
-        return "'" + text + "' is not an integer in [" +
-               std::to_string(std::numeric_limits<T>::min()) + ", " +
-               std::to_string(std::numeric_limits<T>::max()) + "]";
-      },
-      "");
-}
 
 // After a failed parse: the first word that names no subcommand where one was expected.
 std::string unknown_command(CLI::App& app, int argc, char** argv) {

@@ -10,28 +10,13 @@
 #include <limits>
 #include <optional>
 
+#include "hpref/cli/integer_option.hpp"
 #include "hpref/error.hpp"
 #include "hpref/sim/cluster.hpp"
 #include "hpref/sim/scenario.hpp"
 
 namespace hpref::cli {
 namespace {
-
-// CLI11 2.1 keeps the clamped value of an out-of-range integer: refuse any text that is
-// not a decimal integer of T's range, naming it (as main.cpp's integer_of).
-template <typename T>
-CLI::Validator integer_text() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        T v{};
-        const char* end = text.data() + text.size();
-        auto [ptr, ec] = std::from_chars(text.data(), end, v);
-        if (!text.empty() && ec == std::errc() && ptr == end) return {};
-        return "'" + text + "' is not an integer in [" + std::to_string(std::numeric_limits<T>::min()) + ", " +
-               std::to_string(std::numeric_limits<T>::max()) + "]";
-      },
-      "");
-}
 
 const sim::Scenario& scenario_named(const std::string& name, int ranks) {
   const sim::Scenario* s = sim::find_scenario(name);
@@ -331,7 +316,7 @@ SimCommands add_sim_commands(CLI::App& app, SimArgs& a) {
   for (CLI::App* sub : {c.run, c.explore}) {
     sub->add_option("scenario", a.scenario, "Scenario name (hpref sim list)")->required();
     sub->add_option("--ranks", a.ranks, "Simulated ranks (1-64)")
-        ->check(integer_text<int>())
+        ->check(integer_of<int>())
         ->check(CLI::Range(1, 64))
         ->capture_default_str();
     sub->add_option("--fault", a.faults,
@@ -346,7 +331,7 @@ SimCommands add_sim_commands(CLI::App& app, SimArgs& a) {
                                  "run is the last line");
   }
   c.run->add_option("--seed", a.seed, "Seed of the schedule, the data and drawn faults")
-      ->check(integer_text<std::uint64_t>())
+      ->check(integer_of<std::uint64_t>())
       ->capture_default_str();
   c.run->add_option("--trace", a.trace_file, "Write the trace (one line per operation) to this file; default none");
   c.run->add_flag("--check-determinism", a.check_determinism,
@@ -359,7 +344,7 @@ void add_turn_timeout_option(CLI::App& app, int& turn_timeout_ms) {
   app.add_option("--turn-timeout-ms", turn_timeout_ms,
                  "A simulated rank that holds the baton longer than this (a stopped or spinning rank) is "
                  "killed and reported dead (peer failure)")
-      ->check(integer_text<int>())
+      ->check(integer_of<int>())
       ->check(CLI::Range(1, 24 * 3600 * 1000))
       ->capture_default_str();
 }
