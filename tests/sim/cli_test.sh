@@ -80,12 +80,6 @@ done
 
 # Interrupting a run in progress. The monitor is frozen (SIGSTOP) until it is caught with
 # rank processes alive, so the signal lands inside a run, not between two.
-state() { awk '{print $3}' "/proc/$1/stat" 2>/dev/null; }
-freeze() {
-  kill -STOP "$1" 2>/dev/null || return 1
-  for _ in $(seq 1000); do [ "$(state "$1")" = T ] && return 0; sleep 0.01; done
-  return 1
-}
 # SIGTERM (a script's background job ignores SIGINT, and an ignored signal stays ignored)
 # ends the run: the monitor dies of SIGTERM, its ranks with it, and no segment is left.
 "$hpref" sim explore collectives --ranks 8 --seeds 1..1000000 > /dev/null &
@@ -116,19 +110,7 @@ done
 # hands it the baton; the run ends as a peer failure naming the timeout.
 "$hpref" sim explore collectives --ranks 4 --seeds 1..1000000 --turn-timeout-ms 200 --json > "$tmp/stalled" &
 pid=$!
-stopped=""
-for _ in $(seq 2000); do
-  freeze $pid || break
-  for child in $(pgrep -P $pid); do
-    if [ "$(state "$child")" = S ]; then kill -STOP "$child"; stopped=$child; break; fi
-  done
-  kill -CONT $pid
-  [ -n "$stopped" ] && break
-  sleep 0.01
-done
-[ -n "$stopped" ] || { kill -KILL $pid 2>/dev/null; fail "found no waiting rank to stop"; }
-for _ in $(seq 1200); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
-kill -0 $pid 2>/dev/null && { kill -KILL $pid; fail "a stopped rank stalled explore past --turn-timeout-ms"; }
+stop_waiting_rank $pid explore
 wait $pid; rc=$?
 last=$(tail -1 "$tmp/stalled")
 [ $rc -eq 5 ] || fail "a stopped rank exited $rc: $last"

@@ -6,12 +6,6 @@
 set -u
 hpref=$1
 . "$(dirname "$0")/lib.sh"
-state() { awk '{print $3}' "/proc/$1/stat" 2>/dev/null; }
-freeze() {
-  kill -STOP "$1" 2>/dev/null || return 1
-  for _ in $(seq 1000); do [ "$(state "$1")" = T ] && return 0; sleep 0.01; done
-  return 1
-}
 
 a=$("$hpref" demo --json --seed 5) || fail "demo --seed 5 exited $?: $a"
 b=$("$hpref" demo --json --seed 5) || fail "second demo --seed 5 exited $?"
@@ -117,20 +111,7 @@ done
 # failure. The rank is chosen while the monitor is frozen, so the run is in progress.
 "$hpref" demo --json --steps 1000000 --turn-timeout-ms 300 > "$tmp/stalled" 2> /dev/null &
 pid=$!
-stopped=""
-for _ in $(seq 2000); do
-  kill -0 $pid 2>/dev/null || break
-  freeze $pid || break
-  for child in $(pgrep -P $pid); do
-    if [ "$(state "$child")" = S ]; then kill -STOP "$child"; stopped=$child; break; fi
-  done
-  kill -CONT $pid
-  [ -n "$stopped" ] && break
-  sleep 0.01
-done
-[ -n "$stopped" ] || { kill -KILL $pid 2>/dev/null; fail "found no waiting rank to stop"; }
-for _ in $(seq 1200); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
-kill -0 $pid 2>/dev/null && { kill -KILL $pid; fail "a stopped rank stalled the demo past --turn-timeout-ms"; }
+stop_waiting_rank $pid "the demo"
 wait $pid; rc=$?
 out=$(cat "$tmp/stalled")
 [ $rc -eq 5 ] || fail "a stopped rank exited $rc: $out"
