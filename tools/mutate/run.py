@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""Mutation testing for hpref with universalmutator (called by `./dev mutate`).
+
+The working tree is never touched: the files of the committed HEAD are copied into
+build/mutate/tree (uncommitted edits are not part of the run), which gets its own RelWithDebInfo build (no bench, no
+fuzzers) in build/mutate/tree/build. For each mutant of a seeded random sample:
+  1. the mutant is written over the copy's source file;
+  2. only its object file is compiled; a compile error discards the mutant (uncompilable);
+  3. trivial compiler equivalence: the object's .text section is hashed; equal to the
+     original's hash -> equivalent, equal to an earlier mutant's -> duplicate (both TCE,
+     no tests run);
+  4. otherwise the test targets are rebuilt incrementally and ctest runs the unit, property
+     and sim labels (-j2, per-test timeout, stop on first failure): any failure = killed;
+  5. the original source is restored.
+Results go to build/mutate/report.txt; score = killed / (killed + survived).
+"""
+
+import argparse
+import difflib
+import hashlib
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+OUT = os.path.join(ROOT, "build", "mutate")
+TREE = os.path.join(OUT, "tree")
+BUILD = os.path.join(TREE, "build")
+TARGETS = ["hpref_unit", "hpref_property", "hpref_sim_test", "hpref_sim_leftover", "hpref"]
+LABELS = "unit|property|sim"
+
+
+def sh(cmd, cwd=None, timeout=None):
+    return subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=timeout)
+
+
+def sync_tree():
+    """Makes TREE hold exactly the files of the committed HEAD (others' uncommitted edits
+    in the working tree stay out), rewriting only files that differ so the copy's build
+    stays incremental."""
+    with tempfile.TemporaryDirectory() as d:
+        tar = os.path.join(d, "head.tar")
+        r = sh(["git", "archive", "-o", tar, "HEAD"], cwd=ROOT)
+        if r.returncode:
+            sys.exit("mutate: git archive failed: " + r.stdout)
+        head = os.path.join(d, "head")
+        os.makedirs(head)
+        sh(["tar", "-xf", tar, "-C", head])
+        wanted = set()
+        for dirpath, _, names in os.walk(head):
+            for n in names:
+                src = os.path.join(dirpath, n)
+                rel = os.path.relpath(src, head)
+                wanted.add(rel)
+                dst = os.path.join(TREE, rel)
+                if os.path.islink(src):
+                    continue
+                with open(src, "rb") as f:
+                    data = f.read()
+                if os.path.exists(dst):
+                    with open(dst, "rb") as f:
+                        if f.read() == data:
+                            continue
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                with open(dst, "wb") as f:
+                    f.write(data)
+                shutil.copymode(src, dst)
+    for dirpath, dirs, names in os.walk(TREE):
+        if dirpath == TREE:
+            dirs[:] = [x for x in dirs if x != "build"]
+        for n in names:
+            path = os.path.join(dirpath, n)
+            if os.path.relpath(path, TREE) not in wanted:
+                os.remove(path)
+
+
+def configure_and_build(jobs):
+    if not os.path.exists(os.path.join(BUILD, "CMakeCache.txt")):
+        r = sh(["cmake", "-S", TREE, "-B", BUILD, "-G", "Ninja", "-DCMAKE_CXX_COMPILER=g++",
+                "-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DHPREF_BUILD_BENCH=OFF",
+                "-DHPREF_BUILD_FUZZERS=OFF"])
+        if r.returncode:
+            sys.exit("mutate: configure failed:\n" + r.stdout)
+    r = build(TARGETS, jobs)
+    if r.returncode:
+        sys.exit("mutate: the unmutated copy does not build:\n" + r.stdout[-4000:])
+
+
+def build(targets, jobs):
+    # Under the shared build lock: the machine's cores are shared with other builds.
+    return sh(["flock", "/tmp/hpref-build.lock", "cmake", "--build", BUILD, "-j", str(jobs),
+               "--target"] + targets)
+
+
+def object_of(rel):
+    """The ninja output path of the object compiled from source `rel`."""
+    name = re.escape(rel.split("/", 1)[1] if rel.startswith("reference/") else rel)
+    with open(os.path.join(BUILD, "build.ninja")) as f:
+        for line in f:
+            m = re.match(r"build (\S*?" + name + r"\.o):", line)
+            if m:
+                return m.group(1)
+    sys.exit("mutate: no object file for " + rel)
+
+
+def text_hash(obj):
+    """sha256 of the object's .text section(s) (code only: debug info and line numbers
+    are not part of it)."""
+    with tempfile.TemporaryDirectory() as d:
+        stripped = os.path.join(d, "o")
+        r = sh(["objcopy", "--only-section=.text*", "-O", "binary",
+                os.path.join(BUILD, obj), stripped])
+        if r.returncode:
+            sys.exit("mutate: objcopy failed: " + r.stdout)
+        with open(stripped, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+
+
+def run_tests(timeout):
+    r = sh(["ctest", "--test-dir", BUILD, "-L", LABELS, "-j2", "--timeout", str(timeout),
+            "--stop-on-failure", "--output-on-failure"], timeout=timeout * 20)
+    failed = re.findall(r"\d+ - (\S+) \(", r.stdout)
+    return r.returncode == 0, failed
+
+
+def generate(rel, mutant_dir):
+    os.makedirs(mutant_dir, exist_ok=True)
+    mutate = os.path.join(ROOT, ".venv", "bin", "mutate")
+    r = sh([mutate, os.path.join(TREE, rel), "cpp", "--noCheck", "--mutantDir", mutant_dir])
+    if r.returncode:
+        sys.exit("mutate: universalmutator failed on " + rel + ":\n" + r.stdout[-2000:])
+    base = os.path.splitext(os.path.basename(rel))[0]
+    pat = re.compile(re.escape(base) + r"\.mutant\.(\d+)\.cpp$")
+    found = [(int(m.group(1)), n) for n in os.listdir(mutant_dir) for m in [pat.match(n)] if m]
+    return [os.path.join(mutant_dir, n) for _, n in sorted(found)]
+
+
+def main():
+    ap = argparse.ArgumentParser(prog="./dev mutate")
+    ap.add_argument("files", nargs="*", help="sources to mutate (default reference/src/*.cpp)")
+    ap.add_argument("--sample", type=int, default=0, help="mutants to run (0: all)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--timeout", type=int, default=120, help="per-test timeout, seconds")
+    args = ap.parse_args()
+
+    files = args.files or sorted(
+        "reference/src/" + n for n in os.listdir(os.path.join(ROOT, "reference/src"))
+        if n.endswith(".cpp"))
+    files = [os.path.relpath(os.path.abspath(f), ROOT) for f in files]
+
+    os.makedirs(TREE, exist_ok=True)
+    print(f"mutate: copying the working tree to {os.path.relpath(TREE, ROOT)}", flush=True)
+    sync_tree()
+    t0 = time.time()
+    configure_and_build(args.jobs)
+    print(f"mutate: copy built in {time.time() - t0:.0f}s", flush=True)
+    t0 = time.time()
+    ok, failed = run_tests(args.timeout)
+    if not ok:
+        sys.exit("mutate: the unmutated copy fails its tests: " + ", ".join(failed))
+    print(f"mutate: unmutated tests pass in {time.time() - t0:.0f}s", flush=True)
+
+    mutants = []  # (file, mutant path)
+    for rel in files:
+        mdir = os.path.join(OUT, "mutants", rel.replace("/", "_"))
+        shutil.rmtree(mdir, ignore_errors=True)
+        ms = generate(rel, mdir)
+        print(f"mutate: {rel}: {len(ms)} mutants", flush=True)
+        mutants += [(rel, m) for m in ms]
+    rng = random.Random(args.seed)
+    if args.sample and args.sample < len(mutants):
+        mutants = rng.sample(mutants, args.sample)
+    print(f"mutate: running {len(mutants)} mutants (seed {args.seed})", flush=True)
+
+    originals, orig_hash, seen = {}, {}, {}
+    stats = {}  # file -> counts
+    survivors, log = [], []
+    t_start = time.time()
+    report = os.path.join(OUT, "report.txt")
+    for i, (rel, mpath) in enumerate(mutants, 1):
+        src = os.path.join(TREE, rel)
+        if rel not in originals:
+            with open(src) as f:
+                originals[rel] = f.read()
+            orig_hash[rel] = text_hash(object_of(rel))
+            seen[rel] = {}
+        st = stats.setdefault(rel, {"killed": 0, "survived": 0, "tce": 0, "uncompilable": 0})
+        with open(mpath) as f:
+            mutant = f.read()
+        diff = "".join(difflib.unified_diff(originals[rel].splitlines(True),
+                                            mutant.splitlines(True), rel, rel + " (mutant)", n=1))
+        name = os.path.basename(mpath)
+        t = time.time()
+        try:
+            with open(src, "w") as f:
+                f.write(mutant)
+            obj = object_of(rel)
+            if build([obj], args.jobs).returncode:
+                verdict = "uncompilable"
+            else:
+                h = text_hash(obj)
+                if h == orig_hash[rel]:
+                    verdict = "tce"
+                    detail = "same .text as the original"
+                elif h in seen[rel]:
+                    verdict = "tce"
+                    detail = "same .text as " + seen[rel][h]
+                else:
+                    seen[rel][h] = name
+                    if build(TARGETS, args.jobs).returncode:
+                        verdict = "uncompilable"
+                    else:
+                        try:
+                            ok, failed = run_tests(args.timeout)
+                        except subprocess.TimeoutExpired:
+                            ok, failed = False, ["(ctest timed out)"]
+                        verdict = "survived" if ok else "killed"
+                        detail = ", ".join(failed[:3])
+        finally:
+            with open(src, "w") as f:
+                f.write(originals[rel])
+        st[verdict] += 1
+        dt = time.time() - t
+        line = f"[{i}/{len(mutants)}] {rel} {name}: {verdict}"
+        if verdict in ("killed", "tce") and detail:
+            line += f" ({detail})"
+        line += f" {dt:.0f}s"
+        print(line, flush=True)
+        log.append(line)
+        if verdict == "survived":
+            survivors.append((rel, name, diff))
+        write_report(report, args, files, stats, survivors, log, time.time() - t_start)
+    # Leave the copy's objects matching the restored sources.
+    build(TARGETS, args.jobs)
+    write_report(report, args, files, stats, survivors, log, time.time() - t_start)
+    print(open(report).read().split("\n\nLog\n")[0])
+
+
+def write_report(path, args, files, stats, survivors, log, elapsed):
+    tot = {k: sum(s[k] for s in stats.values()) for k in
+           ("killed", "survived", "tce", "uncompilable")}
+    run = sum(tot.values())
+    denom = tot["killed"] + tot["survived"]
+    score = f"{100.0 * tot['killed'] / denom:.1f}%" if denom else "n/a"
+    out = [f"hpref mutation testing (universalmutator 1.14.1), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+           f"files: {' '.join(files) if len(files) < 6 else str(len(files)) + ' files'}",
+           f"sample: {args.sample or 'all'}, seed {args.seed}; run so far: {run}",
+           f"killed {tot['killed']}  survived {tot['survived']}  TCE {tot['tce']}  "
+           f"uncompilable {tot['uncompilable']}",
+           f"score = killed / (killed + survived) = {score}",
+           f"time: {elapsed:.0f}s, {elapsed / run if run else 0:.1f}s per mutant",
+           "", "Per file (killed/survived/TCE/uncompilable)"]
+    for rel in sorted(stats):
+        s = stats[rel]
+        out.append(f"  {rel}: {s['killed']}/{s['survived']}/{s['tce']}/{s['uncompilable']}")
+    out += ["", "Survivors"]
+    for rel, name, diff in survivors:
+        out += [f"--- {name}", diff.rstrip(), ""]
+    out += ["", "Log"] + log
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+if __name__ == "__main__":
+    main()
