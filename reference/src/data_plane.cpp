@@ -26,6 +26,18 @@ std::string comm_rank_text(int rank) { return "rank " + std::to_string(rank); }
 
 }  // namespace
 
+void require_same_limit(std::span<const std::uint64_t> limits, std::span<const int> ranks, const char* who) {
+  if (std::all_of(limits.begin(), limits.end(), [&](std::uint64_t v) { return v == limits[0]; })) return;
+  std::map<std::uint64_t, std::vector<int>> by_value;
+  for (std::size_t i = 0; i < limits.size(); ++i) by_value[limits[i]].push_back(ranks[i]);
+  std::string text;
+  for (const auto& [value, holders] : by_value) {
+    text += (text.empty() ? "" : ", ") + std::to_string(value) + " on ranks " + rank_list_text(holders);
+  }
+  throw Error(Errc::transport_limit_mismatch, std::string("the ") + who + " ranks disagree on max_message_bytes (" +
+                                                  text + "); every rank must apply the same limit");
+}
+
 MemorySpace staging_space(const Group& group, const TransportOptions& options) {
   if (group.memory() != MemorySpace::accelerator) return MemorySpace::host;
   std::string want = accelerator_device_type(group.backend());  // "cuda" or "npu" here
@@ -57,16 +69,7 @@ DataPlaneTransport::DataPlaneTransport(Communicator& comm, const DataGroups& gro
     std::uint64_t mine = options_.max_message_bytes;
     std::vector<std::uint64_t> all(n);
     comm_.all_gather(*control_, {&mine, 8, space}, {all.data(), 8 * n, space}).wait();
-    if (std::any_of(all.begin(), all.end(), [&](std::uint64_t v) { return v != all[0]; })) {
-      std::map<std::uint64_t, std::vector<int>> by_value;
-      for (std::size_t i = 0; i < n; ++i) by_value[all[i]].push_back(ranks_[i]);
-      std::string text;
-      for (const auto& [value, ranks] : by_value) {
-        text += (text.empty() ? "" : ", ") + std::to_string(value) + " on ranks " + rank_list_text(ranks);
-      }
-      throw Error(Errc::transport_limit_mismatch, "the data-plane ranks disagree on max_message_bytes (" + text +
-                                                      "); every rank must apply the same limit");
-    }
+    require_same_limit(all, ranks_, "data-plane");
   }
 }
 
@@ -219,11 +222,10 @@ DataPlaneTransport::ExchangeWork DataPlaneTransport::begin_exchange(Prepared pre
   comm_.all_to_all_v(*control_, {sizes_out.data(), 8 * n, control_space}, eight,
                      {sizes_in.data(), 8 * n, control_space}, eight)
       .wait();
-  // SPEC 5.2 (ours): agree before moving bytes. This rank's vote is false when it refuses
-  // one of its own outgoing segments exceeds the limit (checked first: the cause) or it
-  // refuses an announced size; one int32 per
-  // rank is all-gathered, so every rank learns who refused and none enters the byte
-  // exchange alone.
+  // SPEC 5.2 (ours): agree before moving bytes. This rank's vote is false when one of its
+  // own outgoing segments exceeds the limit (checked first: the cause) or it refuses an
+  // announced size; one int32 per rank is all-gathered, so every rank learns who refused
+  // and none enters the byte exchange alone.
   std::string mine = comm_rank_text(comm_.rank());
   std::string refusal;
   for (std::size_t i = 0; i < n && refusal.empty(); ++i) {

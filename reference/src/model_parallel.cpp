@@ -2,7 +2,6 @@
 #include "hpref/model_parallel.hpp"
 
 #include <cstring>
-#include <map>
 
 #include "hpref/error.hpp"
 #include "hpref/op_signature.hpp"
@@ -38,26 +37,17 @@ ModelParallelTransport::ModelParallelTransport(Communicator& comm, const DataTop
   std::size_t ci = static_cast<std::size_t>(host_->index_of(constructor_));
   std::string reference(all.data() + ci * record, mine.size());
   std::vector<int> differ;
-  std::map<std::uint64_t, std::vector<int>> limits;
+  std::vector<std::uint64_t> limits(members.size());
   for (std::size_t i = 0; i < members.size(); ++i) {
     if (std::string(all.data() + i * record, mine.size()) != reference) differ.push_back(members[i]);
-    std::uint64_t limit = 0;
-    std::memcpy(&limit, all.data() + i * record + mine.size(), 8);
-    limits[limit].push_back(members[i]);
+    std::memcpy(&limits[i], all.data() + i * record + mine.size(), 8);
   }
   if (!differ.empty()) {
     throw Error(Errc::transport_spec_mismatch,
                 "model-parallel ranks " + rank_list_text(differ) + " declare a model_batch_spec whose fingerprint differs "
                 "from constructor rank " + std::to_string(constructor_) + "'s; every rank must declare the same spec");
   }
-  if (limits.size() > 1) {
-    std::string text;
-    for (const auto& [value, ranks] : limits) {
-      text += (text.empty() ? "" : ", ") + std::to_string(value) + " on ranks " + rank_list_text(ranks);
-    }
-    throw Error(Errc::transport_limit_mismatch, "the model-parallel ranks disagree on max_message_bytes (" + text +
-                                                    "); every rank must apply the same limit");
-  }
+  require_same_limit(limits, members, "model-parallel");
 }
 
 // Broadcasts one field (SPEC 6.3): cpu fields over the host group (staged through the
