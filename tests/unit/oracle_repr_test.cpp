@@ -1,0 +1,2 @@
+// Unit tests (Boost.Test) for oracle_repr; suites are added by the coverage work of issue 10, section 4.
+#include <boost/test/unit_test.hpp>
