@@ -13,6 +13,7 @@
 #include "hpref/detail/value_access.hpp"
 #include "hpref/error.hpp"
 #include "hpref/repr.hpp"
+#include "hpref/siphash.hpp"
 #include "hpref/utf8.hpp"
 
 namespace hpref {
@@ -367,8 +368,7 @@ const SipKey& sip_key() noexcept {
 
 class Sip13 {
  public:
-  explicit Sip13(std::uint64_t domain) noexcept {
-    const SipKey& k = sip_key();
+  explicit Sip13(std::uint64_t domain, const SipKey& k = sip_key()) noexcept {
     v0_ = k.k0 ^ 0x736f6d6570736575ULL ^ domain;
     v1_ = k.k1 ^ 0x646f72616e646f6dULL;
     v2_ = k.k0 ^ 0x6c7967656e657261ULL;
@@ -450,6 +450,12 @@ std::uint64_t hash_text(std::uint64_t domain, std::string_view text) noexcept {
 std::uint64_t seeded_hash(std::uint64_t x) noexcept { return hash_word(kRaw, x); }
 
 std::uint64_t seeded_hash(std::string_view bytes) noexcept { return hash_text(kRaw, bytes); }
+
+std::uint64_t siphash13(std::uint64_t k0, std::uint64_t k1, std::string_view bytes) noexcept {
+  Sip13 h(0, SipKey{k0, k1});
+  h.bytes(bytes);
+  return h.finish();
+}
 
 std::size_t key_hash(const Value& v) noexcept {
   switch (v.kind()) {
