@@ -6,7 +6,8 @@ build/mutate/tree (uncommitted edits are not part of the run), which gets its ow
 fuzzers) in build/mutate/tree/build. For each mutant of a seeded random sample:
   1. the mutant is written over the copy's source file;
   2. only its object file is compiled; a compile error discards the mutant (uncompilable);
-  3. trivial compiler equivalence: the object's .text section is hashed; equal to the
+  3. trivial compiler equivalence: the object's .text section is hashed (an inserted line
+     is first moved onto the next line, so later __LINE__ immediates do not change); equal to the
      original's hash -> equivalent, equal to an earlier mutant's -> duplicate (both TCE,
      no tests run);
   4. otherwise the test targets are rebuilt incrementally and ctest runs the unit, property
@@ -122,6 +123,27 @@ def text_hash(obj):
             return hashlib.sha256(f.read()).hexdigest()
 
 
+def keep_line_numbers(original, mutant):
+    """A mutant that inserts a line (universalmutator adds `break;`, `continue;`, ...) shifts
+    every later line, and HPREF_CHECK passes __LINE__ as an immediate, so the object code
+    would differ from the original even when the inserted statement is dead, defeating the
+    TCE check. The inserted text is moved to the start of the next line instead (unless that
+    is a preprocessor line): same statement, same meaning, line numbers kept."""
+    a, b = original.splitlines(True), mutant.splitlines(True)
+    if len(b) != len(a) + 1:
+        return mutant
+    i = 0
+    while i < len(a) and a[i] == b[i]:
+        i += 1
+    if i >= len(a) or b[i + 1:] != a[i:] or a[i].lstrip().startswith("#"):
+        return mutant
+    inserted = b[i].strip()
+    if not inserted or "//" in inserted:
+        return mutant
+    indent = a[i][:len(a[i]) - len(a[i].lstrip())]
+    return "".join(a[:i] + [indent + inserted + " " + a[i].lstrip()] + a[i + 1:])
+
+
 def run_tests(timeout):
     """Runs the labels; the whole run is limited to `timeout` seconds (a mutant that hangs
     a test counts as killed), and the process group (simulated ranks too) is ended then."""
@@ -221,7 +243,7 @@ def main():
             seen[rel] = {}
         st = stats.setdefault(rel, {"killed": 0, "survived": 0, "tce": 0, "uncompilable": 0})
         with open(mpath) as f:
-            mutant = f.read()
+            mutant = keep_line_numbers(originals[rel], f.read())
         diff = "".join(difflib.unified_diff(originals[rel].splitlines(True),
                                             mutant.splitlines(True), rel, rel + " (mutant)", n=1))
         name = os.path.basename(mpath)
