@@ -1,2 +1,354 @@
-// Unit tests (Boost.Test) for transport_edges; suites are added by the coverage work of issue 10, section 4.
-#include <boost/test/unit_test.hpp>
+// SPEC 4-6 edges of the transports (reference/src/data_plane.cpp, model_parallel.cpp) on
+// the in-process loopback Communicator (tests/support/loopback.hpp): the staging-space
+// check of 4.5, calls on a rank outside the data plane, control values over
+// max_message_bytes (4.1, 4.2, and the equal size accepted), sizes a peer announces
+// negative (4, 5.2: refused on every rank, the refusal agreed by the vote), and the
+// model-parallel broadcast's choice of group, memory space and result device (6.3).
+// A Tap communicator around the loopback records each call and may rewrite this rank's
+// outgoing bytes, as a faulty peer would send them.
+#include <cstring>
+#include <functional>
+#include <map>
+
+#include "../support/loopback.hpp"
+#include "hpref/data_groups.hpp"
+#include "hpref/data_plane.hpp"
+#include "hpref/model_parallel.hpp"
+#include "hpref/topology.hpp"
+#include "test_util.hpp"
+
+using namespace hpref;
+using hpref::test::describe;
+using hpref::test::run_loopback;
+
+namespace {
+
+// Forwards every call to `inner` and records it; `tamper(index, bytes)` may rewrite this
+// rank's outgoing bytes of its index-th launch (counted over all groups from 0) before
+// they leave. The loopback copies send data at launch (loopback.hpp), so the rewritten
+// copy may die when the call returns; a broadcast's buffer is rewritten in place.
+class Tap final : public Communicator {
+ public:
+  struct Call {
+    std::string op;
+    int group;
+    std::size_t bytes;
+    MemorySpace space;
+  };
+  explicit Tap(Communicator& inner) : inner_(inner) {}
+
+  std::function<void(std::size_t index, std::vector<std::uint8_t>& bytes)> tamper;
+  std::vector<Call> calls;
+
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  std::string world_backend() const override { return inner_.world_backend(); }
+  Group world() const override { return inner_.world(); }
+  Group new_group(std::span<const int> ranks, const std::string& backend) override {
+    return inner_.new_group(ranks, backend);
+  }
+  Work all_gather(const Group& g, ConstBuffer in, MutableBuffer out) override {
+    auto bytes = outgoing("all_gather", g, in);
+    return inner_.all_gather(g, {bytes.data(), bytes.size(), in.space}, out);
+  }
+  Work broadcast(const Group& g, MutableBuffer buffer, int root) override {
+    auto bytes = outgoing("broadcast", g, buffer);
+    if (!bytes.empty()) std::memcpy(buffer.data, bytes.data(), bytes.size());
+    return inner_.broadcast(g, buffer, root);
+  }
+  Work all_reduce(const Group& g, MutableBuffer buffer, DType dtype, ReduceOp op) override {
+    auto bytes = outgoing("all_reduce", g, buffer);
+    if (!bytes.empty()) std::memcpy(buffer.data, bytes.data(), bytes.size());
+    return inner_.all_reduce(g, buffer, dtype, op);
+  }
+  Work all_to_all_v(const Group& g, ConstBuffer in, std::span<const std::size_t> in_counts,
+                    MutableBuffer out, std::span<const std::size_t> out_counts) override {
+    auto bytes = outgoing("all_to_all_v", g, in);
+    return inner_.all_to_all_v(g, {bytes.data(), bytes.size(), in.space}, in_counts, out,
+                               out_counts);
+  }
+  Work barrier(const Group& g) override {
+    calls.push_back({"barrier", g.id(), 0, g.memory()});
+    return inner_.barrier(g);
+  }
+
+ private:
+  std::vector<std::uint8_t> outgoing(const char* op, const Group& g, ConstBuffer in) {
+    calls.push_back({op, g.id(), in.bytes, in.space});
+    const auto* p = static_cast<const std::uint8_t*>(in.data);
+    std::vector<std::uint8_t> bytes(p, p + in.bytes);
+    if (tamper) tamper(calls.size() - 1, bytes);
+    return bytes;
+  }
+
+  Communicator& inner_;
+};
+
+// Writes `value` as the int64 at byte `at` of `bytes` (host order, as the transports send).
+void put_int64(std::vector<std::uint8_t>& bytes, std::size_t at, std::int64_t value) {
+  if (at + 8 > bytes.size()) {
+    throw Error(Errc::scenario_check, "no int64 at byte " + std::to_string(at));
+  }
+  std::memcpy(bytes.data() + at, &value, 8);
+}
+
+// The call list as text, "op group bytes space" per call, for exact comparisons.
+std::string calls_text(const std::vector<Tap::Call>& calls) {
+  std::string out;
+  for (const auto& c : calls) {
+    out += c.op + " " + std::to_string(c.group) + " " + std::to_string(c.bytes) +
+           (c.space == MemorySpace::host ? " host" : " accelerator") + "\n";
+  }
+  return out;
+}
+
+// Data-plane groups over `plane` (sorted world ranks): one control group, also the payload
+// group. A world collective: every rank calls it.
+DataGroups plane_groups(Communicator& c, const std::vector<int>& plane, int planner) {
+  DataGroups g;
+  g.data_plane_ranks = plane;
+  g.planner_rank = planner;
+  Group control = c.new_group(plane, "loopback");
+  if (control.is_member()) {
+    g.control = control;
+    g.payload = control;
+  }
+  return g;
+}
+
+// "ok", or describe() of what fn threw ("kind: message").
+std::string outcome(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (...) {
+    return describe(std::current_exception());
+  }
+  return "ok";
+}
+
+constexpr std::uint64_t kDefaultLimit = std::uint64_t{1} << 30;  // SPEC 4: 1 GiB
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(transport_edges)
+
+// SPEC 4.5: an accelerator-backed group stages through a communication_device of its own
+// type (cuda for nccl, npu for hccl, any case, "type[:index]"); anything else, or none, is
+// transport_device before any communication. Host groups stage on the host whatever the
+// device.
+BOOST_AUTO_TEST_CASE(staging_space_spec_4_5) {
+  auto with = [](std::optional<std::string> device) {
+    TransportOptions o;
+    o.communication_device = std::move(device);
+    return o;
+  };
+  Group host(2, {0, 1}, "gloo", 0);
+  BOOST_TEST((staging_space(host, with(std::nullopt)) == MemorySpace::host));
+  BOOST_TEST((staging_space(host, with("cuda:0")) == MemorySpace::host));
+  Group nccl(3, {0}, "nccl", 0), upper(4, {0}, "NCCL", 0), hccl(5, {0}, "hccl", 0);
+  BOOST_TEST((staging_space(nccl, with("cuda:1")) == MemorySpace::accelerator));
+  BOOST_TEST((staging_space(nccl, with("cuda")) == MemorySpace::accelerator));
+  BOOST_TEST((staging_space(upper, with("cuda:0")) == MemorySpace::accelerator));
+  BOOST_TEST((staging_space(hccl, with("npu:2")) == MemorySpace::accelerator));
+  HPREF_CHECK_ERROR(staging_space(nccl, with(std::nullopt)), Errc::transport_device,
+                    "group 3 on backend nccl moves cuda memory and needs a cuda "
+                    "communication_device, got none");
+  HPREF_CHECK_ERROR(staging_space(nccl, with("npu:0")), Errc::transport_device,
+                    "group 3 on backend nccl moves cuda memory and needs a cuda "
+                    "communication_device, got 'npu:0'");
+  HPREF_CHECK_ERROR(staging_space(nccl, with("cpu")), Errc::transport_device, "got 'cpu'");
+  // The type is the text before ':', compared whole: "cudax" is not "cuda".
+  HPREF_CHECK_ERROR(staging_space(nccl, with("cudax:0")), Errc::transport_device,
+                    "got 'cudax:0'");
+  HPREF_CHECK_ERROR(staging_space(hccl, with("cuda:0")), Errc::transport_device,
+                    "group 5 on backend hccl moves npu memory and needs a npu "
+                    "communication_device, got 'cuda:0'");
+}
+
+// A rank outside the data plane constructs the transport (no communication) and every
+// call is transport_not_member naming the call, the rank and the plane; the plane's
+// members are not held up by it.
+BOOST_AUTO_TEST_CASE(calls_outside_the_data_plane_refused) {
+  std::vector<std::vector<Value>> gathered(4);
+  std::vector<std::string> outside;  // rank 0's outcome of each call
+  auto errors = run_loopback(4, [&](Communicator& c) {
+    DataGroups g = plane_groups(c, {1, 2, 3}, 2);
+    DataPlaneTransport t(c, g);
+    if (c.rank() != 0) {
+      gathered[static_cast<std::size_t>(c.rank())] =
+          t.all_gather_object(Value::integer(10 * c.rank()));
+      return;
+    }
+    if (t.is_member() || t.ranks() != std::vector<int>({1, 2, 3}) || t.planner_rank() != 2) {
+      throw Error(Errc::scenario_check, "rank 0's view of the plane is wrong");
+    }
+    std::map<int, std::vector<Item>> none;
+    outside.push_back(outcome([&] { t.all_gather_object(Value::none()); }));
+    outside.push_back(outcome([&] { t.begin_all_gather_object(Value::none()); }));
+    outside.push_back(outcome([&] { t.gather_object_to_planner(Value::none()); }));
+    outside.push_back(outcome([&] { t.all_ranks_true(true); }));
+    outside.push_back(outcome([&] { t.broadcast_from_planner(Value::none()); }));
+    outside.push_back(outcome([&] { t.prepare_exchange(none); }));
+    outside.push_back(outcome([&] { t.begin_exchange(DataPlaneTransport::Prepared{}); }));
+    outside.push_back(outcome([&] { t.exchange(DataPlaneTransport::Prepared{}); }));
+  });
+  for (int r = 0; r < 4; ++r) BOOST_TEST(describe(errors[static_cast<std::size_t>(r)]) == "ok");
+  const std::string tail = " on rank 0, which is not in the data plane [1, 2, 3]";
+  const std::string kind = "transport_not_member: ";
+  std::vector<std::string> want = {kind + "all_gather_object" + tail,
+                                   kind + "all_gather_object" + tail,
+                                   kind + "all_gather_object" + tail,
+                                   kind + "all_ranks_true" + tail,
+                                   kind + "broadcast_from_planner" + tail,
+                                   kind + "prepare_exchange" + tail,
+                                   kind + "begin_exchange" + tail,
+                                   kind + "begin_exchange" + tail};
+  BOOST_TEST(outside == want, boost::test_tools::per_element());
+  BOOST_TEST(gathered[0].empty());
+  for (int r = 1; r < 4; ++r) {
+    BOOST_TEST((gathered[static_cast<std::size_t>(r)] ==
+                std::vector<Value>{Value::integer(10), Value::integer(20), Value::integer(30)}),
+               "rank " << r);
+  }
+}
+
+// SPEC 4.1, 4.2: every size a peer announces is checked against max_message_bytes before
+// anything is allocated, on every rank (each sees the same sizes, so all refuse together,
+// naming the announcing rank); a size equal to the limit is accepted. The golden pickle of
+// b"x" * 100 (SPEC 2.3: PROTO 5, no FRAME, SHORT_BINBYTES, STOP) is 2 + 2 + 100 + 1 = 105
+// bytes.
+BOOST_AUTO_TEST_CASE(control_values_over_the_limit_spec_4_1_4_2) {
+  Value big = Value::bytes(std::string(100, 'x')), small = Value::bytes(std::string("xyz"));
+  for (std::uint64_t limit : {105, 104}) {
+    BOOST_TEST_CONTEXT("max_message_bytes " << limit) {
+      std::vector<std::string> gather(3), broadcast(3), after(3);
+      auto errors = run_loopback(3, [&](Communicator& c) {
+        auto r = static_cast<std::size_t>(c.rank());
+        TransportOptions o;
+        o.max_message_bytes = limit;
+        DataPlaneTransport t(c, plane_groups(c, {0, 1, 2}, 1), o);
+        gather[r] = outcome([&] {
+          auto all = t.all_gather_object(c.rank() == 1 ? big : small);
+          if (!(all == std::vector<Value>{small, big, small})) {
+            throw Error(Errc::scenario_check, "gathered values differ");
+          }
+        });
+        broadcast[r] = outcome([&] {
+          // Only the planner's (rank 1's) value travels; the others pass anything.
+          if (!(t.broadcast_from_planner(c.rank() == 1 ? big : Value::none()) == big)) {
+            throw Error(Errc::scenario_check, "broadcast value differs");
+          }
+        });
+        // Nothing was left half-launched: the control group still works (SPEC 4.3).
+        after[r] = t.all_ranks_true(c.rank() != 2) ? "true" : "false";
+      });
+      for (std::size_t r = 0; r < 3; ++r) {
+        BOOST_TEST_CONTEXT("rank " << r) {
+          BOOST_TEST(describe(errors[r]) == "ok");
+          BOOST_TEST(after[r] == "false");
+          if (limit == 105) {
+            BOOST_TEST(gather[r] == "ok");
+            BOOST_TEST(broadcast[r] == "ok");
+          } else {
+            BOOST_TEST(gather[r] ==
+                       "transport_size_limit: control value of 105 bytes announced by rank 1 "
+                       "exceeds max_message_bytes 104; nothing was allocated");
+            BOOST_TEST(broadcast[r] ==
+                       "transport_size_limit: broadcast value of 105 bytes announced by rank 1 "
+                       "exceeds max_message_bytes 104; nothing was allocated");
+          }
+        }
+      }
+    }
+  }
+}
+
+// SPEC 4: a negative size announced for a control value (a faulty peer; the transport
+// only ever sends sizes >= 0) is refused on every rank as the largest possible size,
+// before anything is allocated: all-gathered by rank 2, broadcast by the planner, rank 0.
+BOOST_AUTO_TEST_CASE(negative_control_value_sizes_refused_spec_4_1_4_2) {
+  std::vector<std::string> gather(3), broadcast(3);
+  auto errors = run_loopback(3, [&](Communicator& inner) {
+    Tap c(inner);
+    auto r = static_cast<std::size_t>(c.rank());
+    DataPlaneTransport t(c, plane_groups(c, {0, 1, 2}, 0));  // call 0: the limits
+    // Call 1: the sizes of the object all-gather; call 2: the size the planner broadcasts.
+    c.tamper = [&](std::size_t call, std::vector<std::uint8_t>& bytes) {
+      if ((call == 1 && c.rank() == 2) || (call == 2 && c.rank() == 0)) {
+        put_int64(bytes, 0, call == 1 ? -3 : -1);
+      }
+    };
+    gather[r] = outcome([&] { t.all_gather_object(Value::integer(c.rank())); });
+    broadcast[r] = outcome([&] { t.broadcast_from_planner(Value::integer(5)); });
+    if (calls_text(c.calls) != "all_gather 1 8 host\nall_gather 1 8 host\nbroadcast 1 8 host\n") {
+      throw Error(Errc::scenario_check, "calls after the refusals:\n" + calls_text(c.calls));
+    }
+  });
+  for (std::size_t r = 0; r < 3; ++r) {
+    BOOST_TEST_CONTEXT("rank " << r) {
+      BOOST_TEST(describe(errors[r]) == "ok");
+      BOOST_TEST(gather[r] ==
+                 "transport_size_limit: control value of 18446744073709551615 bytes announced by "
+                 "rank 2 exceeds max_message_bytes 1073741824; nothing was allocated");
+      BOOST_TEST(broadcast[r] ==
+                 "transport_size_limit: broadcast value of 18446744073709551615 bytes announced "
+                 "by rank 0 exceeds max_message_bytes 1073741824; nothing was allocated");
+    }
+  }
+}
+
+// SPEC 5.2 (ours): a negative payload segment size announced to a rank is refused by that
+// rank in the agreed vote: it raises transport_size_limit naming sender, receiver and
+// size, every other data-plane rank raises exchange_refused naming it, and no rank
+// launches the byte exchange (the next exchange on the same groups works). The plane is
+// world ranks 1..3 of 4; rank 3 announces -7 bytes to rank 2 (its second int64).
+BOOST_AUTO_TEST_CASE(negative_announced_segment_size_refused_by_vote_spec_5_2) {
+  std::vector<std::string> first(4), calls(4);
+  std::vector<std::vector<Item>> second(4);
+  auto errors = run_loopback(4, [&](Communicator& inner) {
+    Tap c(inner);
+    auto r = static_cast<std::size_t>(c.rank());
+    DataPlaneTransport t(c, plane_groups(c, {1, 2, 3}, 1));
+    if (!t.is_member()) return;
+    c.tamper = [&](std::size_t call, std::vector<std::uint8_t>& bytes) {
+      if (call == 1 && c.rank() == 3) put_int64(bytes, 8, -7);
+    };
+    auto outgoing = [&] {
+      std::map<int, std::vector<Item>> out;
+      for (int to : {1, 2, 3}) {
+        out[to].emplace_back(Value::integer(10 * c.rank() + to),
+                             Value::bytes(std::to_string(c.rank()) + "->" + std::to_string(to)));
+      }
+      return out;
+    };
+    first[r] = outcome([&] { t.exchange(t.prepare_exchange(outgoing())); });
+    second[r] = t.exchange(t.prepare_exchange(outgoing()));
+    for (const auto& call : c.calls) calls[r] += call.op + " ";
+  });
+  const std::string refused =
+      "exchange_refused: the payload exchange was refused by data-plane ranks [2] (a segment "
+      "over max_message_bytes 1073741824); no rank allocated or launched the byte exchange";
+  BOOST_TEST(first[1] == refused);
+  BOOST_TEST(first[2] ==
+             "transport_size_limit: payload segment size -7 announced by rank 3 for rank 2 is "
+             "negative; no rank allocated or launched the byte exchange");
+  BOOST_TEST(first[3] == refused);
+  for (int r = 1; r <= 3; ++r) {
+    auto i = static_cast<std::size_t>(r);
+    BOOST_TEST_CONTEXT("rank " << r) {
+      BOOST_TEST(describe(errors[i]) == "ok");
+      // limits; sizes and vote (refused); sizes, vote and bytes.
+      BOOST_TEST(calls[i] ==
+                 "all_gather all_to_all_v all_gather all_to_all_v all_gather all_to_all_v ");
+      std::vector<Item> want;
+      for (int from : {1, 2, 3}) {
+        want.emplace_back(Value::integer(10 * from + r),
+                          Value::bytes(std::to_string(from) + "->" + std::to_string(r)));
+      }
+      BOOST_TEST((second[i] == want));
+    }
+  }
+  BOOST_TEST(describe(errors[0]) == "ok");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
