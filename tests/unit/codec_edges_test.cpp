@@ -1,2 +1,448 @@
-// Unit tests (Boost.Test) for codec_edges; suites are added by the coverage work of issue 10, section 4.
-#include <boost/test/unit_test.hpp>
+// Unit tests (Boost.Test) for the edges of the metadata pickle reader (SPEC 2.3), the
+// segment encoder and decoder (SPEC 2.1-2.6) and Value (SPEC 1.1) that the main suites
+// (pickle_test, codec_test, dtype_value_test) leave out: each refusal asserts its error
+// kind and that the message names the offender; accepted inputs are checked against
+// what CPython's pickle does with the same bytes.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "hpref/codec.hpp"
+#include "hpref/pickle.hpp"
+#include "hpref/value.hpp"
+#include "test_util.hpp"
+
+using namespace hpref;
+using namespace std::literals;
+
+namespace {
+
+Value read(std::string_view bytes, const PickleReadOptions& options = {}) {
+  return read_pickle(bytes, options);
+}
+
+std::string short_str(std::string_view s) {
+  return "\x8c"s + static_cast<char>(s.size()) + std::string(s);
+}
+
+Value S(std::string_view s) { return Value::string(s); }
+Value I(std::int64_t i) { return Value::integer(i); }
+Value T(std::vector<Value> items) { return Value::tuple(std::move(items)); }
+Value L(std::vector<Value> items) { return Value::list(std::move(items)); }
+Value M(std::vector<Value::Entry> entries) { return Value::mapping(std::move(entries)); }
+Value B(std::string_view b) { return Value::bytes(b); }
+Value key(std::int64_t id) { return T({I(id), I(0)}); }
+
+// The SPEC 1.4 key-class object pattern up to NEWOBJ, under the default class name.
+const std::string kKeyNew =
+    "\x80\x02" "chyper_parallel.distributed_data.schema\nSampleKey\n)\x81"s;
+
+// A BUILD state dict {"sample_id": id, "position": 0} and BUILD.
+std::string key_build(int id) {
+  return "}(" + short_str("sample_id") + "K" + static_cast<char>(id) + short_str("position") +
+         "K\x00ub"s;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(codec_edges_pickle_reader)
+
+// The opcode table of CPython's pickletools (3.11, protocols 0-5): byte -> name. SPEC 2.3
+// refuses opcodes "with an error naming it"; the names are CPython's.
+BOOST_AUTO_TEST_CASE(opcode_names_are_cpythons_spec_2_3) {
+  const std::vector<std::pair<int, const char*>> cpython = {
+      {40, "MARK"}, {41, "EMPTY_TUPLE"}, {46, "STOP"}, {48, "POP"}, {49, "POP_MARK"},
+      {50, "DUP"}, {66, "BINBYTES"}, {67, "SHORT_BINBYTES"}, {70, "FLOAT"}, {71, "BINFLOAT"},
+      {73, "INT"}, {74, "BININT"}, {75, "BININT1"}, {76, "LONG"}, {77, "BININT2"},
+      {78, "NONE"}, {80, "PERSID"}, {81, "BINPERSID"}, {82, "REDUCE"}, {83, "STRING"},
+      {84, "BINSTRING"}, {85, "SHORT_BINSTRING"}, {86, "UNICODE"}, {88, "BINUNICODE"},
+      {93, "EMPTY_LIST"}, {97, "APPEND"}, {98, "BUILD"}, {99, "GLOBAL"}, {100, "DICT"},
+      {101, "APPENDS"}, {103, "GET"}, {104, "BINGET"}, {105, "INST"}, {106, "LONG_BINGET"},
+      {108, "LIST"}, {111, "OBJ"}, {112, "PUT"}, {113, "BINPUT"}, {114, "LONG_BINPUT"},
+      {115, "SETITEM"}, {116, "TUPLE"}, {117, "SETITEMS"}, {125, "EMPTY_DICT"},
+      {128, "PROTO"}, {129, "NEWOBJ"}, {130, "EXT1"}, {131, "EXT2"}, {132, "EXT4"},
+      {133, "TUPLE1"}, {134, "TUPLE2"}, {135, "TUPLE3"}, {136, "NEWTRUE"}, {137, "NEWFALSE"},
+      {138, "LONG1"}, {139, "LONG4"}, {140, "SHORT_BINUNICODE"}, {141, "BINUNICODE8"},
+      {142, "BINBYTES8"}, {143, "EMPTY_SET"}, {144, "ADDITEMS"}, {145, "FROZENSET"},
+      {146, "NEWOBJ_EX"}, {147, "STACK_GLOBAL"}, {148, "MEMOIZE"}, {149, "FRAME"},
+      {150, "BYTEARRAY8"}, {151, "NEXT_BUFFER"}, {152, "READONLY_BUFFER"},
+  };
+  BOOST_TEST(cpython.size() == 68u);
+  std::vector<std::string> expected(256);
+  for (const auto& [byte, name] : cpython) expected[byte] = name;
+  for (int b = 0; b < 256; ++b) {
+    BOOST_TEST_CONTEXT("byte " << b) {
+      BOOST_TEST(pickle_opcode_name(static_cast<std::uint8_t>(b)) == expected[b]);
+    }
+  }
+}
+
+// SPEC 2.3: every opcode outside the accepted list is refused by name, before it reads
+// any argument; bytes that are no opcode are refused as unknown.
+BOOST_AUTO_TEST_CASE(every_opcode_outside_the_subset_is_refused_by_name_spec_2_3) {
+  const std::string accepted[] = {
+      "PROTO", "FRAME", "STOP", "MARK", "POP", "POP_MARK", "NONE", "NEWTRUE", "NEWFALSE",
+      "BININT", "BININT1", "BININT2", "LONG1", "BINFLOAT", "SHORT_BINUNICODE", "BINUNICODE",
+      "BINUNICODE8", "SHORT_BINBYTES", "BINBYTES", "BINBYTES8", "BYTEARRAY8", "EMPTY_TUPLE",
+      "TUPLE1", "TUPLE2", "TUPLE3", "TUPLE", "EMPTY_LIST", "APPEND", "APPENDS", "LIST",
+      "EMPTY_DICT", "SETITEM", "SETITEMS", "DICT", "MEMOIZE", "BINPUT", "LONG_BINPUT",
+      "BINGET", "LONG_BINGET",
+      // the three global shapes
+      "GLOBAL", "STACK_GLOBAL", "REDUCE", "NEWOBJ", "BUILD"};
+  int refused = 0;
+  for (int b = 0; b < 256; ++b) {
+    std::string name(pickle_opcode_name(static_cast<std::uint8_t>(b)));
+    if (std::find(std::begin(accepted), std::end(accepted), name) != std::end(accepted)) {
+      continue;
+    }
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "0x%02x", b);
+    std::string label = name.empty() ? "unknown opcode "s + hex : name + " (" + hex + ")";
+    // NONE first, so that an opcode reading a stack item would find one.
+    std::string p = "\x80\x05N"s + static_cast<char>(b) + ".";
+    BOOST_TEST_CONTEXT(label) {
+      HPREF_CHECK_ERROR(read(p), Errc::pickle_opcode, label + " is refused");
+      HPREF_CHECK_ERROR(read(p), Errc::pickle_opcode, "(opcode at byte 3)");
+    }
+    ++refused;
+  }
+  BOOST_TEST(refused == 256 - 44);
+}
+
+// CPython's _pickle (do_append, do_setitems): APPENDS or SETITEMS with nothing above the
+// MARK changes nothing and does not look at the target's type; with nothing below the
+// MARK it is a stack underflow.
+BOOST_AUTO_TEST_CASE(empty_appends_and_setitems_like_cpython) {
+  BOOST_TEST(read("\x80\x02N(e."sv).is(ValueKind::none));  // pickle.loads -> None
+  BOOST_TEST(read("\x80\x02N(u."sv).is(ValueKind::none));
+  BOOST_TEST(read("\x80\x02](e."sv) == L({}));
+  HPREF_CHECK_ERROR(read("\x80\x02(e."sv), Errc::pickle_stack,
+                    "APPENDS needs a target but the stack is empty");
+  HPREF_CHECK_ERROR(read("\x80\x02(u."sv), Errc::pickle_stack,
+                    "SETITEMS needs a target but the stack is empty");
+}
+
+// POP inside a MARK pops the item above the MARK (CPython: (1,) for these bytes).
+BOOST_AUTO_TEST_CASE(pop_above_a_mark_pops_the_item) {
+  BOOST_TEST(read("\x80\x02(K\x01K\x02" "0t."sv) == T({I(1)}));
+}
+
+BOOST_AUTO_TEST_CASE(underflow_messages_say_whether_a_mark_fences_the_stack) {
+  // TUPLE1 right after a MARK: the item below the MARK is out of reach.
+  HPREF_CHECK_ERROR(read("\x80\x02N(\x85."sv), Errc::pickle_stack,
+                    "TUPLE1 needs an item but the stack is empty above the last MARK");
+  // MEMOIZE with nothing to store, with and without a MARK.
+  HPREF_CHECK_ERROR(read("\x80\x04\x94N."sv), Errc::pickle_stack,
+                    "a memo store needs a target but the stack is empty (opcode at byte 2)");
+  HPREF_CHECK_ERROR(read("\x80\x04N(\x94."sv), Errc::pickle_stack,
+                    "a memo store needs a target but the stack is empty above the last MARK");
+}
+
+BOOST_AUTO_TEST_CASE(containers_ops_on_a_global_name_it) {
+  HPREF_CHECK_ERROR(read("\x80\x02" "c_codecs\nencode\nNa."sv), Errc::pickle_stack,
+                    "APPEND needs a list below it, got a global or object");
+  HPREF_CHECK_ERROR(read(kKeyNew + key_build(1) + "NNs."), Errc::pickle_stack,
+                    "SETITEM needs a dict below it, got a global or object");
+}
+
+// CPython writes bytes at protocol 2 as _codecs.encode(text, 'latin1'); these are the
+// exact bytes of pickle.dumps(b'\xe9\xff', protocol=2) (CPython 3.11).
+BOOST_AUTO_TEST_CASE(codecs_encode_maps_latin1_text_to_bytes) {
+  std::string p =
+      "\x80\x02" "c_codecs\nencode\nq\x00X\x04\x00\x00\x00\xc3\xa9\xc3\xbfq\x01X\x06\x00\x00\x00"
+      "latin1q\x02\x86q\x03Rq\x04."s;
+  BOOST_TEST(read(p) == B("\xe9\xff"sv));
+  // U+00C0..U+00FF (lead byte 0xC3) and U+0080..U+00BF (0xC2) and ASCII, mixed.
+  std::string q = "\x80\x02" "c_codecs\nencode\n" + short_str("a\xc2\x80\xc3\x80z") +
+                  short_str("latin1") + "\x86R.";
+  BOOST_TEST(read(q) == B("a\x80\xc0z"sv));
+}
+
+BOOST_AUTO_TEST_CASE(codecs_encode_of_other_argument_shapes_is_refused) {
+  const std::string enc = "\x80\x02" "c_codecs\nencode\n";
+  // one argument
+  HPREF_CHECK_ERROR(read(enc + short_str("a") + "\x85R."), Errc::pickle_reduce,
+                    "REDUCE of _codecs.encode with arguments ('a',) is refused");
+  // the text is bytes
+  HPREF_CHECK_ERROR(read(enc + "C\x01" "a" + short_str("latin1") + "\x86R."),
+                    Errc::pickle_reduce, "arguments (b'a', 'latin1')");
+  // the encoding is not a str
+  HPREF_CHECK_ERROR(read(enc + short_str("a") + "N\x86R."), Errc::pickle_reduce,
+                    "arguments ('a', None)");
+  // arguments that are not a tuple
+  HPREF_CHECK_ERROR(read(enc + "NR."), Errc::pickle_reduce,
+                    "REDUCE arguments for _codecs.encode must be a tuple, got None");
+  HPREF_CHECK_ERROR(read("\x80\x02" "cbuiltins\nbytearray\n]R."sv), Errc::pickle_reduce,
+                    "REDUCE arguments for builtins.bytearray must be a tuple, got []");
+}
+
+BOOST_AUTO_TEST_CASE(only_the_three_global_shapes_are_accepted) {
+  // _codecs with another name
+  HPREF_CHECK_ERROR(read("\x80\x02" "c_codecs\ndecode\n."sv), Errc::pickle_global,
+                    "global '_codecs.decode' is refused");
+  // the key class's module with another class name
+  HPREF_CHECK_ERROR(read("\x80\x02" "chyper_parallel.distributed_data.schema\nOther\n."sv),
+                    Errc::pickle_global,
+                    "global 'hyper_parallel.distributed_data.schema.Other' is refused");
+  // STACK_GLOBAL with a str name but a non-str module
+  HPREF_CHECK_ERROR(read("\x80\x05K\x01" + short_str("bytearray") + "\x93."),
+                    Errc::pickle_global, "STACK_GLOBAL needs two strings, got 1 and 'bytearray'");
+  // a key_class without a module part matches no global: the shim is off
+  PickleReadOptions no_dot;
+  no_dot.key_class = "SampleKey";
+  HPREF_CHECK_ERROR(read("\x80\x02" "c__main__\nSampleKey\n)\x81" + key_build(1) + ".", no_dot),
+                    Errc::pickle_global, "global '__main__.SampleKey' is refused");
+  // ... and the default pattern is refused too under that option
+  HPREF_CHECK_ERROR(read(kKeyNew + key_build(1) + ".", no_dot), Errc::pickle_global,
+                    "hyper_parallel.distributed_data.schema.SampleKey");
+}
+
+BOOST_AUTO_TEST_CASE(key_objects_are_not_callables) {
+  HPREF_CHECK_ERROR(read(kKeyNew + key_build(1) + ")R."), Errc::pickle_reduce,
+                    "REDUCE calls a key object, which is not a global");
+  HPREF_CHECK_ERROR(read("\x80\x02N)R."sv), Errc::pickle_reduce,
+                    "REDUCE calls None, which is not a global");
+}
+
+BOOST_AUTO_TEST_CASE(newobj_of_the_key_class_takes_no_arguments_spec_1_4) {
+  const std::string cls = "\x80\x02" "chyper_parallel.distributed_data.schema\nSampleKey\n";
+  HPREF_CHECK_ERROR(read(cls + "N\x81."), Errc::pickle_reduce,
+                    "NEWOBJ of hyper_parallel.distributed_data.schema.SampleKey with arguments "
+                    "None is refused");
+  HPREF_CHECK_ERROR(read(cls + "K\x01\x85\x81."), Errc::pickle_reduce, "with arguments (1,)");
+  // The accepted pattern decodes to the 2-tuple (sample_id, position).
+  BOOST_TEST(read(kKeyNew + key_build(7) + ".") == T({I(7), I(0)}));
+}
+
+BOOST_AUTO_TEST_CASE(build_state_must_be_exactly_the_two_fields_spec_1_4) {
+  // three entries
+  HPREF_CHECK_ERROR(read(kKeyNew + "}(" + short_str("sample_id") + "K\x01" +
+                         short_str("position") + "K\x00"s + short_str("x") + "K\x02ub."s),
+                    Errc::pickle_reduce,
+                    "must be a dict of exactly 'sample_id' and 'position', got {'sample_id': 1, "
+                    "'position': 0, 'x': 2}");
+  // two entries whose keys are not str
+  HPREF_CHECK_ERROR(read(kKeyNew + "}(K\x01K\x05K\x02K\x00ub."s), Errc::pickle_reduce,
+                    "got {1: 5, 2: 0}");
+  // a list of the field values (the slots form) is not the dict form
+  HPREF_CHECK_ERROR(read(kKeyNew + "](K\x01K\x00" "eb."s), Errc::pickle_reduce, "got [1, 0]");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+EncodeOptions depth(int max_depth) {
+  EncodeOptions o;
+  o.max_depth = max_depth;
+  return o;
+}
+
+DecodeOptions reader_depth(int max_depth) {
+  DecodeOptions o;
+  o.pickle.limits.max_depth = max_depth;
+  return o;
+}
+
+std::vector<Item> decode_bytes(const std::vector<std::uint8_t>& bytes,
+                               const DecodeOptions& options = {}) {
+  return decode_segment(std::span<const std::uint8_t>(bytes), options);
+}
+
+// SPEC 2.3 "whatever encodes decodes", and no further: `items` encodes under max_depth
+// `limit`, decodes back equal under a reader of that limit, and the reader one level
+// tighter refuses the same bytes.
+void check_tight(const std::vector<Item>& items, int limit) {
+  std::vector<std::uint8_t> bytes = encode_segment(items, depth(limit));
+  std::vector<Item> back = decode_bytes(bytes, reader_depth(limit));
+  BOOST_TEST_REQUIRE(back.size() == items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    BOOST_TEST(back[i].first == items[i].first);
+    BOOST_TEST(back[i].second == items[i].second);
+  }
+  HPREF_CHECK_ERROR(decode_bytes(bytes, reader_depth(limit - 1)), Errc::pickle_depth_limit,
+                    "exceeds the limit of " + std::to_string(limit - 1));
+}
+
+std::string deeper(int limit) {
+  return " nests deeper than the " + std::to_string(limit) +
+         "-level metadata pickle limit (SPEC 2.3)";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(codec_edges_encode)
+
+// SPEC 2.3 / 2.6: a legacy pickle holds the items tuple (level 1), each pair (level 2),
+// then the key's own containers.
+BOOST_AUTO_TEST_CASE(a_key_too_deep_is_named_spec_2_6) {
+  std::vector<Item> ok = {{T({I(1)}), I(0)}};  // the key tuple sits at level 3
+  check_tight(ok, 3);
+  std::vector<Item> deep = {{I(5), I(0)}, {T({T({I(1)})}), I(0)}};
+  HPREF_CHECK_ERROR(encode_segment(deep, depth(3)), Errc::depth_limit,
+                    "cannot encode segment: items[1].key nests deeper than the 3-level pickle "
+                    "limit");
+  check_tight(deep, 4);
+}
+
+BOOST_AUTO_TEST_CASE(a_legacy_value_too_deep_is_named_by_its_path_spec_2_6) {
+  // {"a": [[1]]}: dict at level 3, the lists at 4 and 5.
+  std::vector<Item> items = {{key(1), M({{S("a"), L({L({I(1)})})}})}};
+  HPREF_CHECK_ERROR(encode_segment(items, depth(4)), Errc::depth_limit,
+                    "items[0].value[\"a\"][0]" + deeper(4));
+  check_tight(items, 5);
+  // A str key longer than 40 characters is shortened in the path.
+  std::string long_key(50, 'k');
+  std::vector<Item> long_items = {{key(1), M({{S(long_key), L({L({I(1)})})}})}};
+  HPREF_CHECK_ERROR(encode_segment(long_items, depth(4)), Errc::depth_limit,
+                    "items[0].value[\"" + std::string(40, 'k') + "...\"][0]" + deeper(4));
+}
+
+BOOST_AUTO_TEST_CASE(a_dict_whose_key_is_deepest_is_named_spec_2_6) {
+  // {((1,),): 0}: dict at level 3, key tuples at 4 and 5. No value reaches that deep, so
+  // the path names the dict.
+  std::vector<Item> items = {{key(1), M({{T({T({I(1)})}), I(0)}})}};
+  HPREF_CHECK_ERROR(encode_segment(items, depth(4)), Errc::depth_limit,
+                    "items[0].value" + deeper(4));
+  check_tight(items, 5);
+}
+
+// Framed metadata (SPEC 2.2): each schema node is a tuple at one level, its children
+// (shape, entries, children) one level below, and each (key, child) pair below that.
+BOOST_AUTO_TEST_CASE(framed_schema_depth_is_checked_at_every_node_spec_2_2) {
+  Value t = Value::tensor(Tensor::copy_of(DType::int8, std::vector<std::int64_t>{2},
+                                          test::bytes_of("xy")));
+  // tensor node at level 3, its shape tuple at 4
+  std::vector<Item> tensor_item = {{key(1), t}};
+  HPREF_CHECK_ERROR(encode_segment(tensor_item, depth(3)), Errc::depth_limit,
+                    "items[0].value" + deeper(3));
+  check_tight(tensor_item, 4);
+
+  // __hp_list__ node at 3, children tuple at 4, the bytes node at 5
+  std::vector<Item> list_item = {{key(1), L({B("x")})}};
+  HPREF_CHECK_ERROR(encode_segment(list_item, depth(4)), Errc::depth_limit,
+                    "items[0].value[0]" + deeper(4));
+  check_tight(list_item, 5);
+
+  // __hp_mapping__ node at 3, entries at 4, the pair at 5, the bytes node at 6
+  std::vector<Item> map_item = {{key(1), M({{S("a"), B("x")}})}};
+  HPREF_CHECK_ERROR(encode_segment(map_item, depth(4)), Errc::depth_limit,
+                    "items[0].value[\"a\"]" + deeper(4));
+  HPREF_CHECK_ERROR(encode_segment(map_item, depth(5)), Errc::depth_limit,
+                    "items[0].value[\"a\"]" + deeper(5));
+  check_tight(map_item, 6);
+
+  // ... and a tuple key inside the pair at 6
+  std::vector<Item> tuple_key = {{key(1), M({{T({I(1)}), B("x")}})}};
+  HPREF_CHECK_ERROR(encode_segment(tuple_key, depth(5)), Errc::depth_limit,
+                    "items[0].value[(1,)]" + deeper(5));
+  check_tight(tuple_key, 6);
+  // a key nested two deep reaches past its sibling bytes node (7 against 6)
+  std::vector<Item> deep_key = {{key(1), M({{T({T({I(1)})}), B("x")}})}};
+  HPREF_CHECK_ERROR(encode_segment(deep_key, depth(6)), Errc::depth_limit,
+                    "items[0].value[((1,),)]" + deeper(6));
+  check_tight(deep_key, 7);
+
+  // an empty mapping in a framed segment: its entries tuple at 4
+  std::vector<Item> empty_map = {{key(1), M({})}, {key(2), B("x")}};
+  HPREF_CHECK_ERROR(encode_segment(empty_map, depth(3)), Errc::depth_limit,
+                    "items[0].value" + deeper(3));
+  check_tight(empty_map, 4);
+}
+
+BOOST_AUTO_TEST_CASE(write_to_takes_exactly_the_planned_size) {
+  std::vector<Item> items = {{key(1), B("abc")}};
+  SegmentPlan plan = plan_segment(items);
+  std::vector<std::uint8_t> out(plan.size());
+  plan.write_to(out);
+  BOOST_TEST(out == encode_segment(items));
+  std::vector<std::uint8_t> bigger(plan.size() + 1);
+  HPREF_CHECK_ERROR(plan.write_to(bigger), Errc::internal,
+                    "with " + std::to_string(plan.size() + 1) + " != " +
+                        std::to_string(plan.size()));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+std::vector<std::uint8_t> be64(std::uint64_t x) {
+  std::vector<std::uint8_t> out(8);
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<std::uint8_t>(x >> (8 * (7 - i)));
+  return out;
+}
+
+std::vector<std::uint8_t> frame_of(std::string_view meta, std::string_view binary) {
+  std::vector<std::uint8_t> out = {'H', 'P', 'B', '1'};
+  for (auto b : be64(meta.size())) out.push_back(b);
+  for (auto b : be64(binary.size())) out.push_back(b);
+  out.insert(out.end(), meta.begin(), meta.end());
+  out.insert(out.end(), binary.begin(), binary.end());
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(codec_edges_decode)
+
+// A schema node fetched twice from the pickle memo (as CPython's pickler writes a tuple
+// object that occurs twice) decodes to the same value at both places; its leaf ranges
+// overlap, which SPEC 2.4 accepts except under strict.
+BOOST_AUTO_TEST_CASE(schema_nodes_shared_through_the_memo_spec_2_4) {
+  // ((k1, S), (k2, S)) with S = ("__hp_bytes__", 0, 2) memoized at index 0
+  std::string bytes_meta = "\x80\x05K\x01K\x00\x86"s + short_str("__hp_bytes__") +
+                           "K\x00K\x02\x87\x94\x86"s + "K\x02K\x00\x86h\x00\x86\x86."s;
+  auto items = decode_bytes(frame_of(bytes_meta, "abZ"));
+  BOOST_TEST_REQUIRE(items.size() == 2u);
+  BOOST_TEST(items[0].first == key(1));
+  BOOST_TEST(items[1].first == key(2));
+  BOOST_TEST(items[0].second == B("ab"));
+  BOOST_TEST(items[1].second == B("ab"));
+  DecodeOptions strict;
+  strict.strict = true;
+  HPREF_CHECK_ERROR(decode_bytes(frame_of(bytes_meta, "abZ"), strict),
+                    Errc::non_canonical_layout,
+                    "a __hp_bytes__ leaf starts at offset 0 but the encoder would place it at 2");
+
+  // The same with a shared __hp_list__ node around a bytearray leaf, and a third item with
+  // its own (unshared) equal-looking node at another offset.
+  std::string list_meta = "\x80\x05(K\x01K\x00\x86"s + short_str("__hp_list__") +
+                          short_str("__hp_bytearray__") + "K\x01K\x02\x87\x85\x86\x94\x86" +
+                          "K\x02K\x00\x86h\x00\x86"s + "K\x03K\x00\x86"s +
+                          short_str("__hp_list__") + short_str("__hp_bytearray__") +
+                          "K\x00K\x01\x87\x85\x86\x86t."s;
+  auto lists = decode_bytes(frame_of(list_meta, "abc"));
+  BOOST_TEST_REQUIRE(lists.size() == 3u);
+  Value bc = L({Value::bytearray(test::bytes_of("bc"))});
+  BOOST_TEST(lists[0].second == bc);
+  BOOST_TEST(lists[1].second == bc);
+  BOOST_TEST(lists[2].second == L({Value::bytearray(test::bytes_of("a"))}));
+  BOOST_TEST(lists[2].first == key(3));
+}
+
+// SPEC 2.1: only a segment that starts with the 4 bytes HPB1 is framed; a shorter one,
+// even a prefix of the magic, is a legacy pickle.
+BOOST_AUTO_TEST_CASE(short_segments_are_legacy_spec_2_1) {
+  HPREF_CHECK_ERROR(decode_bytes(test::bytes_of("HPB")), Errc::pickle_opcode,
+                    "unknown opcode 0x48");
+  SegmentHeader h = read_segment_header(test::bytes_of("HPB"));
+  BOOST_TEST((h.kind == SegmentHeader::Kind::legacy));
+  BOOST_TEST(h.metadata_size == 3u);
+  HPREF_CHECK_ERROR(decode_bytes(test::bytes_of("N.")), Errc::metadata_not_pairs,
+                    "legacy segment must be a sequence of (key, value) pairs, got None");
+}
+
+// SPEC 2.4: 20 + metadata_size + binary_size != length, sizes that overflow included.
+BOOST_AUTO_TEST_CASE(a_binary_size_that_overflows_the_sum_spec_2_4) {
+  std::vector<std::uint8_t> seg = {'H', 'P', 'B', '1'};
+  for (auto b : be64(1)) seg.push_back(b);
+  for (auto b : be64(std::numeric_limits<std::uint64_t>::max())) seg.push_back(b);
+  seg.push_back('N');
+  HPREF_CHECK_ERROR(decode_bytes(seg), Errc::frame_size_mismatch,
+                    "frame header announces 20 + 1 + 18446744073709551615 bytes but the segment "
+                    "holds 21");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
