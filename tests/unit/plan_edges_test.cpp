@@ -68,8 +68,9 @@ BOOST_AUTO_TEST_CASE(mesh_size_cap_and_overflow) {
   at_cap.mesh_shape = {std::int64_t{1} << 30};
   at_cap.mesh_dim_names = {"dp"};
   at_cap.rank_list = {0};
-  HPREF_CHECK_ERROR(DataTopology(at_cap), Errc::topology_rank_list,
-                    "rank_list of 1 ranks (1 distinct) does not exactly fill a mesh of 1073741824 ranks");
+  HPREF_CHECK_ERROR(
+      DataTopology(at_cap), Errc::topology_rank_list,
+      "rank_list of 1 ranks (1 distinct) does not exactly fill a mesh of 1073741824 ranks");
   TopologyInputs over = at_cap;
   over.mesh_shape = {std::int64_t{1} << 30, 2};
   over.mesh_dim_names = {"dp", "cp"};
@@ -95,15 +96,18 @@ BOOST_AUTO_TEST_CASE(explicit_dp_names_in_another_order) {
   // Every rank is its own DP coordinate: constructor_ranks[d] = rank (dp = d % 2, cp = d / 2).
   BOOST_TEST(t.constructor_ranks() == Ranks({0, 3, 1, 4, 2, 5}), boost::test_tools::per_element());
   BOOST_TEST(t.model_parallel_ranks() == Ranks({4}), boost::test_tools::per_element());
-  BOOST_TEST(t.canonical_text() == "hpref-topology-v1\nshape=2,3\nnames=dp,cp\nranks=0,1,2,3,4,5\ndp=cp,dp\n");
+  BOOST_TEST(t.canonical_text() ==
+             "hpref-topology-v1\nshape=2,3\nnames=dp,cp\nranks=0,1,2,3,4,5\ndp=cp,dp\n");
   // An explicitly empty DP list differs from the default (which would pick "dp").
   DataTopology none(edge_mesh({2, 3}, {"dp", "cp"}, 4, std::vector<std::string>{}));
   BOOST_TEST(none.dp_dim_names().empty());
   BOOST_TEST(none.data_parallel_size() == 1);
   BOOST_TEST(none.data_rank() == 0);
   BOOST_TEST(none.constructor_ranks() == Ranks({0}), boost::test_tools::per_element());
-  BOOST_TEST(none.model_parallel_ranks() == Ranks({0, 1, 2, 3, 4, 5}), boost::test_tools::per_element());
-  BOOST_TEST(none.canonical_text() == "hpref-topology-v1\nshape=2,3\nnames=dp,cp\nranks=0,1,2,3,4,5\ndp=\n");
+  BOOST_TEST(none.model_parallel_ranks() == Ranks({0, 1, 2, 3, 4, 5}),
+             boost::test_tools::per_element());
+  BOOST_TEST(none.canonical_text() ==
+             "hpref-topology-v1\nshape=2,3\nnames=dp,cp\nranks=0,1,2,3,4,5\ndp=\n");
   BOOST_TEST(none.fingerprint() != t.fingerprint());
   BOOST_TEST(none.fingerprint() == sha256_hex(none.canonical_text()));
 }
@@ -125,10 +129,12 @@ BOOST_AUTO_TEST_CASE(check_messages_name_the_values) {
                     "mesh_dim_names [cp,cp] repeat a name");
   HPREF_CHECK_ERROR(DataTopology(edge_mesh({2, 2}, {"dp", "cp"}, -1)), Errc::topology_global_rank,
                     "global_rank -1 is not in rank_list");
-  HPREF_CHECK_ERROR(DataTopology(edge_mesh({2, 2}, {"dp", "cp"}, 0, std::vector<std::string>{"dp", "dp"})),
-                    Errc::topology_dp_names, "dp_dim_names [dp,dp] repeat a name");
-  HPREF_CHECK_ERROR(DataTopology(edge_mesh({2, 2}, {"dp", "cp"}, 0, std::vector<std::string>{"cp", "tp"})),
-                    Errc::topology_dp_names, "dp_dim_names entry 'tp' is not a mesh dim of [dp,cp]");
+  HPREF_CHECK_ERROR(
+      DataTopology(edge_mesh({2, 2}, {"dp", "cp"}, 0, std::vector<std::string>{"dp", "dp"})),
+      Errc::topology_dp_names, "dp_dim_names [dp,dp] repeat a name");
+  HPREF_CHECK_ERROR(
+      DataTopology(edge_mesh({2, 2}, {"dp", "cp"}, 0, std::vector<std::string>{"cp", "tp"})),
+      Errc::topology_dp_names, "dp_dim_names entry 'tp' is not a mesh dim of [dp,cp]");
   TopologyInputs extra = edge_mesh({2}, {"dp"}, 0);
   extra.rank_list.push_back(2);
   HPREF_CHECK_ERROR(DataTopology(extra), Errc::topology_rank_list,
@@ -207,7 +213,8 @@ BOOST_AUTO_TEST_CASE(payload_reuses_the_control_group) {
   BOOST_TEST((p.payload == std::optional<std::size_t>(0)));
   BOOST_REQUIRE_EQUAL(p.creations.size(), 3u);  // control and two host groups, no payload group
   BOOST_TEST((p.creations[0] == GroupCreation{GroupRole::control, {0, 1, 4}, "GLOO"}));
-  BOOST_TEST((p.creations[2] == GroupCreation{GroupRole::model_parallel_host, {4, 5, 6, 7}, "GLOO"}));
+  BOOST_TEST(
+      (p.creations[2] == GroupCreation{GroupRole::model_parallel_host, {4, 5, 6, 7}, "GLOO"}));
   BOOST_TEST((p.model_parallel == std::optional<std::size_t>(2)));
   BOOST_TEST(!p.tensor_backend.has_value());  // cpu device: no tensor groups
   // A cpu device and no payload_backend: the default is cpu_backend, reused.
@@ -249,7 +256,8 @@ BOOST_AUTO_TEST_CASE(tensor_backend_choices) {
   p = plan_groups(in);
   BOOST_TEST((p.tensor_backend == std::optional<std::string>("hccl")));
   BOOST_REQUIRE_EQUAL(p.creations.size(), 5u);  // control, host+tensor per model-parallel group
-  BOOST_TEST((p.creations[2] == GroupCreation{GroupRole::model_parallel_tensor, {0, 1, 2, 3}, "hccl"}));
+  BOOST_TEST(
+      (p.creations[2] == GroupCreation{GroupRole::model_parallel_tensor, {0, 1, 2, 3}, "hccl"}));
   BOOST_TEST((p.model_parallel_tensor == std::optional<std::size_t>(2)));
   // A cpu model_device forces nothing.
   in.model_device = "cpu";
@@ -307,15 +315,18 @@ BOOST_AUTO_TEST_CASE(mesh_must_be_the_world) {
   DataTopology b(gap);
   in = edge_inputs(b, 0);
   in.world_size = 3;
-  HPREF_CHECK_ERROR(plan_groups(in), Errc::group_mesh_world, "the mesh ranks [0, 1, 3] must be exactly the world ranks 0..2");
+  HPREF_CHECK_ERROR(plan_groups(in), Errc::group_mesh_world,
+                    "the mesh ranks [0, 1, 3] must be exactly the world ranks 0..2");
   // A smaller world than the mesh.
   DataTopology c(edge_mesh({2, 2}, {"dp", "cp"}, 0));
   in = edge_inputs(c, 0);
   in.world_size = 3;
-  HPREF_CHECK_ERROR(plan_groups(in), Errc::group_mesh_world, "the mesh ranks [0, 1, 2, 3] must be exactly the world ranks 0..2");
+  HPREF_CHECK_ERROR(plan_groups(in), Errc::group_mesh_world,
+                    "the mesh ranks [0, 1, 2, 3] must be exactly the world ranks 0..2");
   in.world_size = 4;
   in.rank = 3;
-  HPREF_CHECK_ERROR(plan_groups(in), Errc::group_rank, "topology global_rank 0 does not match this rank 3");
+  HPREF_CHECK_ERROR(plan_groups(in), Errc::group_rank,
+                    "topology global_rank 0 does not match this rank 3");
 }
 
 // The device strings of GroupPlanInputs: cpu, cuda[:N], npu[:N]; everything else refused,
@@ -338,8 +349,10 @@ BOOST_AUTO_TEST_CASE(device_strings) {
                         "model_device '" + std::string(bad) + "' is not a device");
     }
   }
-  BOOST_TEST((plan_with(std::string("cuda:15"), std::nullopt).tensor_backend == std::optional<std::string>("nccl")));
-  BOOST_TEST((plan_with(std::nullopt, std::string("cuda:0")).tensor_backend == std::optional<std::string>("nccl")));
+  BOOST_TEST((plan_with(std::string("cuda:15"), std::nullopt).tensor_backend ==
+              std::optional<std::string>("nccl")));
+  BOOST_TEST((plan_with(std::nullopt, std::string("cuda:0")).tensor_backend ==
+              std::optional<std::string>("nccl")));
   BOOST_TEST(!plan_with(std::string("cpu"), std::string("cpu")).tensor_backend.has_value());
 }
 
@@ -352,11 +365,14 @@ BOOST_AUTO_TEST_CASE(payload_device_messages) {
     in.communication_device = std::move(comm);
     return plan_groups(in);
   };
-  HPREF_CHECK_ERROR(plan_with(std::string("nccl"), std::string("cpu")), Errc::group_payload_device,
-                    "payload backend 'nccl' needs a rank-local accelerator communication_device, got 'cpu'");
-  HPREF_CHECK_ERROR(plan_with(std::string("nccl"), std::nullopt), Errc::group_payload_device,
-                    "payload backend 'nccl' needs a rank-local accelerator communication_device, got none");
-  HPREF_CHECK_ERROR(plan_with(std::string("my_nccl"), std::string("npu:0")), Errc::group_payload_device,
+  HPREF_CHECK_ERROR(
+      plan_with(std::string("nccl"), std::string("cpu")), Errc::group_payload_device,
+      "payload backend 'nccl' needs a rank-local accelerator communication_device, got 'cpu'");
+  HPREF_CHECK_ERROR(
+      plan_with(std::string("nccl"), std::nullopt), Errc::group_payload_device,
+      "payload backend 'nccl' needs a rank-local accelerator communication_device, got none");
+  HPREF_CHECK_ERROR(plan_with(std::string("my_nccl"), std::string("npu:0")),
+                    Errc::group_payload_device,
                     "payload backend 'my_nccl' needs a cuda communication_device, got npu");
   HPREF_CHECK_ERROR(plan_with(std::string("sim"), std::string("npu")), Errc::group_payload_device,
                     "payload backend 'sim' cannot exchange tensors on a npu device");
@@ -377,7 +393,8 @@ BOOST_AUTO_TEST_CASE(payload_device_messages) {
   BOOST_TEST(!p.payload.has_value());
   BOOST_TEST(p.data_plane_ranks == Ranks({0}), boost::test_tools::per_element());
   BOOST_REQUIRE_EQUAL(p.creations.size(), 1u);
-  BOOST_TEST((p.creations[0] == GroupCreation{GroupRole::model_parallel_host, {0, 1, 2, 3}, "gloo"}));
+  BOOST_TEST(
+      (p.creations[0] == GroupCreation{GroupRole::model_parallel_host, {0, 1, 2, 3}, "gloo"}));
 }
 
 // SPEC 3.2 step 6: model-parallel groups of one rank are not created; with every mesh
@@ -404,7 +421,8 @@ BOOST_AUTO_TEST_CASE(planner_and_not_distributed_messages) {
   DataTopology t(edge_mesh({2, 4}, {"dp", "cp"}, 0));
   GroupPlanInputs in = edge_inputs(t, 0);
   in.planner_rank = 7;
-  HPREF_CHECK_ERROR(plan_groups(in), Errc::group_planner, "planner_rank 7 must belong to the data-plane ranks [0, 1, 4]");
+  HPREF_CHECK_ERROR(plan_groups(in), Errc::group_planner,
+                    "planner_rank 7 must belong to the data-plane ranks [0, 1, 4]");
   in = edge_inputs(t, 0);
   in.distributed = false;
   HPREF_CHECK_ERROR(plan_groups(in), Errc::group_not_distributed,
@@ -441,8 +459,12 @@ class RecordingComm final : public Communicator {
     calls.push_back({GroupRole::control, {ranks.begin(), ranks.end()}, backend});
     return Group(static_cast<int>(calls.size()), {ranks.begin(), ranks.end()}, backend, rank_);
   }
-  Work all_gather(const Group&, ConstBuffer, MutableBuffer) override { throw std::logic_error("unexpected"); }
-  Work broadcast(const Group&, MutableBuffer, int) override { throw std::logic_error("unexpected"); }
+  Work all_gather(const Group&, ConstBuffer, MutableBuffer) override {
+    throw std::logic_error("unexpected");
+  }
+  Work broadcast(const Group&, MutableBuffer, int) override {
+    throw std::logic_error("unexpected");
+  }
   Work all_reduce(const Group&, MutableBuffer, DType, ReduceOp) override {
     throw std::logic_error("unexpected");
   }
@@ -469,15 +491,15 @@ BOOST_AUTO_TEST_SUITE(plan_edges_data_groups)
 BOOST_AUTO_TEST_CASE(executes_the_plan_in_order) {
   DataTopology t(edge_mesh({2, 4}, {"dp", "cp"}, 4));
   GroupPlanInputs in = edge_inputs(t, 4);
-  in.rank = 0;           // overridden by the communicator's
-  in.world_size = 99;    // likewise
+  in.rank = 0;            // overridden by the communicator's
+  in.world_size = 99;     // likewise
   in.world_backend = "";  // likewise: the communicator's nccl is the payload default
   in.communication_device = "cuda:0";
   RecordingComm comm(4, 8, "nccl");
   DataGroups g = create_data_groups(comm, in);
   BOOST_REQUIRE_EQUAL(comm.calls.size(), 6u);
   const std::vector<std::pair<Ranks, std::string>> expected = {
-      {{0, 1, 4}, "gloo"}, {{0, 1, 4}, "nccl"}, {{0, 1, 2, 3}, "gloo"},
+      {{0, 1, 4}, "gloo"},    {{0, 1, 4}, "nccl"},    {{0, 1, 2, 3}, "gloo"},
       {{0, 1, 2, 3}, "nccl"}, {{4, 5, 6, 7}, "gloo"}, {{4, 5, 6, 7}, "nccl"}};
   for (std::size_t i = 0; i < expected.size(); ++i) {
     BOOST_TEST(comm.calls[i].ranks == expected[i].first, boost::test_tools::per_element());
@@ -488,7 +510,7 @@ BOOST_AUTO_TEST_CASE(executes_the_plan_in_order) {
   BOOST_TEST(g.planner_rank == 0);
   BOOST_TEST(g.data_plane_ranks == Ranks({0, 1, 4}), boost::test_tools::per_element());
   BOOST_REQUIRE(g.control.has_value());
-  BOOST_TEST(g.control->id() == 1);  // group ids are creation order + 1
+  BOOST_TEST(g.control->id() == 1);     // group ids are creation order + 1
   BOOST_TEST(g.control->index() == 2);  // rank 4 is the third of [0, 1, 4]
   BOOST_REQUIRE(g.payload.has_value());
   BOOST_TEST(g.payload->id() == 2);
@@ -552,8 +574,9 @@ BOOST_AUTO_TEST_SUITE(plan_edges_model_batch)
 Value edge_tensor(DType d, std::vector<std::int64_t> shape) {
   std::int64_t n = 1;
   for (auto s : shape) n *= s;
-  return Value::tensor(Tensor::copy_of(d, std::move(shape),
-                                       std::vector<std::uint8_t>(static_cast<std::size_t>(n) * element_size(d))));
+  return Value::tensor(
+      Tensor::copy_of(d, std::move(shape),
+                      std::vector<std::uint8_t>(static_cast<std::size_t>(n) * element_size(d))));
 }
 
 FieldSpec field(std::string name, DType d, Placement p, std::vector<Dim> dims) {
@@ -566,7 +589,8 @@ Dim fixed(std::int64_t n) { return Dim{n}; }
 BOOST_AUTO_TEST_CASE(canonical_text_and_fingerprint_spec_6_1) {
   ModelBatchLayout l({field("ids", DType::int64, Placement::accelerator, {sym("B"), fixed(7)}),
                       field("pixels", DType::uint8, Placement::cpu, {})});
-  BOOST_TEST(l.canonical_text() == "hpref-batch-spec-v1\n3:ids int64 accelerator $1:B 7\n6:pixels uint8 cpu\n");
+  BOOST_TEST(l.canonical_text() ==
+             "hpref-batch-spec-v1\n3:ids int64 accelerator $1:B 7\n6:pixels uint8 cpu\n");
   BOOST_TEST(l.fingerprint() == sha256_hex(l.canonical_text()));
   // The placement is part of the declaration.
   ModelBatchLayout cpu({field("ids", DType::int64, Placement::cpu, {sym("B"), fixed(7)}),
@@ -578,36 +602,43 @@ BOOST_AUTO_TEST_CASE(canonical_text_and_fingerprint_spec_6_1) {
 }
 
 BOOST_AUTO_TEST_CASE(field_names_must_be_utf8) {
-  HPREF_CHECK_ERROR(ModelBatchLayout({field("a\xff", DType::int8, Placement::cpu, {})}), Errc::batch_spec,
-                    "batch field name b'a\\xff' is not UTF-8");
-  HPREF_CHECK_ERROR(ModelBatchLayout({field("x", DType::int8, Placement::cpu, {sym("B"), fixed(-2)})}),
-                    Errc::batch_spec, "batch field 'x' has a negative fixed dim -2");
+  HPREF_CHECK_ERROR(ModelBatchLayout({field("a\xff", DType::int8, Placement::cpu, {})}),
+                    Errc::batch_spec, "batch field name b'a\\xff' is not UTF-8");
+  HPREF_CHECK_ERROR(
+      ModelBatchLayout({field("x", DType::int8, Placement::cpu, {sym("B"), fixed(-2)})}),
+      Errc::batch_spec, "batch field 'x' has a negative fixed dim -2");
 }
 
 // SPEC 6.2: one symbol used twice in one field takes one value.
 BOOST_AUTO_TEST_CASE(a_symbol_twice_in_one_field) {
   ModelBatchLayout l({field("square", DType::float32, Placement::cpu, {sym("N"), sym("N")})});
-  auto flat = l.flatten(Value::mapping({{Value::string("square"), edge_tensor(DType::float32, {3, 3})}}));
+  auto flat =
+      l.flatten(Value::mapping({{Value::string("square"), edge_tensor(DType::float32, {3, 3})}}));
   BOOST_TEST(l.header(flat) == V({1, 3}), boost::test_tools::per_element());
-  HPREF_CHECK_ERROR(l.flatten(Value::mapping({{Value::string("square"), edge_tensor(DType::float32, {2, 3})}})),
-                    Errc::batch_symbol, "symbol 'N' is 2 elsewhere but 3 in field 'square' dim 1");
-  HPREF_CHECK_ERROR(l.flatten(Value::mapping({{Value::string("square"), edge_tensor(DType::float32, {6})}})),
-                    Errc::batch_rank, "batch field 'square' has 1 dims (6,), the spec declares 2");
+  HPREF_CHECK_ERROR(
+      l.flatten(Value::mapping({{Value::string("square"), edge_tensor(DType::float32, {2, 3})}})),
+      Errc::batch_symbol, "symbol 'N' is 2 elsewhere but 3 in field 'square' dim 1");
+  HPREF_CHECK_ERROR(
+      l.flatten(Value::mapping({{Value::string("square"), edge_tensor(DType::float32, {6})}})),
+      Errc::batch_rank, "batch field 'square' has 1 dims (6,), the spec declares 2");
 }
 
 // SPEC 6.2: keys are field names; a non-string key is never a field, so it is missing
 // the field or an unknown name.
 BOOST_AUTO_TEST_CASE(non_string_keys) {
   ModelBatchLayout l({field("x", DType::int32, Placement::cpu, {sym("B")})});
-  HPREF_CHECK_ERROR(l.flatten(Value::mapping({{Value::integer(7), edge_tensor(DType::int32, {2})}})),
-                    Errc::batch_missing_field, "batch has no field 'x'");
-  HPREF_CHECK_ERROR(l.flatten(Value::mapping({{Value::string("x"), edge_tensor(DType::int32, {2})},
-                                              {Value::integer(7), edge_tensor(DType::int32, {2})}})),
-                    Errc::batch_unknown_field, "batch field 7 is not in the spec");
-  HPREF_CHECK_ERROR(l.flatten(Value::mapping({{Value::string("x"), edge_tensor(DType::int64, {2})}})),
-                    Errc::batch_dtype, "batch field 'x' must be a int32 tensor, got int64");
-  HPREF_CHECK_ERROR(l.flatten(Value::mapping({{Value::string("x"), Value::string("t")}})), Errc::batch_dtype,
-                    "batch field 'x' must be a int32 tensor, got str");
+  HPREF_CHECK_ERROR(
+      l.flatten(Value::mapping({{Value::integer(7), edge_tensor(DType::int32, {2})}})),
+      Errc::batch_missing_field, "batch has no field 'x'");
+  HPREF_CHECK_ERROR(
+      l.flatten(Value::mapping({{Value::string("x"), edge_tensor(DType::int32, {2})},
+                                {Value::integer(7), edge_tensor(DType::int32, {2})}})),
+      Errc::batch_unknown_field, "batch field 7 is not in the spec");
+  HPREF_CHECK_ERROR(
+      l.flatten(Value::mapping({{Value::string("x"), edge_tensor(DType::int64, {2})}})),
+      Errc::batch_dtype, "batch field 'x' must be a int32 tensor, got int64");
+  HPREF_CHECK_ERROR(l.flatten(Value::mapping({{Value::string("x"), Value::string("t")}})),
+                    Errc::batch_dtype, "batch field 'x' must be a int32 tensor, got str");
   HPREF_CHECK_ERROR(l.flatten(Value::integer(1)), Errc::batch_spec,
                     "a batch must be a mapping of field name to tensor, got int");
 }
@@ -627,19 +658,22 @@ BOOST_AUTO_TEST_CASE(size_limit_is_inclusive_spec_6_3) {
   // numel fits int64, its byte count does not (2^62 * 8).
   ModelBatchLayout one({field("x", DType::int64, Placement::cpu, {sym("N")})});
   V huge = {kBatch, std::int64_t{1} << 62};
-  HPREF_CHECK_ERROR(one.shapes(huge, std::numeric_limits<std::uint64_t>::max()), Errc::batch_size_limit,
-                    "batch field 'x' of shape (4611686018427387904,) would exceed max_message_bytes "
-                    "18446744073709551615");
+  HPREF_CHECK_ERROR(
+      one.shapes(huge, std::numeric_limits<std::uint64_t>::max()), Errc::batch_size_limit,
+      "batch field 'x' of shape (4611686018427387904,) would exceed max_message_bytes "
+      "18446744073709551615");
   // Zero elements are fine under a zero limit.
   V empty = {kBatch, 0};
   BOOST_TEST(one.shapes(empty, 0).at(0) == V({0}), boost::test_tools::per_element());
   V end = {kEndOfData, 0};
-  HPREF_CHECK_ERROR(one.shapes(end, 100), Errc::batch_header, "batch header status 0 carries no shapes");
+  HPREF_CHECK_ERROR(one.shapes(end, 100), Errc::batch_header,
+                    "batch header status 0 carries no shapes");
   V status = {-2, 0};
   HPREF_CHECK_ERROR(one.header_status(status), Errc::batch_header,
                     "batch header status -2 is not -1 (failed), 0 (end of data) or 1 (batch)");
   V long_header = {kBatch, 1, 1};
-  HPREF_CHECK_ERROR(one.header_status(long_header), Errc::batch_header, "batch header has 3 values, the spec needs 2");
+  HPREF_CHECK_ERROR(one.header_status(long_header), Errc::batch_header,
+                    "batch header has 3 values, the spec needs 2");
   BOOST_TEST(one.header_status(end) == kEndOfData);
   BOOST_TEST(one.header(kBatchFailed) == V({-1, 0}), boost::test_tools::per_element());
 }
@@ -649,7 +683,8 @@ BOOST_AUTO_TEST_CASE(rebuild_needs_one_tensor_per_field) {
                       field("b", DType::int8, Placement::cpu, {fixed(1)})});
   std::vector<Tensor> one = {edge_tensor(DType::int8, {2}).as_tensor()};
   HPREF_CHECK_ERROR(l.rebuild(one), Errc::batch_spec, "rebuild got 1 tensors for 2 fields");
-  Value rebuilt = l.rebuild({edge_tensor(DType::int8, {2}).as_tensor(), edge_tensor(DType::int8, {1}).as_tensor()});
+  Value rebuilt = l.rebuild(
+      {edge_tensor(DType::int8, {2}).as_tensor(), edge_tensor(DType::int8, {1}).as_tensor()});
   BOOST_REQUIRE(rebuilt.is(ValueKind::mapping));
   BOOST_REQUIRE_EQUAL(rebuilt.entries().size(), 2u);
   BOOST_TEST(rebuilt.entries()[0].first.as_str() == "a");  // in field order
@@ -682,10 +717,14 @@ BOOST_AUTO_TEST_CASE(compressed_offsets_refuse_empty_boundaries_spec_7_3) {
 // boundaries) has no block; ratio 3 with a trailing partial block and a sequence length
 // that is not a multiple of L (size = floor(7 / 2) = 3).
 BOOST_AUTO_TEST_CASE(compressed_offsets_values_spec_7_3) {
-  BOOST_TEST(compressed_document_offsets(V{0, 4, 4, 8}, 2) == V({0, 2, 2, 4}), boost::test_tools::per_element());
-  BOOST_TEST(compressed_owner_offsets(V{0, 4, 4, 8}, 2, 4) == V({0, 2, 4}), boost::test_tools::per_element());
-  BOOST_TEST(compressed_document_offsets(V{0, 7}, 3) == V({0, 2}), boost::test_tools::per_element());
-  BOOST_TEST(compressed_owner_offsets(V{0, 7}, 3, 2) == V({0, 0, 1, 2}), boost::test_tools::per_element());
+  BOOST_TEST(compressed_document_offsets(V{0, 4, 4, 8}, 2) == V({0, 2, 2, 4}),
+             boost::test_tools::per_element());
+  BOOST_TEST(compressed_owner_offsets(V{0, 4, 4, 8}, 2, 4) == V({0, 2, 4}),
+             boost::test_tools::per_element());
+  BOOST_TEST(compressed_document_offsets(V{0, 7}, 3) == V({0, 2}),
+             boost::test_tools::per_element());
+  BOOST_TEST(compressed_owner_offsets(V{0, 7}, 3, 2) == V({0, 0, 1, 2}),
+             boost::test_tools::per_element());
   BOOST_TEST(compressed_document_offsets(V{0}, 1) == V({0}), boost::test_tools::per_element());
 }
 
@@ -703,7 +742,8 @@ BOOST_AUTO_TEST_CASE(sliding_window_intervals_spec_7_2) {
 BOOST_AUTO_TEST_CASE(too_many_peers) {
   std::int64_t size = kMaxRoutePeers + 1;
   V b = {0, size};
-  const std::string message = "size 1048577 is beyond the 1048576 ranks whose per-peer route tables this planner builds";
+  const std::string message =
+      "size 1048577 is beyond the 1048576 ranks whose per-peer route tables this planner builds";
   HPREF_CHECK_ERROR(sliding_window_route(b, 1, size, 0, 1), Errc::route_too_large, message);
   HPREF_CHECK_ERROR(document_prefix_route(b, 1, size, 0, 1), Errc::route_too_large, message);
   HPREF_CHECK_ERROR(sliding_window_routes(b, 1, size, 1), Errc::route_too_large, message);
@@ -713,12 +753,13 @@ BOOST_AUTO_TEST_CASE(too_many_peers) {
   // The all-ranks planners stop at kMaxAllRoutesPeers ranks.
   I shards;
   for (std::int64_t p = 0; p <= kMaxAllRoutesPeers; ++p) shards.push_back({p, p + 1});
-  HPREF_CHECK_ERROR(interval_routes(1, shards), Errc::route_too_large,
-                    "all ranks' routes of 2049 ranks hold 2049 x 2049 entries per table, beyond the "
-                    "2048-rank limit of the all-ranks planners (plan one rank's route instead)");
+  HPREF_CHECK_ERROR(
+      interval_routes(1, shards), Errc::route_too_large,
+      "all ranks' routes of 2049 ranks hold 2049 x 2049 entries per table, beyond the "
+      "2048-rank limit of the all-ranks planners (plan one rank's route instead)");
   V long_b = {0, kMaxAllRoutesPeers + 1};
-  HPREF_CHECK_ERROR(sliding_window_routes(long_b, 1, kMaxAllRoutesPeers + 1, 1), Errc::route_too_large,
-                    "2049 ranks");
+  HPREF_CHECK_ERROR(sliding_window_routes(long_b, 1, kMaxAllRoutesPeers + 1, 1),
+                    Errc::route_too_large, "2049 ranks");
 }
 
 // The all-ranks planners give every rank's route: the same as the one-rank planner, and
@@ -730,7 +771,8 @@ BOOST_AUTO_TEST_CASE(all_ranks_planners_equal_the_one_rank_routes) {
   BOOST_REQUIRE_EQUAL(all.size(), 3u);
   const V lengths = {3, 0, 4};
   for (std::size_t r = 0; r < 3; ++r) {
-    BOOST_TEST((all[r] == interval_route(lengths[r], static_cast<std::int64_t>(r), intervals, owners)));
+    BOOST_TEST(
+        (all[r] == interval_route(lengths[r], static_cast<std::int64_t>(r), intervals, owners)));
   }
   BOOST_TEST(all[0].input_splits == V({0, 2, 0}), boost::test_tools::per_element());
   BOOST_TEST(all[0].send_offsets == V({0, 1, 0}), boost::test_tools::per_element());
@@ -753,7 +795,8 @@ BOOST_AUTO_TEST_CASE(all_ranks_planners_equal_the_one_rank_routes) {
   auto window = sliding_window_routes(V{0, 6, 12}, 4, 3, 3);
   BOOST_REQUIRE_EQUAL(window.size(), 3u);
   for (std::int64_t r = 0; r < 3; ++r) {
-    BOOST_TEST((window[static_cast<std::size_t>(r)] == sliding_window_route(V{0, 6, 12}, 4, 3, r, 3)));
+    BOOST_TEST(
+        (window[static_cast<std::size_t>(r)] == sliding_window_route(V{0, 6, 12}, 4, 3, r, 3)));
   }
   BOOST_TEST(window[1].output_splits == V({2, 0, 0}), boost::test_tools::per_element());
 }
@@ -797,30 +840,40 @@ BOOST_AUTO_TEST_CASE(ratio_one_is_an_unbounded_window_spec_7_4) {
 
 // The all-ranks planners run the SPEC 7.1 checks (not the rank's) in the same order.
 BOOST_AUTO_TEST_CASE(all_ranks_planner_checks_spec_7_1) {
-  HPREF_CHECK_ERROR(interval_routes(4, I{}), Errc::route_no_intervals, "a route needs at least one interval, got none");
+  HPREF_CHECK_ERROR(interval_routes(4, I{}), Errc::route_no_intervals,
+                    "a route needs at least one interval, got none");
   HPREF_CHECK_ERROR(interval_routes(4, I{{0, 4}}, V{0}), Errc::route_owner_count,
                     "owner_offsets has 1 entries but 1 intervals need 2");
-  HPREF_CHECK_ERROR(interval_routes(4, I{{0, 4}}, V{2, 4}), Errc::route_owner_start, "owner_offsets must start at 0, got 2");
+  HPREF_CHECK_ERROR(interval_routes(4, I{{0, 4}}, V{2, 4}), Errc::route_owner_start,
+                    "owner_offsets must start at 0, got 2");
   HPREF_CHECK_ERROR(interval_routes(4, I{{0, 4}, {0, 4}}, V{0, 4, 3}), Errc::route_owner_order,
                     "owner_offsets decrease at index 2: 4 then 3");
-  HPREF_CHECK_ERROR(interval_routes(4, I{{0, 4}, {4, 9}}), Errc::route_interval,
-                    "interval 1 (4, 9) does not contain owner shard (4, 8) within the global bank [0, 8)");
+  HPREF_CHECK_ERROR(
+      interval_routes(4, I{{0, 4}, {4, 9}}), Errc::route_interval,
+      "interval 1 (4, 9) does not contain owner shard (4, 8) within the global bank [0, 8)");
   HPREF_CHECK_ERROR(interval_routes(kMax / 2, I{{0, 1}, {1, 2}, {2, 3}}), Errc::route_overflow,
                     "owner offset p * local_length = 3 * 4611686018427387903 is beyond int64");
-  HPREF_CHECK_ERROR(document_prefix_routes(V{0, 8}, 4, 2, 3), Errc::route_arguments, "ratio must be 1 or 2, got 3");
-  HPREF_CHECK_ERROR(document_prefix_routes(V{0, 8}, 4, 2, 0), Errc::route_arguments, "ratio must be 1 or 2, got 0");
+  HPREF_CHECK_ERROR(document_prefix_routes(V{0, 8}, 4, 2, 3), Errc::route_arguments,
+                    "ratio must be 1 or 2, got 3");
+  HPREF_CHECK_ERROR(document_prefix_routes(V{0, 8}, 4, 2, 0), Errc::route_arguments,
+                    "ratio must be 1 or 2, got 0");
   HPREF_CHECK_ERROR(document_prefix_routes(V{1, 8}, 4, 2, 1), Errc::route_boundaries,
                     "document boundaries must start at 0, got 1");
-  HPREF_CHECK_ERROR(sliding_window_routes(V{0, 8}, 4, 2, 0), Errc::route_arguments, "window must be positive, got 0");
+  HPREF_CHECK_ERROR(sliding_window_routes(V{0, 8}, 4, 2, 0), Errc::route_arguments,
+                    "window must be positive, got 0");
   HPREF_CHECK_ERROR(sliding_window_routes(V{0, 8}, -4, 2, 1), Errc::route_arguments,
                     "local_length must be positive, got -4");
-  HPREF_CHECK_ERROR(sliding_window_routes(V{0, 8}, 4, 0, 1), Errc::route_arguments, "size must be positive, got 0");
+  HPREF_CHECK_ERROR(sliding_window_routes(V{0, 8}, 4, 0, 1), Errc::route_arguments,
+                    "size must be positive, got 0");
   HPREF_CHECK_ERROR(sliding_window_routes(V{0, 4, 4, 8}, 4, 2, 1), Errc::route_boundaries,
                     "document boundaries must strictly increase, got 4 then 4 at index 2");
-  HPREF_CHECK_ERROR(sliding_window_route(V{0, 4}, kMax / 2, 3, 0, 1), Errc::route_overflow,
-                    "sequence length local_length * size = 4611686018427387903 * 3 is beyond int64");
-  HPREF_CHECK_ERROR(document_prefix_route(V{0, 8}, 4, 2, 2, 1), Errc::route_arguments, "rank 2 is outside [0, size = 2)");
-  HPREF_CHECK_ERROR(interval_route(4, 2, I{{0, 4}, {4, 8}}), Errc::route_rank, "rank 2 is outside [0, 2)");
+  HPREF_CHECK_ERROR(
+      sliding_window_route(V{0, 4}, kMax / 2, 3, 0, 1), Errc::route_overflow,
+      "sequence length local_length * size = 4611686018427387903 * 3 is beyond int64");
+  HPREF_CHECK_ERROR(document_prefix_route(V{0, 8}, 4, 2, 2, 1), Errc::route_arguments,
+                    "rank 2 is outside [0, size = 2)");
+  HPREF_CHECK_ERROR(interval_route(4, 2, I{{0, 4}, {4, 8}}), Errc::route_rank,
+                    "rank 2 is outside [0, 2)");
   HPREF_CHECK_ERROR(interval_route(3, 1, I{{0, 4}, {4, 8}}, V{0, 4, 8}), Errc::route_local_length,
                     "local_length 3 differs from rank 1's owner shard (4, 8) of length 4");
 }
@@ -854,11 +907,13 @@ BOOST_AUTO_TEST_CASE(table_shapes) {
   Route r = good();
   r.input_splits.pop_back();
   BOOST_TEST(route_problem_text(r) ==
-             "the route's per-peer tables differ in size: send_offsets 3, input_splits 2, output_splits 3");
+             "the route's per-peer tables differ in size: send_offsets 3, input_splits 2, "
+             "output_splits 3");
   r = good();
   r.output_splits.push_back(0);
   BOOST_TEST(route_problem_text(r) ==
-             "the route's per-peer tables differ in size: send_offsets 3, input_splits 3, output_splits 4");
+             "the route's per-peer tables differ in size: send_offsets 3, input_splits 3, "
+             "output_splits 4");
 }
 
 BOOST_AUTO_TEST_CASE(scalar_fields) {
@@ -890,45 +945,54 @@ BOOST_AUTO_TEST_CASE(per_peer_entries) {
   BOOST_TEST(route_problem_text(r) == "send_offsets for peer 0 is 1 with no rows sent");
   r = good();
   r.send_offsets[2] = 3;  // rows [3, 5) of a 4-row shard
-  BOOST_TEST(route_problem_text(r) == "the send range for peer 2 [3, 3 + 2) is outside the owner shard of 4 rows");
+  BOOST_TEST(route_problem_text(r) ==
+             "the send range for peer 2 [3, 3 + 2) is outside the owner shard of 4 rows");
   r = good();
   r.send_offsets[2] = kMax;  // offset + count beyond int64
   BOOST_TEST(route_problem_text(r) ==
-             "the send range for peer 2 [9223372036854775807, 9223372036854775807 + 2) is outside the owner "
+             "the send range for peer 2 [9223372036854775807, 9223372036854775807 + 2) is outside "
+             "the owner "
              "shard of 4 rows");
   r = good();
   r.output_splits[1] = kMax;  // 2 + max: the sum of output_splits overflows at peer 1
   BOOST_TEST(route_problem_text(r) == "the output_splits sum beyond int64 at peer 1");
   r = good();
   r.needs_exchange = false;
-  BOOST_TEST(route_problem_text(r) == "needs_exchange is false but peer 0 has 0 rows to send and 2 to receive");
+  BOOST_TEST(route_problem_text(r) ==
+             "needs_exchange is false but peer 0 has 0 rows to send and 2 to receive");
   // rank 0 (nothing received, 2 rows sent to rank 1): the first peer passes, the second not.
   r = sliding_window_route(V{0, 6, 12}, 4, 3, 0, 3);
   r.needs_exchange = false;
-  BOOST_TEST(route_problem_text(r) == "needs_exchange is false but peer 1 has 2 rows to send and 0 to receive");
+  BOOST_TEST(route_problem_text(r) ==
+             "needs_exchange is false but peer 1 has 2 rows to send and 0 to receive");
 }
 
 BOOST_AUTO_TEST_CASE(self_entries_and_assembly) {
   Route r = good();
-  r.input_splits[1] = 1;  // rank 1 sending row 0 to itself
+  r.input_splits[1] = 1;                      // rank 1 sending row 0 to itself
   BOOST_TEST(route_problem_text(r).empty());  // without self, only the shape is checked
-  BOOST_TEST(route_problem_text(r, 1) == "rank 1 sends itself 1 rows and receives 0 from itself (self entries must be 0)");
+  BOOST_TEST(route_problem_text(r, 1) ==
+             "rank 1 sends itself 1 rows and receives 0 from itself (self entries must be 0)");
   r = good();
   r.output_splits[1] = 1;
   r.global_end += 1;
   BOOST_TEST(route_problem_text(r).empty());
-  BOOST_TEST(route_problem_text(r, 1) == "rank 1 sends itself 0 rows and receives 1 from itself (self entries must be 0)");
+  BOOST_TEST(route_problem_text(r, 1) ==
+             "rank 1 sends itself 0 rows and receives 1 from itself (self entries must be 0)");
   r = good();
   r.global_end = 9;
-  BOOST_TEST(route_problem_text(r) ==
-             "the interval [2, 9) does not hold the 4 own rows plus the 2 received (output_splits)");
+  BOOST_TEST(
+      route_problem_text(r) ==
+      "the interval [2, 9) does not hold the 4 own rows plus the 2 received (output_splits)");
   r = good();
   r.output_splits[0] = kMax - 1;  // received + local_length beyond int64
-  BOOST_TEST(route_problem_text(r) == "the interval [2, 8) does not hold the 4 own rows plus the "
-                                      "9223372036854775806 received (output_splits)");
+  BOOST_TEST(route_problem_text(r) ==
+             "the interval [2, 8) does not hold the 4 own rows plus the "
+             "9223372036854775806 received (output_splits)");
   r = good();
   r.local_output_start = -1;
-  BOOST_TEST(route_problem_text(r) == "local_output_start -1 is outside [0, 2] (the rows received)");
+  BOOST_TEST(route_problem_text(r) ==
+             "local_output_start -1 is outside [0, 2] (the rows received)");
   r = good();
   r.local_output_start = 3;
   BOOST_TEST(route_problem_text(r) == "local_output_start 3 is outside [0, 2] (the rows received)");
