@@ -443,6 +443,185 @@ BOOST_AUTO_TEST_CASE(a_binary_size_that_overflows_the_sum_spec_2_4) {
   HPREF_CHECK_ERROR(decode_bytes(seg), Errc::frame_size_mismatch,
                     "frame header announces 20 + 1 + 18446744073709551615 bytes but the segment "
                     "holds 21");
+  // metadata_size alone overflows 20 + metadata_size
+  std::vector<std::uint8_t> meta = {'H', 'P', 'B', '1'};
+  for (auto b : be64(std::numeric_limits<std::uint64_t>::max() - 10)) meta.push_back(b);
+  for (auto b : be64(0)) meta.push_back(b);
+  meta.push_back('N');
+  HPREF_CHECK_ERROR(decode_bytes(meta), Errc::frame_size_mismatch,
+                    "frame header announces 20 + 18446744073709551605 + 0 bytes but the segment "
+                    "holds 21");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(codec_edges_value)
+
+// SPEC 1.1 names the kinds after Python's types; a tensor is torch's Tensor.
+BOOST_AUTO_TEST_CASE(kind_names_are_pythons_type_names_spec_1_1) {
+  const std::pair<Value, const char*> cases[] = {
+      {Value(), "NoneType"},
+      {Value::boolean(false), "bool"},
+      {I(1), "int"},
+      {Value::floating(0.5), "float"},
+      {S("s"), "str"},
+      {B("b"), "bytes"},
+      {Value::bytearray(test::bytes_of("b")), "bytearray"},
+      {Value::tensor(Tensor::copy_of(DType::uint8, std::vector<std::int64_t>{1},
+                                     test::bytes_of("x"))),
+       "Tensor"},
+      {T({}), "tuple"},
+      {L({}), "list"},
+      {M({}), "dict"},
+  };
+  for (const auto& [v, name] : cases) {
+    BOOST_TEST(value_kind_name(v.kind()) == name);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(bytes_from_a_span_copies_it) {
+  std::vector<std::uint8_t> data = {0x00, 0xff, 0x41};
+  Value v = Value::bytes(std::span<const std::uint8_t>(data));
+  data[2] = 0x42;
+  BOOST_TEST(v.is(ValueKind::bytes));
+  BOOST_TEST(v == B("\x00\xff\x41"sv));
+}
+
+// "Accessors; each checks the kind (an internal error on misuse)".
+BOOST_AUTO_TEST_CASE(accessors_check_the_kind) {
+  Value i = I(1);
+  HPREF_CHECK_ERROR(i.as_bool(), Errc::internal, "kind_ == ValueKind::boolean");
+  HPREF_CHECK_ERROR(Value::boolean(true).as_int(), Errc::internal, "kind_ == ValueKind::integer");
+  HPREF_CHECK_ERROR(i.as_float(), Errc::internal, "kind_ == ValueKind::floating");
+  HPREF_CHECK_ERROR(B("a").as_str(), Errc::internal, "kind_ == ValueKind::string");
+  HPREF_CHECK_ERROR(S("a").as_bytes(), Errc::internal, "ValueKind::bytearray");
+  HPREF_CHECK_ERROR(i.as_tensor(), Errc::internal, "kind_ == ValueKind::tensor");
+  HPREF_CHECK_ERROR(M({}).items(), Errc::internal, "ValueKind::list");
+  HPREF_CHECK_ERROR(L({}).entries(), Errc::internal, "kind_ == ValueKind::mapping");
+  // and accept their own kinds
+  BOOST_TEST(Value::bytearray(test::bytes_of("z")).as_bytes().size() == 1u);
+  BOOST_TEST(L({i}).items().size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(scalars_have_no_node_identity) {
+  BOOST_TEST(I(1).node_identity() == nullptr);
+  BOOST_TEST(S("a").node_identity() == nullptr);
+  Value t = T({I(1)});
+  Value copy = t;
+  BOOST_TEST(t.node_identity() != nullptr);
+  BOOST_TEST(copy.node_identity() == t.node_identity());
+  BOOST_TEST(T({I(1)}).node_identity() != t.node_identity());
+}
+
+// node_count counts shared children as copies and saturates instead of wrapping.
+BOOST_AUTO_TEST_CASE(node_count_saturates) {
+  Value v = I(0);
+  for (int level = 1; level <= 62; ++level) v = T({v, v});
+  BOOST_TEST(v.node_count() == (std::uint64_t{1} << 63) - 1);  // 2^(62+1) - 1
+  Value at_max = T({v, v});                                     // 2^64 - 1 exactly
+  BOOST_TEST(at_max.node_count() == std::numeric_limits<std::uint64_t>::max());
+  Value over = T({at_max, I(1)});
+  BOOST_TEST(over.node_count() == std::numeric_limits<std::uint64_t>::max());
+  Value map = M({{S("a"), at_max}});
+  BOOST_TEST(map.node_count() == std::numeric_limits<std::uint64_t>::max());
+  BOOST_TEST(over.depth() == 64);
+}
+
+BOOST_AUTO_TEST_CASE(structural_equality_of_containers_spec_1_1) {
+  Value a = M({{I(1), S("x")}, {I(2), S("y")}});
+  Value same = a;
+  BOOST_TEST(a == same);
+  BOOST_TEST(a == M({{I(1), S("x")}, {I(2), S("y")}}));
+  BOOST_TEST(!(a == M({{I(1), S("x")}})));                   // fewer entries
+  BOOST_TEST(!(a == M({{I(1), S("x")}, {I(3), S("y")}})));   // a key differs
+  BOOST_TEST(!(a == M({{I(1), S("x")}, {I(2), S("z")}})));   // a value differs
+  BOOST_TEST(!(a == M({{I(1), S("x")}, {Value::floating(2.0), S("y")}})));  // type-exact keys
+  BOOST_TEST(!(T({I(1)}) == T({I(1), I(2)})));
+  BOOST_TEST(!(L({I(1), I(2)}) == L({I(1)})));
+  BOOST_TEST(!(T({I(1), I(2)}) == T({I(1), I(3)})));
+  BOOST_TEST(Value() == Value());
+  BOOST_TEST(!(S("a") == S("b")));
+  BOOST_TEST(Value::bytearray(test::bytes_of("ab")) == Value::bytearray(test::bytes_of("ab")));
+}
+
+// SPEC 1.1 key equality is Python's ==.
+BOOST_AUTO_TEST_CASE(key_equality_corners_spec_1_1) {
+  BOOST_TEST(key_equal(Value(), Value()));
+  BOOST_TEST(!key_equal(Value(), I(0)));
+  BOOST_TEST(key_equal(B("ab"), B("ab")));
+  BOOST_TEST(!key_equal(B("ab"), B("ac")));
+  BOOST_TEST(!key_equal(I(1), S("1")));
+  BOOST_TEST(!key_equal(S("1"), I(1)));
+  BOOST_TEST(!key_equal(I(1), Value::floating(1.5)));
+  BOOST_TEST(!key_equal(Value::floating(1.5), I(1)));
+  BOOST_TEST(!key_equal(Value::boolean(true), Value::floating(1.5)));
+  BOOST_TEST(key_equal(Value::floating(-3.0), I(-3)));
+  // -2**63 is exactly an int64; -2**64 and 2**63 are not.
+  const std::int64_t min = std::numeric_limits<std::int64_t>::min();
+  BOOST_TEST(key_equal(Value::floating(-9223372036854775808.0), I(min)));
+  BOOST_TEST(!key_equal(Value::floating(-18446744073709551616.0), I(min)));
+  BOOST_TEST(!key_equal(Value::floating(std::numeric_limits<double>::infinity()),
+                        I(std::numeric_limits<std::int64_t>::max())));
+  BOOST_TEST(!key_equal(T({I(1)}), T({I(1), I(2)})));
+  BOOST_TEST(!key_equal(T({I(1), I(2)}), T({I(1), I(3)})));
+  // Unhashable Values equal nothing, not even themselves.
+  Value list = L({});
+  BOOST_TEST(!key_equal(list, list));
+  Value ba = Value::bytearray(test::bytes_of("a"));
+  BOOST_TEST(!key_equal(ba, ba));
+  BOOST_TEST(!key_equal(M({}), M({})));
+}
+
+// KeySet scans small sets and hashes larger ones; either way duplicates are found under
+// key equality, so key_hash must agree with key_equal for every hashable kind.
+BOOST_AUTO_TEST_CASE(key_set_finds_duplicates_of_every_kind_when_hashed_spec_1_1) {
+  KeySet keys;
+  for (int i = 100; i < 116; ++i) BOOST_TEST(keys.insert(I(i)));  // 16: still scanned
+  BOOST_TEST(keys.size() == 16u);
+  const Value distinct[] = {Value(),
+                            S("a"),
+                            S("b"),
+                            B("a"),
+                            Value::floating(0.5),
+                            Value::floating(-0.0),
+                            Value::boolean(true),
+                            T({}),
+                            T({S("a"), I(2)}),
+                            T({T({Value()})})};
+  for (const Value& v : distinct) {
+    BOOST_TEST_CONTEXT(v) { BOOST_TEST(keys.insert(v)); }
+  }
+  BOOST_TEST(keys.size() == 26u);
+  const Value again[] = {Value(),
+                         S("a"),
+                         B("a"),
+                         Value::floating(0.5),
+                         I(0),                              // == -0.0
+                         Value::floating(1.0),              // == True
+                         I(1),                              // == True
+                         Value::floating(115.0),            // == 115
+                         T({}),
+                         T({S("a"), Value::floating(2.0)}),  // == ('a', 2)
+                         T({T({Value()})})};
+  for (const Value& v : again) {
+    BOOST_TEST_CONTEXT(v) { BOOST_TEST(!keys.insert(v)); }
+  }
+  BOOST_TEST(keys.size() == 26u);
+  // NaN equals nothing, itself included: each NaN is a new key (as in a Python dict of
+  // distinct NaN objects).
+  BOOST_TEST(keys.insert(Value::floating(std::numeric_limits<double>::quiet_NaN())));
+  BOOST_TEST(keys.insert(Value::floating(std::numeric_limits<double>::quiet_NaN())));
+  BOOST_TEST(keys.size() == 28u);
+  // Unhashable Values equal nothing either (key_equal is defined for all Values).
+  Value list = L({I(1)});
+  BOOST_TEST(keys.insert(list));
+  BOOST_TEST(keys.insert(list));
+  BOOST_TEST(keys.size() == 30u);
+  // Moving keeps the contents.
+  KeySet moved(std::move(keys));
+  BOOST_TEST(moved.size() == 30u);
+  BOOST_TEST(!moved.insert(S("b")));
+  BOOST_TEST(moved.insert(S("c")));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
