@@ -126,6 +126,45 @@ std::string outcome(const std::function<void()>& fn) {
   return "ok";
 }
 
+// Rank `rank`'s view of a 1 x size mesh ("dp" of 1, "cp" of size): one model-parallel
+// group of every rank, constructor rank 0 (SPEC 3.1).
+DataTopology one_model_parallel_group(int size, int rank) {
+  std::vector<int> ranks(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r) ranks[static_cast<std::size_t>(r)] = r;
+  return DataTopology(TopologyInputs{{1, size}, {"dp", "cp"}, ranks, rank, std::nullopt});
+}
+
+// SPEC 6.1: an accelerator field [B, 2] of int64 and a cpu field [N] of uint8; the header
+// is [status, B, N].
+ModelBatchLayout two_fields() {
+  return ModelBatchLayout({
+      {"tokens",
+       DType::int64,
+       Placement::accelerator,
+       {Dim{std::string("B")}, Dim{std::int64_t{2}}}},
+      {"image", DType::uint8, Placement::cpu, {Dim{std::string("N")}}},
+  });
+}
+
+// tokens = int64 0..2B-1 of shape [B, 2], image = N bytes 9, 8, ...
+Value two_field_batch(std::int64_t b, std::int64_t n) {
+  std::vector<std::uint8_t> tokens(static_cast<std::size_t>(16 * b)), image;
+  for (std::int64_t i = 0; i < 2 * b; ++i) std::memcpy(tokens.data() + 8 * i, &i, 8);
+  for (std::int64_t i = 0; i < n; ++i) image.push_back(static_cast<std::uint8_t>(9 - i));
+  return Value::mapping({
+      {Value::string("tokens"), Value::tensor(Tensor::copy_of(DType::int64, {b, 2}, tokens))},
+      {Value::string("image"), Value::tensor(Tensor::copy_of(DType::uint8, {n}, image))},
+  });
+}
+
+// The tensor of field `name` in a batch mapping.
+const Tensor& field_of(const Value& batch, std::string_view name) {
+  for (const auto& [k, v] : batch.entries()) {
+    if (k.as_str() == name) return v.as_tensor();
+  }
+  throw Error(Errc::scenario_check, "no field " + std::string(name));
+}
+
 constexpr std::uint64_t kDefaultLimit = std::uint64_t{1} << 30;  // SPEC 4: 1 GiB
 
 }  // namespace
@@ -275,7 +314,7 @@ BOOST_AUTO_TEST_CASE(negative_control_value_sizes_refused_spec_4_1_4_2) {
     // Call 1: the sizes of the object all-gather; call 2: the size the planner broadcasts.
     c.tamper = [&](std::size_t call, std::vector<std::uint8_t>& bytes) {
       if ((call == 1 && c.rank() == 2) || (call == 2 && c.rank() == 0)) {
-        put_int64(bytes, 0, call == 1 ? -3 : -1);
+        put_int64(bytes, 0, call == 1 ? -3 : -2);
       }
     };
     gather[r] = outcome([&] { t.all_gather_object(Value::integer(c.rank())); });
@@ -349,6 +388,154 @@ BOOST_AUTO_TEST_CASE(negative_announced_segment_size_refused_by_vote_spec_5_2) {
     }
   }
   BOOST_TEST(describe(errors[0]) == "ok");
+}
+
+// SPEC 5.1, 2.1: one segment per data-plane rank in rank order in one contiguous buffer
+// (the local one included, empty here), its offset kept; a target outside the plane is
+// transport_targets listing the bad targets sorted; an item that cannot be encoded is the
+// codec's error. Both refusals are local: the exchange that follows on the same groups
+// works. Rank 2 of the plane [1, 2, 3] sends (7, None) to rank 1 and (8, None) to rank 3:
+// legacy segments, the golden pickle of ((k, None),) (SPEC 2.3): PROTO 5, BININT1 k, NONE,
+// TUPLE2, TUPLE1, STOP = 80 05 4b k 4e 86 85 2e.
+BOOST_AUTO_TEST_CASE(prepare_exchange_layout_and_refusals_spec_5_1) {
+  std::vector<std::string> layout(4), targets(4), unencodable(4);
+  std::vector<std::vector<Item>> received(4);
+  auto errors = run_loopback(4, [&](Communicator& c) {
+    DataPlaneTransport t(c, plane_groups(c, {1, 2, 3}, 1));
+    if (!t.is_member()) return;
+    auto r = static_cast<std::size_t>(c.rank());
+    std::map<int, std::vector<Item>> out;
+    if (c.rank() == 2) {
+      out[1].emplace_back(Value::integer(7), Value::none());
+      out[3].emplace_back(Value::integer(8), Value::none());
+    }
+    DataPlaneTransport::Prepared p = t.prepare_exchange(out);
+    for (auto split : p.input_splits) layout[r] += std::to_string(split) + " ";
+    layout[r] += "at " + std::to_string(p.local_offset) + ": " + hpref::test::hex(*p.send);
+    std::map<int, std::vector<Item>> outside = {{5, {}}, {2, {}}, {-1, {}}};
+    targets[r] = outcome([&] { t.prepare_exchange(outside); });
+    std::map<int, std::vector<Item>> bad;
+    bad[2].emplace_back(Value::list({}), Value::none());
+    unencodable[r] = outcome([&] { t.prepare_exchange(bad); });
+    received[r] = t.exchange(std::move(p));
+  });
+  const std::vector<std::string> want_layout = {
+      "", "0 0 0 at 0: ", "8 0 8 at 8: 80054b074e86852e80054b084e86852e", "0 0 0 at 0: "};
+  for (std::size_t r = 1; r < 4; ++r) {
+    BOOST_TEST_CONTEXT("rank " << r) {
+      BOOST_TEST(describe(errors[r]) == "ok");
+      BOOST_TEST(layout[r] == want_layout[r]);
+      BOOST_TEST(targets[r] ==
+                 "transport_targets: payload routes target ranks outside the data plane [1, 2, 3]: "
+                 "[-1, 5]");
+      BOOST_TEST(unencodable[r] ==
+                 "unhashable_key: cannot encode segment: items[0].key [] is not hashable");
+    }
+  }
+  BOOST_TEST((received[1] == std::vector<Item>{{Value::integer(7), Value::none()}}));
+  BOOST_TEST(received[2].empty());
+  BOOST_TEST((received[3] == std::vector<Item>{{Value::integer(8), Value::none()}}));
+}
+
+// SPEC 6: a model-parallel group of more than one rank needs its host group; without one
+// every rank is refused at construction, naming the group's ranks and itself.
+BOOST_AUTO_TEST_CASE(model_parallel_without_host_group_refused_spec_6) {
+  auto errors = run_loopback(2, [&](Communicator& c) {
+    ModelParallelTransport mp(c, one_model_parallel_group(2, c.rank()), DataGroups{}, two_fields());
+  });
+  for (int r = 0; r < 2; ++r) {
+    BOOST_TEST(describe(errors[static_cast<std::size_t>(r)]) ==
+               "transport_not_member: model-parallel broadcast over ranks [0, 1] needs a host "
+               "model-parallel group; rank " + std::to_string(r) + " has none");
+  }
+}
+
+// SPEC 6.3: the header over the host group, then field by field, skipping zero-element
+// fields: cpu fields over the host group (staged through the communication device when
+// that group is accelerator-backed), accelerator fields over the accelerator group, or the
+// host group when there is none. Every rank returns the constructor's batch; accelerator
+// fields land on options.device, else on the communication device, when that is a cuda
+// device (a Device names cpu or cuda only: an npu device leaves them on cpu); cpu fields
+// stay on cpu.
+BOOST_AUTO_TEST_CASE(model_parallel_fields_choose_group_space_and_device_spec_6_3) {
+  struct Case {
+    const char* name;
+    std::string world_backend;
+    bool tensor_group;
+    std::optional<std::string> communication_device, device;
+    int tokens_group;          // of the tokens broadcasts (the host group is 0)
+    std::string tokens_space;  // of the tokens broadcasts
+    std::string host_space;    // of the host group's calls
+    Device tokens_device;
+  };
+  const Device cpu{};
+  const std::vector<Case> cases = {
+      {"nccl tensor group", "loopback", true, "cuda:0", "cuda:1", 1, "accelerator", "host",
+       Device{DeviceType::cuda, 1}},
+      {"no tensor group, device only", "loopback", false, std::nullopt, "cuda:2", 0, "host", "host",
+       Device{DeviceType::cuda, 2}},
+      {"communication device only", "loopback", false, "cuda:3", std::nullopt, 0, "host", "host",
+       Device{DeviceType::cuda, 3}},
+      {"npu communication device", "loopback", false, "npu:0", std::nullopt, 0, "host", "host",
+       cpu},
+      {"no device at all", "loopback", false, std::nullopt, std::nullopt, 0, "host", "host", cpu},
+      {"accelerator host group", "nccl", false, "cuda:0", std::nullopt, 0, "accelerator",
+       "accelerator", Device{DeviceType::cuda, 0}},
+  };
+  for (const Case& k : cases) {
+    BOOST_TEST_CONTEXT(k.name) {
+      std::vector<std::string> calls(2), devices(2);
+      std::vector<std::optional<Value>> got(2), got_empty(2);
+      auto errors = run_loopback(
+          2,
+          [&](Communicator& inner) {
+            Tap c(inner);
+            DataGroups g;
+            g.model_parallel = c.world();
+            std::vector<int> both = {0, 1};
+            if (k.tensor_group) g.model_parallel_tensor = c.new_group(both, "nccl");
+            TransportOptions o;
+            o.communication_device = k.communication_device;
+            o.device = k.device;
+            auto r = static_cast<std::size_t>(c.rank());
+            ModelParallelTransport mp(c, one_model_parallel_group(2, c.rank()), g, two_fields(), o);
+            bool constructor = mp.is_constructor();
+            auto batch = [&](std::int64_t b, std::int64_t n) {
+              return constructor ? std::optional(two_field_batch(b, n)) : std::nullopt;
+            };
+            got[r] = mp.broadcast(batch(3, 4));
+            got_empty[r] = mp.broadcast(batch(1, 0));
+            calls[r] = calls_text(c.calls);
+            devices[r] = field_of(*got[r], "tokens").device().str() + " " +
+                         field_of(*got[r], "image").device().str() + " " +
+                         field_of(*got_empty[r], "tokens").device().str();
+          },
+          k.world_backend);
+      auto host = [&](int bytes) {
+        return "0 " + std::to_string(bytes) + " " + k.host_space + "\n";
+      };
+      auto tokens = [&](int bytes) {
+        return std::to_string(k.tokens_group) + " " + std::to_string(bytes) + " " + k.tokens_space +
+               "\n";
+      };
+      std::string want = "all_gather " + host(72) +  // fingerprint (64 hex) and limit (8)
+                         "broadcast " + host(24) +   // header [1, 3, 4]
+                         "broadcast " + tokens(48) +  // 3 x 2 int64
+                         "broadcast " + host(4) +    // image
+                         "broadcast " + host(24) +   // header [1, 1, 0]
+                         "broadcast " + tokens(16);  // 1 x 2 int64; the empty image skipped
+      for (std::size_t r = 0; r < 2; ++r) {
+        BOOST_TEST_CONTEXT("rank " << r) {
+          BOOST_TEST(describe(errors[r]) == "ok");
+          BOOST_TEST(calls[r] == want);
+          BOOST_TEST((got[r] == two_field_batch(3, 4)));
+          BOOST_TEST((got_empty[r] == two_field_batch(1, 0)));
+          std::string d = k.tokens_device.str();
+          BOOST_TEST(devices[r] == d + " cpu " + d);
+        }
+      }
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
