@@ -216,6 +216,10 @@ BOOST_AUTO_TEST_CASE(float16_signs_infinities_and_nan) {
   BOOST_TEST(h(0x7c00, 0x3c00) == 0x7c00);  // inf + 1 = inf
   BOOST_TEST(h(0xfc00, 0x7bff) == 0xfc00);  // -inf + max = -inf
   BOOST_TEST(h(0xfbff, 0xd000) == 0xfc00);  // -65504 - 32 overflows to -inf
+  BOOST_TEST(h(0x7bff, 0x7bff) == 0x7c00);  // 65504 + 65504 = 131008: inf
+  BOOST_TEST(h(0xfbff, 0xfbff) == 0xfc00);  // and -inf
+  BOOST_TEST(h(0x7bff, 0x4c00) == 0x7c00);  // 65504 + 16 = 65520, the tie with 2^16: inf
+  BOOST_TEST(h(0x7bff, 0x4b80) == 0x7bff);  // 65504 + 15 = 65519 rounds back to 65504
   BOOST_TEST(h(0xc000, 0x3c00) == 0xbc00);  // -2 + 1 = -1
   auto is_nan16 = [](std::uint16_t x) { return (x & 0x7c00) == 0x7c00 && (x & 0x3ff) != 0; };
   BOOST_TEST(is_nan16(h(0x7c00, 0xfc00)));  // inf - inf
@@ -223,13 +227,17 @@ BOOST_AUTO_TEST_CASE(float16_signs_infinities_and_nan) {
   BOOST_TEST(is_nan16(h(0x3c00, 0x7d00)));  // 1 + nan (payload)
 }
 
-BOOST_AUTO_TEST_CASE(bfloat16_infinities_and_nan) {
+BOOST_AUTO_TEST_CASE(bfloat16_ties_infinities_and_nan) {
   auto h = [](std::uint16_t a, std::uint16_t b) {
     return add(DType::bfloat16, std::vector<std::uint16_t>{a}, {b}, 1)[0];
   };
   BOOST_TEST(h(0x7f80, 0x3f80) == 0x7f80);  // inf + 1
   BOOST_TEST(h(0x7f7f, 0x7f7f) == 0x7f80);  // max + max overflows to inf
   BOOST_TEST(h(0xbf80, 0xbf80) == 0xc000);  // -1 + -1 = -2
+  // Ties to even: 1 + 2^-8 keeps 1; (1 + 2^-7) + 2^-8 goes up to 1 + 2^-6.
+  BOOST_TEST(h(0x3f80, 0x3b80) == 0x3f80);
+  BOOST_TEST(h(0x3f81, 0x3b80) == 0x3f82);
+  BOOST_TEST(h(0xbf81, 0xbb80) == 0xbf82);
   auto is_nan = [](std::uint16_t x) { return (x & 0x7f80) == 0x7f80 && (x & 0x7f) != 0; };
   BOOST_TEST(is_nan(h(0x7f80, 0xff80)));  // inf - inf
   BOOST_TEST(is_nan(h(0x7fc0, 0x3f80)));  // nan + 1
@@ -547,6 +555,32 @@ BOOST_AUTO_TEST_CASE(from_value_accepts_only_valid_keys_spec_1_4) {
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(dtype_tensor_device)
+
+// SPEC 1.3's table, name: element bytes, in the table's order (dtype_at follows it).
+BOOST_AUTO_TEST_CASE(whole_table_spec_1_3) {
+  const std::pair<const char*, std::size_t> table[] = {
+      {"float64", 8},         {"float32", 4},         {"float16", 2},       {"bfloat16", 2},
+      {"complex32", 4},       {"complex64", 8},       {"complex128", 16},   {"int64", 8},
+      {"int32", 4},           {"int16", 2},           {"int8", 1},          {"uint8", 1},
+      {"uint16", 2},          {"uint32", 4},          {"uint64", 8},        {"bool", 1},
+      {"qint8", 1},           {"quint8", 1},          {"qint32", 4},        {"quint4x2", 1},
+      {"quint2x4", 1},        {"float8_e4m3fn", 1},   {"float8_e4m3fnuz", 1},
+      {"float8_e5m2", 1},     {"float8_e5m2fnuz", 1}, {"float8_e8m0fnu", 1},
+      {"bits8", 1},           {"bits16", 2},
+  };
+  BOOST_REQUIRE(std::size(table) == static_cast<std::size_t>(kDTypeCount));
+  for (int k = 0; k < kDTypeCount; ++k) {
+    auto [name, size] = table[k];
+    BOOST_TEST_CONTEXT(name) {
+      DType d = dtype_at(k);
+      BOOST_TEST(dtype_name(d) == name);
+      BOOST_TEST(element_size(d) == size);
+      BOOST_TEST(dtype_wire_name(d) == std::string("torch.") + name);
+      BOOST_TEST((parse_dtype(std::string("torch.") + name) == d));
+      BOOST_TEST((*dtype_from_bare_name(name) == d));
+    }
+  }
+}
 
 BOOST_AUTO_TEST_CASE(dtype_prints_canonical_name_spec_1_3) {
   std::ostringstream os;
