@@ -422,6 +422,44 @@ BOOST_AUTO_TEST_CASE(schema_nodes_shared_through_the_memo_spec_2_4) {
   BOOST_TEST(lists[2].first == key(3));
 }
 
+// Tensor shapes shared in the metadata: the reader shares one node for every EMPTY_TUPLE
+// (the shape of each 0-d tensor), and a pickler's memo can share a shape tuple. Each
+// tensor still gets its own dtype, shape and bytes (SPEC 2.6 round trip).
+BOOST_AUTO_TEST_CASE(shared_shapes_decode_per_tensor_spec_2_6) {
+  auto scalar = [](DType dtype, std::string_view b) {
+    return Value::tensor(Tensor::copy_of(dtype, std::vector<std::int64_t>{}, test::bytes_of(b)));
+  };
+  std::vector<Item> items = {{key(1), scalar(DType::int32, "abcd")},
+                             {key(2), L({scalar(DType::int16, "ef"), scalar(DType::uint8, "g")})}};
+  std::vector<std::uint8_t> bytes = encode_segment(items);
+  std::vector<Item> back = decode_bytes(bytes);
+  BOOST_TEST_REQUIRE(back.size() == 2u);
+  BOOST_TEST(back[0].second == items[0].second);
+  BOOST_TEST(back[1].second == items[1].second);
+  BOOST_TEST(back[1].second.items()[1].as_tensor().shape().empty());
+  BOOST_TEST(back[1].second.items()[1].as_tensor().numel() == 1);
+  BOOST_TEST(encode_segment(back) == bytes);
+
+  // ((k1, ("__hp_tensor__", "torch.int16", SHAPE, 0, 4)),
+  //  (k2, ("__hp_tensor__", "torch.uint8", BINGET SHAPE, 4, 2))) with SHAPE = (2,) memoized
+  std::string meta = "\x80\x05K\x01K\x00\x86("s + short_str("__hp_tensor__") +
+                     short_str("torch.int16") + "K\x02\x85\x94K\x00K\x04t\x86"s +
+                     "K\x02K\x00\x86("s + short_str("__hp_tensor__") + short_str("torch.uint8") +
+                     "h\x00K\x04K\x02t\x86\x86."s;
+  auto shared = decode_bytes(frame_of(meta, "\x01\x00\x02\x00\x07\x08"sv));
+  BOOST_TEST_REQUIRE(shared.size() == 2u);
+  const Tensor& a = shared[0].second.as_tensor();
+  const Tensor& b = shared[1].second.as_tensor();
+  BOOST_TEST((a.dtype() == DType::int16));
+  BOOST_TEST((b.dtype() == DType::uint8));
+  BOOST_TEST(a.shape().size() == 1u);
+  BOOST_TEST(a.shape()[0] == 2);
+  BOOST_TEST(b.shape().size() == 1u);
+  BOOST_TEST(b.shape()[0] == 2);
+  BOOST_TEST(test::hex(a.bytes()) == "01000200");
+  BOOST_TEST(test::hex(b.bytes()) == "0708");
+}
+
 // SPEC 2.1: only a segment that starts with the 4 bytes HPB1 is framed; a shorter one,
 // even a prefix of the magic, is a legacy pickle.
 BOOST_AUTO_TEST_CASE(short_segments_are_legacy_spec_2_1) {
