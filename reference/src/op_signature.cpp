@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <numeric>
 
 namespace hpref {
@@ -212,7 +213,9 @@ OpSignature check_all_gather(const Group& group, int rank, ConstBuffer in, Mutab
   check_member(group, rank, "all_gather");
   check_space(group, rank, in.space, "all_gather");
   check_space(group, rank, out.space, "all_gather");
-  if (out.bytes != in.bytes * static_cast<std::size_t>(group.size())) {
+  std::size_t gathered = 0;
+  if (__builtin_mul_overflow(in.bytes, static_cast<std::size_t>(group.size()), &gathered) ||
+      out.bytes != gathered) {
     throw CommError(Errc::comm_usage, "all_gather output of " + std::to_string(out.bytes) + " bytes is not group size " +
                                           std::to_string(group.size()) + " x input " + std::to_string(in.bytes),
                     group.id());
@@ -263,15 +266,28 @@ OpSignature check_all_to_all_v(const Group& group, int rank, ConstBuffer in, std
   check_space(group, rank, in.space, "all_to_all_v");
   check_space(group, rank, out.space, "all_to_all_v");
   auto n = static_cast<std::size_t>(group.size());
-  std::size_t sent = std::accumulate(in_counts.begin(), in_counts.end(), std::size_t{0});
-  std::size_t received = std::accumulate(out_counts.begin(), out_counts.end(), std::size_t{0});
+  // Sums that do not fit size_t (a negative count converted to size_t does that) must not
+  // wrap into a small total that fits the buffer: they saturate and are refused.
+  auto total = [](std::span<const std::size_t> counts) {
+    std::size_t sum = 0;
+    for (std::size_t c : counts) {
+      if (__builtin_add_overflow(sum, c, &sum)) return std::numeric_limits<std::size_t>::max();
+    }
+    return sum;
+  };
+  auto text = [](std::size_t sum) {
+    return sum == std::numeric_limits<std::size_t>::max() ? std::string("at least 2^64 - 1")
+                                                          : std::to_string(sum);
+  };
+  std::size_t sent = total(in_counts);
+  std::size_t received = total(out_counts);
   if (in_counts.size() != n || out_counts.size() != n || sent > in.bytes || received > out.bytes) {
     throw CommError(Errc::comm_usage, "all_to_all_v needs " + std::to_string(n) +
                                           " counts each way within the buffers, got " +
-                                          std::to_string(in_counts.size()) + " summing to " + std::to_string(sent) +
+                                          std::to_string(in_counts.size()) + " summing to " + text(sent) +
                                           " of " + std::to_string(in.bytes) + " and " +
                                           std::to_string(out_counts.size()) + " summing to " +
-                                          std::to_string(received) + " of " + std::to_string(out.bytes),
+                                          text(received) + " of " + std::to_string(out.bytes),
                     group.id());
   }
   OpSignature s;

@@ -221,6 +221,13 @@ BOOST_AUTO_TEST_CASE(all_gather_output_must_be_group_size_times_input) {
                      1, -1, {});
   }
   BOOST_TEST(check_all_gather(g, 2, host(0), host(0)).bytes == 0u);
+  // 3 x 2^63 wraps to 2^63 in size_t: refused, not taken for a match.
+  const std::size_t half = std::size_t{1} << 63;
+  check_comm_error(comm_error_of([&] { check_all_gather(g, 2, host(half), host(half)); }),
+                   Errc::comm_usage,
+                   "all_gather output of " + std::to_string(half) +
+                       " bytes is not group size 3 x input " + std::to_string(half),
+                   1, -1, {});
 }
 
 BOOST_AUTO_TEST_CASE(broadcast_root_is_a_world_rank_of_the_group) {
@@ -287,6 +294,11 @@ BOOST_AUTO_TEST_CASE(all_to_all_v_counts_one_per_member_each_way_within_the_buff
   refused(in, 4, {2, 2, 0, 0}, 4, "3 summing to 4 of 4 and 4 summing to 4 of 4");
   refused(in, 3, out, 4, "3 summing to 4 of 3 and 3 summing to 4 of 4");
   refused(in, 4, out, 3, "3 summing to 4 of 4 and 3 summing to 4 of 3");
+  // Counts whose sum wraps size_t (a count of -1 converted to size_t) must not pass as the
+  // small wrapped total: SIZE_MAX + 2 + 0 is 1 modulo 2^64, within a 4-byte buffer.
+  const std::size_t minus_one = std::numeric_limits<std::size_t>::max();
+  refused({minus_one, 2, 0}, 4, out, 5, "3 summing to at least 2^64 - 1 of 4 and 3 summing to 4 of 5");
+  refused(in, 4, {2, minus_one, 3}, 5, "3 summing to 4 of 4 and 3 summing to at least 2^64 - 1 of 5");
 }
 
 BOOST_AUTO_TEST_CASE(barrier_signature_is_the_bare_kind) {
