@@ -248,6 +248,7 @@ void put_be64(std::uint8_t* out, std::uint64_t x) {
 
 SegmentPlan plan_segment(std::span<const Item> items, const EncodeOptions& options) {
   SegmentPlan plan;
+  if (!options.key_class.empty()) split_key_class(options.key_class);  // refused up front
   if (items.empty()) return plan;
   Encoder enc(options, plan.metadata_);
   bool framed = false;

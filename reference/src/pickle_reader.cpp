@@ -56,10 +56,10 @@ class Reader {
  public:
   Reader(std::span<const std::uint8_t> in, const PickleReadOptions& options)
       : in_(in), options_(options) {
-    auto dot = options.key_class.rfind('.');
-    if (!options.key_class.empty() && dot != std::string::npos) {
-      key_module_ = options.key_class.substr(0, dot);
-      key_name_ = options.key_class.substr(dot + 1);
+    if (!options.key_class.empty()) {
+      auto [module, name] = split_key_class(options.key_class);
+      key_module_ = module;
+      key_name_ = name;
     }
     stack_.reserve(64);
     marks_.reserve(16);

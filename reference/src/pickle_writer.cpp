@@ -185,11 +185,19 @@ void PickleWriter::value(const Value& v) {
   }
 }
 
-void PickleWriter::key_object(const SampleKey& key, std::string_view key_class) {
+std::pair<std::string_view, std::string_view> split_key_class(std::string_view key_class) {
   auto dot = key_class.rfind('.');
-  HPREF_CHECK(dot != std::string_view::npos);
-  str(key_class.substr(0, dot));
-  str(key_class.substr(dot + 1));
+  if (dot == std::string_view::npos || dot == 0 || dot + 1 == key_class.size()) {
+    throw Error(Errc::invalid_argument, "key class '" + std::string(key_class) +
+                                            "' is not a dotted name <module>.<Name>");
+  }
+  return {key_class.substr(0, dot), key_class.substr(dot + 1)};
+}
+
+void PickleWriter::key_object(const SampleKey& key, std::string_view key_class) {
+  auto [module, name] = split_key_class(key_class);
+  str(module);
+  str(name);
   pops(2);
   pushes();
   opcode(op::STACK_GLOBAL);

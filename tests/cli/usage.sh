@@ -29,6 +29,10 @@ expect_usage "--seed: '$big'" demo --seed $big
 expect_usage "--window: '$big'" demo --window $big
 expect_usage "--steps: '4294967296'" demo --steps 4294967296
 expect_usage "--max-output-bytes: '-1'" frame decode --max-output-bytes -1
+# SPEC 1.4: a key class is "<module>.<Name>"; anything else is refused up front, even
+# with nothing to encode or decode.
+printf '[]' > "$tmp/empty.json"
+expect_usage "key class 'NoDot' is not a dotted name" frame encode --key-class NoDot "$tmp/empty.json"
 echo "out-of-range integers: refused naming the value"
 
 "$hpref" demo --help > "$tmp/help" || fail "demo --help"

@@ -189,14 +189,28 @@ BOOST_AUTO_TEST_CASE(only_the_three_global_shapes_are_accepted) {
   // STACK_GLOBAL with a str name but a non-str module
   HPREF_CHECK_ERROR(read("\x80\x05K\x01" + short_str("bytearray") + "\x93."),
                     Errc::pickle_global, "STACK_GLOBAL needs two strings, got 1 and 'bytearray'");
-  // a key_class without a module part matches no global: the shim is off
-  PickleReadOptions no_dot;
-  no_dot.key_class = "SampleKey";
-  HPREF_CHECK_ERROR(read("\x80\x02" "c__main__\nSampleKey\n)\x81" + key_build(1) + ".", no_dot),
-                    Errc::pickle_global, "global '__main__.SampleKey' is refused");
-  // ... and the default pattern is refused too under that option
-  HPREF_CHECK_ERROR(read(kKeyNew + key_build(1) + ".", no_dot), Errc::pickle_global,
-                    "hyper_parallel.distributed_data.schema.SampleKey");
+  // A key_class that is not "<module>.<Name>" is refused up front (SPEC 1.4), on reading
+  // and on writing, before any byte is read or written (it once turned the shim off
+  // silently on reading and failed an internal check on writing).
+  for (std::string bad : {"SampleKey", ".SampleKey", "schema.", "."}) {
+    BOOST_TEST_CONTEXT(bad) {
+      PickleReadOptions opts;
+      opts.key_class = bad;
+      HPREF_CHECK_ERROR(read(kKeyNew + key_build(1) + ".", opts), Errc::invalid_argument,
+                        "key class '" + bad + "' is not a dotted name <module>.<Name>");
+      EncodeOptions enc;
+      enc.key_class = bad;
+      std::vector<Item> items{{Value::tuple({Value::integer(1), Value::integer(0)}), Value::integer(7)}};
+      HPREF_CHECK_ERROR(encode_segment(items, enc), Errc::invalid_argument,
+                        "key class '" + bad + "'");
+      // ...also when no item key is a sample key (nothing would use the name).
+      std::vector<Item> plain{{Value::string("k"), Value::integer(7)}};
+      HPREF_CHECK_ERROR(encode_segment(plain, enc), Errc::invalid_argument,
+                        "key class '" + bad + "'");
+      HPREF_CHECK_ERROR(encode_segment(std::vector<Item>{}, enc), Errc::invalid_argument,
+                        "key class '" + bad + "'");
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(key_objects_are_not_callables) {

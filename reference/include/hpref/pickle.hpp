@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "hpref/sample_key.hpp"
 #include "hpref/value.hpp"
@@ -28,6 +29,10 @@ struct PickleReadOptions {
   // 2-tuple (sample_id, position). Empty turns the shim off.
   std::string key_class = std::string(kDefaultKeyClass);
 };
+
+// Splits a key class "<module>.<Name>" (SPEC 1.4) at its last dot into module and name;
+// refuses (invalid_argument, naming it) a name without a dot or with an empty part.
+std::pair<std::string_view, std::string_view> split_key_class(std::string_view key_class);
 
 // Reads one pickle that must span all of `data`. Throws hpref::Error (kinds pickle_*)
 // naming the refused opcode, global or value.
