@@ -458,6 +458,12 @@ BOOST_AUTO_TEST_CASE(containers_print_like_python) {
                   {Value::tuple({i(1), Value::string("b")}),
                    Value::list({Value::floating(2.5), Value::floating(-0.0)})}})) ==
              "{'a': 1, 2: None, (1, 'b'): [2.5, -0.0]}");
+  // Mappings inside other containers.
+  Value inner = Value::mapping({{Value::string("k"), i(1)}});
+  BOOST_TEST(repr(Value::list({i(0), inner})) == "[0, {'k': 1}]");
+  BOOST_TEST(repr(Value::tuple({inner})) == "({'k': 1},)");
+  BOOST_TEST(repr(Value::mapping({{i(5), inner}, {i(6), Value::mapping({})}})) ==
+             "{5: {'k': 1}, 6: {}}");
 }
 
 // Tensors (ours): dtype and shape, never the elements.
@@ -614,6 +620,18 @@ BOOST_AUTO_TEST_CASE(on_relabels_the_same_bytes) {
   BOOST_TEST((c == t));                                // device not compared
 }
 
+// Negative dims: no element count (SPEC 1.2: dims are non-negative).
+BOOST_AUTO_TEST_CASE(negative_dims_refused_spec_1_2) {
+  BOOST_TEST(!checked_numel(Shape{-1}).has_value());
+  BOOST_TEST(!checked_numel(Shape{3, -2}).has_value());
+  BOOST_TEST(!checked_numel(Shape{std::numeric_limits<std::int64_t>::min()}).has_value());
+  BOOST_TEST(*checked_numel(Shape{3, 2}) == 6);
+  HPREF_CHECK_ERROR(Tensor(DType::int8, Shape{-1}, SharedBytes()), Errc::invalid_tensor,
+                    "tensor shape has a negative dim or more elements than int64 can count");
+  HPREF_CHECK_ERROR(Tensor(DType::int8, Shape{2, -1}, SharedBytes()), Errc::invalid_tensor,
+                    "tensor shape has a negative dim");
+}
+
 BOOST_AUTO_TEST_CASE(byte_count_overflow_refused_spec_2_4) {
   // numel fits int64 but numel * 16 bytes does not.
   HPREF_CHECK_ERROR(Tensor(DType::complex128, Shape{std::int64_t{1} << 60}, SharedBytes()),
@@ -712,6 +730,8 @@ BOOST_AUTO_TEST_CASE(agrees_with_python_decode) {
       {"f0908080", true},   {"f48fbfbf", true},   {"f4908080", false},  {"f5808080", false},
       {"f888808080", false}, {"fe", false},       {"ff", false},        {"f09080", false},
       {"f09080c0", false},  {"41e282ac42", true}, {"e282aced", false},
+      // Bytes that lead nothing, followed by three continuation bytes.
+      {"81808080", false},  {"84808080", false},  {"c1808080", false},  {"c0808080", false},
   };
   for (const Case& c : cases) {
     auto b = unhex(c.hex);
