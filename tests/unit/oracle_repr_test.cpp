@@ -125,10 +125,15 @@ BOOST_AUTO_TEST_CASE(complex64_and_complex32_add_every_part) {
              boost::test_tools::per_element());
   // complex32: (real, imag) float16 pairs. 1.0 = 0x3c00, 2.0 = 0x4000, 3.0 = 0x4200,
   // 0.5 = 0x3800, 1.5 = 0x3e00, -1.0 = 0xbc00, 4.0 = 0x4400, 0 = 0x0000.
-  std::vector<std::uint16_t> a = {0x3c00, 0x4000, 0x3800, 0xbc00};  // 1+2i, 0.5-1i
-  std::vector<std::uint16_t> b = {0x4000, 0x4000, 0x3c00, 0x3c00};  // 2+2i, 1+1i
-  BOOST_TEST(add(DType::complex32, a, b, 2) ==
-                 (std::vector<std::uint16_t>{0x4200, 0x4400, 0x3e00, 0x0000}),
+  std::vector<std::uint16_t> a = {0x3c00, 0x4000, 0x3800, 0xbc00, 0x0000, 0x3c00};
+  std::vector<std::uint16_t> b = {0x4000, 0x4000, 0x3c00, 0x3c00, 0x3800, 0x3c00};
+  // (1+2i, 0.5-1i, 0+1i) + (2+2i, 1+1i, 0.5+1i) = (3+4i, 1.5+0i, 0.5+2i)
+  BOOST_TEST(add(DType::complex32, a, b, 3) ==
+                 (std::vector<std::uint16_t>{0x4200, 0x4400, 0x3e00, 0x0000, 0x3800, 0x4000}),
+             boost::test_tools::per_element());
+  // A count of 1: both parts of the first element, nothing after it.
+  BOOST_TEST(add(DType::complex32, a, b, 1) ==
+                 (std::vector<std::uint16_t>{0x4200, 0x4400, 0x3800, 0xbc00, 0x0000, 0x3c00}),
              boost::test_tools::per_element());
 }
 
@@ -420,6 +425,9 @@ BOOST_AUTO_TEST_CASE(scalars_print_like_python) {
   BOOST_TEST(repr(Value::bytes(std::string_view("x\0", 2))) == R"(b'x\x00')");
   BOOST_TEST(repr(Value::bytearray(bytes_of("ab"))) == "bytearray(b'ab')");
   BOOST_TEST(repr(Value::bytearray(std::span<const std::uint8_t>())) == "bytearray(b'')");
+  BOOST_TEST(repr(Value::tuple({Value::integer(1), Value::bytearray(bytes_of("ab"))})) ==
+             "(1, bytearray(b'ab'))");
+  BOOST_TEST(repr(Value::list({Value::none(), Value::floating(-1.5)})) == "[None, -1.5]");
 }
 
 // Python's float repr: shortest round-trip digits, always a '.' or an exponent.
@@ -517,6 +525,9 @@ BOOST_AUTO_TEST_CASE(string_ids_checked) {
   HPREF_CHECK_ERROR(SampleKey::make(std::string(), 0), Errc::invalid_sample_key,
                     "sample_id '' is empty");
   HPREF_CHECK_ERROR(SampleKey::make(-7, 0), Errc::invalid_sample_key, "sample_id -7 is negative");
+  HPREF_CHECK_ERROR(SampleKey::make(-1, 5), Errc::invalid_sample_key, "sample_id -1 is negative");
+  HPREF_CHECK_ERROR(SampleKey::make(std::string("d"), -1), Errc::invalid_sample_key,
+                    "position -1 is negative");
   HPREF_CHECK_ERROR(SampleKey::make(0, -1), Errc::invalid_sample_key, "position -1 is negative");
   SampleKey k = SampleKey::make(std::string("doc"), 0);
   BOOST_TEST(std::get<std::string>(k.sample_id) == "doc");
@@ -586,6 +597,24 @@ BOOST_AUTO_TEST_CASE(whole_table_spec_1_3) {
       BOOST_TEST((*dtype_from_bare_name(name) == d));
     }
   }
+}
+
+// SPEC 1.3's two refusals, each naming the text as Python's repr would.
+BOOST_AUTO_TEST_CASE(dtype_refusals_spec_1_3) {
+  for (const char* bad : {"float32", "", "torch", "torch:float32", "TORCH.float32"}) {
+    HPREF_CHECK_ERROR(parse_dtype(bad), Errc::invalid_dtype,
+                      "tensor dtype " + quote_text(bad) +
+                          " is invalid: a dtype is written 'torch.<name>'");
+  }
+  HPREF_CHECK_ERROR(parse_dtype("float32"), Errc::invalid_dtype, "tensor dtype 'float32' is");
+  for (const char* bad : {"torch.", "torch.Float32", "torch.uint1", "torch.torch.float32",
+                          "torch.float32 "}) {
+    HPREF_CHECK_ERROR(parse_dtype(bad), Errc::unsupported_dtype,
+                      "tensor dtype " + quote_text(bad) +
+                          " is not supported (SPEC 1.3 lists the dtypes)");
+  }
+  HPREF_CHECK_ERROR(parse_dtype("torch.uint1"), Errc::unsupported_dtype,
+                    "tensor dtype 'torch.uint1' is not supported");
 }
 
 BOOST_AUTO_TEST_CASE(dtype_prints_canonical_name_spec_1_3) {
