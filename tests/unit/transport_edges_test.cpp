@@ -336,6 +336,38 @@ BOOST_AUTO_TEST_CASE(negative_control_value_sizes_refused_spec_4_1_4_2) {
   }
 }
 
+// SPEC 4.1, 4.2: a size of 0 is not negative and within any limit, so it is accepted and
+// the empty prefix is then refused by the pickle reader (an empty input has no opcode).
+// Rank 2 announces 0 for its gathered value: every rank fails decoding it; the planner,
+// rank 0, announces 0 for its broadcast value: it returns its own value, the others fail.
+BOOST_AUTO_TEST_CASE(zero_control_value_size_reaches_the_decoder_spec_4_1_4_2) {
+  std::vector<std::string> gather(3), broadcast(3);
+  auto errors = run_loopback(3, [&](Communicator& inner) {
+    Tap c(inner);
+    auto r = static_cast<std::size_t>(c.rank());
+    DataPlaneTransport t(c, plane_groups(c, {0, 1, 2}, 0));
+    c.tamper = [&](std::size_t call, std::vector<std::uint8_t>& bytes) {
+      if ((call == 1 && c.rank() == 2) || (call == 3 && c.rank() == 0)) put_int64(bytes, 0, 0);
+    };
+    gather[r] = outcome([&] { t.all_gather_object(Value::integer(c.rank())); });
+    broadcast[r] = outcome([&] {
+      if (!(t.broadcast_from_planner(Value::integer(5)) == Value::integer(5))) {
+        throw Error(Errc::scenario_check, "the planner's value changed");
+      }
+    });
+  });
+  const std::string empty =
+      "pickle_truncated: metadata pickle: an opcode needs 1 bytes but only 0 are left in the "
+      "input (opcode at byte 0)";
+  for (std::size_t r = 0; r < 3; ++r) {
+    BOOST_TEST_CONTEXT("rank " << r) {
+      BOOST_TEST(describe(errors[r]) == "ok");
+      BOOST_TEST(gather[r] == empty);
+      BOOST_TEST(broadcast[r] == (r == 0 ? "ok" : empty));
+    }
+  }
+}
+
 // SPEC 5.2 (ours): a negative payload segment size announced to a rank is refused by that
 // rank in the agreed vote: it raises transport_size_limit naming sender, receiver and
 // size, every other data-plane rank raises exchange_refused naming it, and no rank
@@ -448,6 +480,25 @@ BOOST_AUTO_TEST_CASE(model_parallel_without_host_group_refused_spec_6) {
                "transport_not_member: model-parallel broadcast over ranks [0, 1] needs a host "
                "model-parallel group; rank " + std::to_string(r) + " has none");
   }
+}
+
+// SPEC 6.4: a one-rank model-parallel group needs no groups and communicates nothing: the
+// batch comes back as given, end of data as end of data, and an error is rethrown.
+BOOST_AUTO_TEST_CASE(model_parallel_one_rank_group_spec_6_4) {
+  std::string result;
+  auto errors = run_loopback(1, [&](Communicator& inner) {
+    Tap c(inner);
+    ModelParallelTransport mp(c, one_model_parallel_group(1, 0), DataGroups{}, two_fields());
+    auto got = mp.broadcast(two_field_batch(2, 3));
+    result += got && *got == two_field_batch(2, 3) ? "batch " : "wrong batch ";
+    result += mp.broadcast(std::nullopt) ? "batch " : "end ";
+    result += outcome([&] {
+      mp.broadcast(std::nullopt, std::make_exception_ptr(Error(Errc::scenario_check, "lost")));
+    });
+    result += " calls " + std::to_string(c.calls.size());
+  });
+  BOOST_TEST(describe(errors[0]) == "ok");
+  BOOST_TEST(result == "batch end scenario_check: lost calls 0");
 }
 
 // SPEC 6.3: the header over the host group, then field by field, skipping zero-element
