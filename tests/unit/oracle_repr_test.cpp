@@ -448,6 +448,134 @@ BOOST_AUTO_TEST_CASE(float_repr_like_python) {
   BOOST_TEST(float_repr(-std::numeric_limits<double>::infinity()) == "-inf");
 }
 
+// CPython 3.11's own answers (repr() of each double, given by its bits; generated once and
+// pasted): the positional / exponent switch at decimal exponents -4 and 16, the shortest
+// digits, and 50 doubles drawn at random over exponents -30..30 and over all bit patterns.
+BOOST_AUTO_TEST_CASE(float_repr_matches_cpython) {
+  const std::pair<std::uint64_t, const char*> cases[] = {
+      {0x430c6bf526340000ULL, "1000000000000000.0"},
+      {0x4341c37937e08000ULL, "1e+16"},
+      {0x431550f7dca70000ULL, "1500000000000000.0"},
+      {0x3f1a36e2eb1c432dULL, "0.0001"},
+      {0x3f33a92a30553261ULL, "0.0003"},
+      {0x3ee4f8b588e368f1ULL, "1e-05"},
+      {0x3eef75104d551d69ULL, "1.5e-05"},
+      {0x4345ee2a2eb5a5c4ULL, "1.2345678901234568e+16"},
+      {0x4341c37937e07fffULL, "9999999999999998.0"},
+      {0x3fb999999999999aULL, "0.1"},
+      {0x405edd2f1a9fbe77ULL, "123.456"},
+      {0x0000000000000001ULL, "5e-324"},
+      {0x7fefffffffffffffULL, "1.7976931348623157e+308"},
+      {0x8000000000000000ULL, "-0.0"},
+      {0x0000000000000000ULL, "0.0"},
+      {0x4480f0cf064dd592ULL, "1e+22"},
+      {0x4340000000000000ULL, "9007199254740992.0"},
+      {0xbe90c6f7a0b5ed8dULL, "-2.5e-07"},
+      {0x54b249ad2594c37dULL, "1e+100"},
+      {0x3ff0000000000000ULL, "1.0"},
+      {0xbff0000000000000ULL, "-1.0"},
+      {0x4059000000000000ULL, "100.0"},
+      {0x400921f9f01b866eULL, "3.14159"},
+      {0x3f1a36e2eb1c432dULL, "0.0001"},
+      {0x3f202e4b6ce5dc68ULL, "0.00012345"},
+      {0x42dc12218377de66ULL, "123456789012345.6"},
+      {0x3bc550e0a42725deULL, "9.027646554052919e-21"},
+      {0x3ba6106c3c38fcd7ULL, "2.3361329133182992e-21"},
+      {0x3abb9516a76e1c71ULL, "8.912346655786216e-26"},
+      {0x3ca438930061621aULL, "1.4031132550736113e-16"},
+      {0x44a33b71fabc9967ULL, "4.5410767079554815e+22"},
+      {0xc1f8a2049e7fe003ULL, "-6612339175.99219"},
+      {0xc421d309e39f453eULL, "-1.6440079257152828e+20"},
+      {0xc1c07a1eced56f02ULL, "-552877469.6674502"},
+      {0x3f18265526cddaacULL, "9.212393497457877e-05"},
+      {0xc076c90bef5d0f20ULL, "-364.5654138217087"},
+      {0xba16e0638d471ee4ULL, "-7.218556607573871e-29"},
+      {0x3dda42f2e403ed82ULL, "9.553884853713184e-11"},
+      {0xc575ec9985fa9948ULL, "-4.240760433264802e+26"},
+      {0xc1e961edd15abed1ULL, "-3406786186.835793"},
+      {0xc02811dd06e60750ULL, "-12.03488942678419"},
+      {0xc235d1432caa19e1ULL, "-93705153706.10109"},
+      {0x452de22e7ca97dccULL, "1.8063480563514712e+25"},
+      {0xc580fcfed9a6c441ULL, "-6.572016199664152e+26"},
+      {0x45410e616ecd0af6ULL, "4.123929876486757e+25"},
+      {0x45851a3522ce7332ULL, "8.163585256309258e+26"},
+      {0xc0f811b85976e791ULL, "-98587.52184191185"},
+      {0x45e2c2104b392fd9ULL, "4.644270985023785e+28"},
+      {0x3cb6a4abd5379ca7ULL, "3.142381766139566e-16"},
+      {0xc0bd7c9b687b8034ULL, "-7548.607063025283"},
+      {0x409e71698cfd5611ULL, "1948.3530768951207"},
+      {0x3e084593dba6d89dULL, "7.06401984913283e-10"},
+      {0xbf990e065010fbc0ULL, "-0.024467562329160364"},
+      {0xbc9b5007e3ce5c45ULL, "-9.47596875613439e-17"},
+      {0x3ce6cf44087f2e85ULL, "2.5323778467651003e-15"},
+      {0xc1de572bf84ea02aULL, "-2036117473.2285256"},
+      {0x459d86da1e198993ULL, "2.2845228439457797e+27"},
+      {0x3f7e975399fc00a0ULL, "0.007468535011639826"},
+      {0xc55363ef5de8667dULL, "-9.376608157234717e+25"},
+      {0xc2915b90181f1920ULL, "-4771239299014.281"},
+      {0x3e3fad6e16f7e066ULL, "7.37548365393009e-09"},
+      {0x41ca8db1784fb65dULL, "890987248.6227528"},
+      {0xc449ee3373414bc8ULL, "-9.566655823437187e+20"},
+      {0xbab0773d75960f0bULL, "-5.32038096265782e-26"},
+      {0xba41b79375dd908fULL, "-4.472423253318002e-28"},
+      {0x40e982243989ea16ULL, "52241.13202377052"},
+      {0x31505a5c6e5ed7b5ULL, "3.702181861277981e-71"},
+      {0x3f4a72896e9031b9ULL, "0.0008071108869685462"},
+      {0xc7675d3e3ce6f97cULL, "-9.705121826707857e+35"},
+      {0xac58c21765271e15ULL, "-4.636389465847309e-95"},
+      {0xd6eec1fb5f3d062dULL, "-5.778869324919767e+110"},
+      {0xe707dff63fed9a48ULL, "-2.0776289168801625e+188"},
+      {0xce1d93b18252f0e2ULL, "-1.9934809580547061e+68"},
+      {0xd27db94a5353dbc7ULL, "-2.3651730597972312e+89"},
+      {0x5a923c5520a1a86bULL, "1.9750586129301744e+128"},
+      {0x149caf844b1a5516ULL, "2.1813590312897957e-209"},
+  };
+  for (auto [bits, want] : cases) {
+    double d;
+    std::memcpy(&d, &bits, sizeof d);
+    BOOST_TEST(float_repr(d) == want);
+  }
+}
+
+// CPython 3.11's repr() of str and bytes (generated once and pasted, as UTF-8 bytes): the
+// choice of quotes (double quotes when the text holds ' and no "), and the escapes of
+// non-printable code points by str.isprintable (C1 controls, no-break space, soft hyphen,
+// line separator, private use, unassigned, noncharacters, format characters) as \xNN,
+// \uNNNN or \UNNNNNNNN, while printable ones (é, an emoji) are kept.
+BOOST_AUTO_TEST_CASE(quotes_and_escapes_match_cpython) {
+  using namespace std::string_literals;
+  const std::pair<std::string, std::string> texts[] = {
+      {"\x69\x74\x27\x73"s, "\x22\x69\x74\x27\x73\x22"s},
+      {"\x73\x61\x79\x20\x22\x68\x69\x22"s, "\x27\x73\x61\x79\x20\x22\x68\x69\x22\x27"s},
+      {"\x62\x6f\x74\x68\x20\x27\x20\x61\x6e\x64\x20\x22"s, "\x27\x62\x6f\x74\x68\x20\x5c\x27\x20\x61\x6e\x64\x20\x22\x27"s},
+      {"\xc2\x85"s, "\x27\x5c\x78\x38\x35\x27"s},
+      {"\xc2\xa0"s, "\x27\x5c\x78\x61\x30\x27"s},
+      {"\xe2\x80\xa8"s, "\x27\x5c\x75\x32\x30\x32\x38\x27"s},
+      {"\xf0\x9f\x98\x80"s, "\x27\xf0\x9f\x98\x80\x27"s},
+      {"\xee\x80\x80"s, "\x27\x5c\x75\x65\x30\x30\x30\x27"s},
+      {"\xf4\x8f\xbf\xbf"s, "\x27\x5c\x55\x30\x30\x31\x30\x66\x66\x66\x66\x27"s},
+      {"\xcd\xb8"s, "\x27\x5c\x75\x30\x33\x37\x38\x27"s},
+      {"\xc2\xad"s, "\x27\x5c\x78\x61\x64\x27"s},
+      {"\xef\xbb\xbf"s, "\x27\x5c\x75\x66\x65\x66\x66\x27"s},
+      {"\x63\x61\x66\xc3\xa9"s, "\x27\x63\x61\x66\xc3\xa9\x27"s},
+      {"\x7f"s, "\x27\x5c\x78\x37\x66\x27"s},
+      {"\x00"s, "\x27\x5c\x78\x30\x30\x27"s},
+      {"\x62\x61\x63\x6b\x5c\x73\x6c\x61\x73\x68"s, "\x27\x62\x61\x63\x6b\x5c\x5c\x73\x6c\x61\x73\x68\x27"s},
+      {"\x74\x61\x62\x09\x68\x65\x72\x65"s, "\x27\x74\x61\x62\x5c\x74\x68\x65\x72\x65\x27"s},
+      {"\xf3\xa0\x80\x81"s, "\x27\x5c\x55\x30\x30\x30\x65\x30\x30\x30\x31\x27"s},
+      {"\xe2\x80\x8b"s, "\x27\x5c\x75\x32\x30\x30\x62\x27"s},
+  };
+  for (const auto& [text, want] : texts) BOOST_TEST(quote_text(text) == want);
+  const std::pair<std::string, std::string> bytes[] = {
+      {"\x69\x74\x27\x73"s, "\x62\x22\x69\x74\x27\x73\x22"s},
+      {"\x22\x27"s, "\x62\x27\x22\x5c\x27\x27"s},
+      {"\x80"s, "\x62\x27\x5c\x78\x38\x30\x27"s},
+      {"\x61\x22\x62"s, "\x62\x27\x61\x22\x62\x27"s},
+      {"\x5c"s, "\x62\x27\x5c\x5c\x27"s},
+  };
+  for (const auto& [b, want] : bytes) BOOST_TEST(quote_bytes(b) == want);
+}
+
 BOOST_AUTO_TEST_CASE(containers_print_like_python) {
   auto i = [](std::int64_t n) { return Value::integer(n); };
   BOOST_TEST(repr(Value::tuple({})) == "()");
