@@ -422,6 +422,51 @@ BOOST_AUTO_TEST_CASE(negative_announced_segment_size_refused_by_vote_spec_5_2) {
   BOOST_TEST(describe(errors[0]) == "ok");
 }
 
+// SPEC 5.2 (ours): a segment over max_message_bytes to the first data-plane rank: the
+// sender refuses its own outgoing segment (the cause), the receiver refuses the announced
+// size, and the third rank raises exchange_refused naming both; a segment of exactly the
+// limit goes through. The plane is world ranks 1..3 of 4; rank 3 sends rank 1 the item
+// (7, "x" * 200): a legacy segment (a str is no binary leaf, SPEC 2.1), the golden pickle
+// of ((7, "x" * 200),) (SPEC 2.3): PROTO 5 (2), BININT1 7 (2), SHORT_BINUNICODE (2 + 200),
+// TUPLE2, TUPLE1, STOP = 209 bytes.
+BOOST_AUTO_TEST_CASE(oversized_segment_to_the_first_plane_rank_spec_5_2) {
+  const Item item{Value::integer(7), Value::string(std::string(200, 'x'))};
+  for (std::uint64_t limit : {209, 208}) {
+    BOOST_TEST_CONTEXT("max_message_bytes " << limit) {
+      std::vector<std::string> got(4);
+      auto errors = run_loopback(4, [&](Communicator& c) {
+        TransportOptions o;
+        o.max_message_bytes = limit;
+        DataPlaneTransport t(c, plane_groups(c, {1, 2, 3}, 1), o);
+        if (!t.is_member()) return;
+        std::map<int, std::vector<Item>> out;
+        if (c.rank() == 3) out[1].push_back(item);
+        got[static_cast<std::size_t>(c.rank())] = outcome([&] {
+          auto items = t.exchange(t.prepare_exchange(out));
+          if (!(items == (c.rank() == 1 ? std::vector<Item>{item} : std::vector<Item>{}))) {
+            throw Error(Errc::scenario_check, "received items differ");
+          }
+        });
+      });
+      const std::string tail = "; no rank allocated or launched the byte exchange";
+      std::vector<std::string> want = {"", "ok", "ok", "ok"};
+      if (limit == 208) {
+        want[1] =
+            "transport_size_limit: payload segment of 209 bytes announced by rank 3 for rank 1 "
+            "exceeds max_message_bytes 208" + tail;
+        want[2] =
+            "exchange_refused: the payload exchange was refused by data-plane ranks [1, 3] (a "
+            "segment over max_message_bytes 208)" + tail;
+        want[3] =
+            "transport_size_limit: outgoing payload segment of 209 bytes from rank 3 to rank 1 "
+            "exceeds max_message_bytes 208" + tail;
+      }
+      for (std::size_t r = 0; r < 4; ++r) BOOST_TEST(describe(errors[r]) == "ok");
+      BOOST_TEST(got == want, boost::test_tools::per_element());
+    }
+  }
+}
+
 // SPEC 5.1, 2.1: one segment per data-plane rank in rank order in one contiguous buffer
 // (the local one included, empty here), its offset kept; a target outside the plane is
 // transport_targets listing the bad targets sorted; an item that cannot be encoded is the
