@@ -4,6 +4,7 @@
 #include <string>
 
 #include "hpref/pickle.hpp"
+#include "hpref/repr.hpp"
 #include "test_util.hpp"
 
 using namespace hpref;
@@ -552,6 +553,47 @@ BOOST_AUTO_TEST_CASE(writer_and_reader_agree_on_the_stack_spec_2_3) {
   HPREF_CHECK_ERROR(write_pickle(nest, limits), Errc::pickle_stack_limit, "7 entries");
   HPREF_CHECK_ERROR(read_pickle(write_pickle(nest, larger), read_options),
                     Errc::pickle_stack_limit, "7 entries");
+}
+
+// The writer's stack count is exact for every container shape, not only for one tuple:
+// for each value, the smallest max_stack at which the reader accepts its pickle is the
+// smallest at which the writer writes it. Containers one after the other (a list of dicts,
+// a dict of lists) would expose a pop too few or too many per batch (a pickle_writer
+// mutant that popped 2n instead of 2n + 1 after SETITEMS survived the tuple test above).
+BOOST_AUTO_TEST_CASE(writer_stack_count_is_tight_for_every_container_spec_2_3) {
+  auto i = [](std::int64_t n) { return Value::integer(n); };
+  auto dict2 = [&](std::int64_t k) { return Value::mapping({{i(k), i(1)}, {i(k + 1), i(2)}}); };
+  std::vector<Value> values = {
+      Value::list({dict2(0), dict2(2), dict2(4), dict2(6)}),
+      Value::list({Value::mapping({{i(0), i(0)}}), Value::mapping({{i(1), i(1)}}), i(5)}),
+      Value::mapping({{i(0), Value::list({i(1), i(2)})}, {i(1), Value::list({i(3)})},
+                      {i(2), Value::list({i(4), i(5), i(6)})}}),
+      Value::tuple({Value::list({i(1), i(2)}), Value::list({}), dict2(8), Value::tuple({i(1)})}),
+      Value::list({Value::list({Value::list({i(1), i(2)}), i(3)}), dict2(0)}),
+  };
+  for (std::size_t v = 0; v < values.size(); ++v) {
+    BOOST_TEST_CONTEXT("value " << v << ": " << repr(values[v])) {
+      std::string bytes = write_pickle(values[v]);
+      std::uint64_t s = 1;
+      for (;; ++s) {
+        PickleReadOptions options;
+        options.limits.max_stack = s;
+        try {
+          BOOST_TEST((read_pickle(bytes, options) == values[v]));
+          break;
+        } catch (const Error& e) {
+          BOOST_TEST_REQUIRE(std::string(e.kind()) == "pickle_stack_limit");
+        }
+      }
+      PickleLimits at;
+      at.max_stack = s;
+      BOOST_TEST(write_pickle(values[v], at) == bytes);
+      PickleLimits below;
+      below.max_stack = s - 1;
+      HPREF_CHECK_ERROR(write_pickle(values[v], below), Errc::pickle_stack_limit,
+                        std::to_string(s - 1) + " entries");
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(tensors_are_not_pickled) {
