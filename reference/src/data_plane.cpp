@@ -80,8 +80,15 @@ void DataPlaneTransport::require_member(const char* what) const {
   }
 }
 
-void DataPlaneTransport::check_size(std::uint64_t size, int from, const char* what) const {
-  if (size > options_.max_message_bytes) {
+// A size announced by a peer (SPEC 4): refused when negative (whatever the limit) or over
+// max_message_bytes, before anything is allocated for it.
+void DataPlaneTransport::check_size(std::int64_t size, int from, const char* what) const {
+  if (size < 0) {
+    throw Error(Errc::transport_size_limit, std::string(what) + " size " + std::to_string(size) +
+                                                " announced by rank " + std::to_string(from) +
+                                                " is negative; nothing was allocated");
+  }
+  if (static_cast<std::uint64_t>(size) > options_.max_message_bytes) {
     throw Error(Errc::transport_size_limit,
                 std::string(what) + " of " + std::to_string(size) + " bytes announced by rank " +
                     std::to_string(from) + " exceeds max_message_bytes " +
@@ -107,8 +114,7 @@ DataPlaneTransport::GatherWork DataPlaneTransport::begin_all_gather_object(const
   comm_.all_gather(*control_, {&mine, 8, space}, {sizes.data(), 8 * n, space}).wait();
   w.sizes_.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
-    if (sizes[i] < 0) check_size(~std::uint64_t{0}, ranks_[i], "control value");
-    check_size(static_cast<std::uint64_t>(sizes[i]), ranks_[i], "control value");
+    check_size(sizes[i], ranks_[i], "control value");
     w.sizes_[i] = static_cast<std::uint64_t>(sizes[i]);
     w.padded_ = std::max(w.padded_, w.sizes_[i]);
   }
@@ -160,8 +166,7 @@ Value DataPlaneTransport::broadcast_from_planner(const Value& value) {
   std::vector<std::uint8_t> encoded = planner ? pickled(value) : std::vector<std::uint8_t>();
   std::int64_t size = static_cast<std::int64_t>(encoded.size());
   comm_.broadcast(*control_, {&size, 8, space}, planner_).wait();
-  if (size < 0) check_size(~std::uint64_t{0}, planner_, "broadcast value");
-  check_size(static_cast<std::uint64_t>(size), planner_, "broadcast value");
+  check_size(size, planner_, "broadcast value");
   encoded.resize(static_cast<std::size_t>(size));
   comm_.broadcast(*control_, {encoded.data(), encoded.size(), space}, planner_).wait();
   return planner ? value : unpickled(encoded.data(), encoded.size());
@@ -235,6 +240,7 @@ DataPlaneTransport::ExchangeWork DataPlaneTransport::begin_exchange(Prepared pre
                 std::to_string(options_.max_message_bytes);
     }
   }
+  std::uint64_t total = 0;
   for (std::size_t i = 0; i < n && refusal.empty(); ++i) {
     if (sizes_in[i] < 0) {
       refusal = "payload segment size " + std::to_string(sizes_in[i]) + " announced by rank " +
@@ -243,6 +249,9 @@ DataPlaneTransport::ExchangeWork DataPlaneTransport::begin_exchange(Prepared pre
       refusal = "payload segment of " + std::to_string(sizes_in[i]) + " bytes announced by rank " +
                 std::to_string(ranks_[i]) + " for " + mine + " exceeds max_message_bytes " +
                 std::to_string(options_.max_message_bytes);
+    } else if (__builtin_add_overflow(total, static_cast<std::uint64_t>(sizes_in[i]), &total)) {
+      refusal = "payload segments announced for " + mine + " sum past 2^64 bytes at rank " +
+                std::to_string(ranks_[i]);
     }
   }
   std::int32_t vote = refusal.empty() ? 1 : 0;
@@ -259,13 +268,10 @@ DataPlaneTransport::ExchangeWork DataPlaneTransport::begin_exchange(Prepared pre
     throw Error(Errc::exchange_refused, "the payload exchange was refused by data-plane ranks " +
                                             rank_list_text(refusing) + " (a segment over max_message_bytes " +
                                             std::to_string(options_.max_message_bytes) +
-                                            "); no rank allocated or launched the byte exchange");
+                                            ", a negative size or sizes summing past 2^64); no rank allocated or "
+                                            "launched the byte exchange");
   }
-  std::uint64_t total = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    w.output_splits_.push_back(static_cast<std::uint64_t>(sizes_in[i]));
-    total += w.output_splits_.back();
-  }
+  for (std::size_t i = 0; i < n; ++i) w.output_splits_.push_back(static_cast<std::uint64_t>(sizes_in[i]));
   w.received_ = std::make_shared<std::vector<std::uint8_t>>(total);
   std::vector<std::size_t> in_counts(w.prepared_.input_splits.begin(), w.prepared_.input_splits.end());
   std::vector<std::size_t> out_counts(w.output_splits_.begin(), w.output_splits_.end());

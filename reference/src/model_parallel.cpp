@@ -9,6 +9,19 @@
 namespace hpref {
 namespace {
 
+// Where accelerator-placed fields land (SPEC 6.3): `device`, else the communication
+// device; cpu unless that names cuda. Throws Error invalid_argument for a text that does
+// not parse.
+Device result_device(const TransportOptions& options) {
+  const auto& where = options.device ? options.device : options.communication_device;
+  if (!where || where->substr(0, 4) != "cuda") return Device{};
+  if (*where != "cuda") return Device::parse(*where);
+  // A bare "cuda" (torch's current device): the communication device's index if it names one.
+  const auto& comm = options.communication_device;
+  if (comm && comm->size() > 5 && comm->substr(0, 5) == "cuda:") return Device::parse(*comm);
+  return Device{DeviceType::cuda, 0};
+}
+
 }  // namespace
 
 ModelParallelTransport::ModelParallelTransport(Communicator& comm, const DataTopology& topology,
@@ -17,6 +30,13 @@ ModelParallelTransport::ModelParallelTransport(Communicator& comm, const DataTop
     : comm_(comm), constructor_(topology.constructor_rank()), ranks_(topology.model_parallel_ranks()),
       host_(groups.model_parallel), tensor_(groups.model_parallel_tensor), layout_(std::move(layout)),
       options_(std::move(options)) {
+  std::string device_problem;
+  try {
+    result_device_ = result_device(options_);
+  } catch (const Error& e) {
+    if (ranks_.size() <= 1) throw;
+    device_problem = e.what();
+  }
   if (ranks_.size() <= 1) return;
   if (!host_) {
     throw Error(Errc::transport_not_member, "model-parallel broadcast over ranks " + rank_list_text(ranks_) +
@@ -24,23 +44,34 @@ ModelParallelTransport::ModelParallelTransport(Communicator& comm, const DataTop
                                                 std::to_string(comm.rank()) + " has none");
   }
   // SPEC 6.1 and 4: every rank must declare the same spec and apply the same
-  // max_message_bytes; one all-gather of [fingerprint (64 hex characters), limit (8 bytes)].
+  // max_message_bytes, and have a result device; one all-gather of [fingerprint (64 hex
+  // characters), limit (8 bytes), device valid (1 byte)].
   const std::string& mine = layout_.fingerprint();
-  std::size_t record = mine.size() + 8;
+  std::size_t record = mine.size() + 9;
   std::vector<char> own(record);
   std::memcpy(own.data(), mine.data(), mine.size());
   std::memcpy(own.data() + mine.size(), &options_.max_message_bytes, 8);
+  own[mine.size() + 8] = device_problem.empty() ? 1 : 0;
   MemorySpace space = staging_space(*host_, options_);
   const std::vector<int>& members = host_->ranks();
   std::vector<char> all(record * members.size());
   comm_.all_gather(*host_, {own.data(), record, space}, {all.data(), all.size(), space}).wait();
   std::size_t ci = static_cast<std::size_t>(host_->index_of(constructor_));
   std::string reference(all.data() + ci * record, mine.size());
-  std::vector<int> differ;
+  std::vector<int> differ, bad_device;
   std::vector<std::uint64_t> limits(members.size());
   for (std::size_t i = 0; i < members.size(); ++i) {
     if (std::string(all.data() + i * record, mine.size()) != reference) differ.push_back(members[i]);
     std::memcpy(&limits[i], all.data() + i * record + mine.size(), 8);
+    if (all[i * record + mine.size() + 8] == 0) bad_device.push_back(members[i]);
+  }
+  if (!device_problem.empty()) {
+    throw Error(Errc::invalid_argument, "model-parallel result " + device_problem + "; no field was broadcast");
+  }
+  if (!bad_device.empty()) {
+    throw Error(Errc::transport_device, "model-parallel ranks " + rank_list_text(bad_device) +
+                                            " refused their result device (invalid_argument there); no field "
+                                            "was broadcast");
   }
   if (!differ.empty()) {
     throw Error(Errc::transport_spec_mismatch,
@@ -63,11 +94,7 @@ Tensor ModelParallelTransport::field(std::size_t index, const std::vector<std::i
   auto buffer = std::make_shared<std::vector<std::uint8_t>>(bytes);
   if (source != nullptr && bytes) std::memcpy(buffer->data(), source->bytes().data(), bytes);
   if (bytes) comm_.broadcast(group, {buffer->data(), bytes, space}, constructor_).wait();
-  Device device;
-  if (accelerator) {
-    auto where = options_.device ? options_.device : options_.communication_device;
-    if (where && where->substr(0, 4) == "cuda") device = Device::parse(*where);
-  }
+  Device device = accelerator ? result_device_ : Device{};
   SharedBytes data(buffer, std::span<const std::uint8_t>(*buffer));
   return Tensor(f.dtype, shape, std::move(data), device);
 }

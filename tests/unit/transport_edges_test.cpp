@@ -303,14 +303,20 @@ BOOST_AUTO_TEST_CASE(control_values_over_the_limit_spec_4_1_4_2) {
 }
 
 // SPEC 4: a negative size announced for a control value (a faulty peer; the transport
-// only ever sends sizes >= 0) is refused on every rank as the largest possible size,
-// before anything is allocated: all-gathered by rank 2, broadcast by the planner, rank 0.
+// only ever sends sizes >= 0) is refused on every rank as negative, whatever
+// max_message_bytes (even the largest, where it once passed the limit check and every rank
+// died in std::length_error), before anything is allocated: all-gathered by rank 2,
+// broadcast by the planner, rank 0.
 BOOST_AUTO_TEST_CASE(negative_control_value_sizes_refused_spec_4_1_4_2) {
+  for (std::uint64_t limit : {std::uint64_t{1} << 30, ~std::uint64_t{0}}) {
+  BOOST_TEST_CONTEXT("max_message_bytes " << limit) {
   std::vector<std::string> gather(3), broadcast(3);
   auto errors = run_loopback(3, [&](Communicator& inner) {
     Tap c(inner);
     auto r = static_cast<std::size_t>(c.rank());
-    DataPlaneTransport t(c, plane_groups(c, {0, 1, 2}, 0));  // call 0: the limits
+    TransportOptions o;
+    o.max_message_bytes = limit;
+    DataPlaneTransport t(c, plane_groups(c, {0, 1, 2}, 0), o);  // call 0: the limits
     // Call 1: the sizes of the object all-gather; call 2: the size the planner broadcasts.
     c.tamper = [&](std::size_t call, std::vector<std::uint8_t>& bytes) {
       if ((call == 1 && c.rank() == 2) || (call == 2 && c.rank() == 0)) {
@@ -327,12 +333,14 @@ BOOST_AUTO_TEST_CASE(negative_control_value_sizes_refused_spec_4_1_4_2) {
     BOOST_TEST_CONTEXT("rank " << r) {
       BOOST_TEST(describe(errors[r]) == "ok");
       BOOST_TEST(gather[r] ==
-                 "transport_size_limit: control value of 18446744073709551615 bytes announced by "
-                 "rank 2 exceeds max_message_bytes 1073741824; nothing was allocated");
+                 "transport_size_limit: control value size -3 announced by rank 2 is negative; "
+                 "nothing was allocated");
       BOOST_TEST(broadcast[r] ==
-                 "transport_size_limit: broadcast value of 18446744073709551615 bytes announced "
-                 "by rank 0 exceeds max_message_bytes 1073741824; nothing was allocated");
+                 "transport_size_limit: broadcast value size -2 announced by rank 0 is "
+                 "negative; nothing was allocated");
     }
+  }
+  }
   }
 }
 
@@ -398,7 +406,8 @@ BOOST_AUTO_TEST_CASE(negative_announced_segment_size_refused_by_vote_spec_5_2) {
   });
   const std::string refused =
       "exchange_refused: the payload exchange was refused by data-plane ranks [2] (a segment "
-      "over max_message_bytes 1073741824); no rank allocated or launched the byte exchange";
+      "over max_message_bytes 1073741824, a negative size or sizes summing past 2^64); no rank "
+      "allocated or launched the byte exchange";
   BOOST_TEST(first[1] == refused);
   BOOST_TEST(first[2] ==
              "transport_size_limit: payload segment size -7 announced by rank 3 for rank 2 is "
@@ -456,7 +465,8 @@ BOOST_AUTO_TEST_CASE(oversized_segment_to_the_first_plane_rank_spec_5_2) {
             "exceeds max_message_bytes 208" + tail;
         want[2] =
             "exchange_refused: the payload exchange was refused by data-plane ranks [1, 3] (a "
-            "segment over max_message_bytes 208)" + tail;
+            "segment over max_message_bytes 208, a negative size or sizes summing past 2^64)" +
+            tail;
         want[3] =
             "transport_size_limit: outgoing payload segment of 209 bytes from rank 3 to rank 1 "
             "exceeds max_message_bytes 208" + tail;
@@ -577,6 +587,12 @@ BOOST_AUTO_TEST_CASE(model_parallel_fields_choose_group_space_and_device_spec_6_
       {"no device at all", "loopback", false, std::nullopt, std::nullopt, 0, "host", "host", cpu},
       {"accelerator host group", "nccl", false, "cuda:0", std::nullopt, 0, "accelerator",
        "accelerator", Device{DeviceType::cuda, 0}},
+      // A bare "cuda" (torch's current device, accepted by the original): the communication
+      // device's index when it names one, else cuda:0.
+      {"bare cuda device", "loopback", false, "cuda:5", "cuda", 0, "host", "host",
+       Device{DeviceType::cuda, 5}},
+      {"bare cuda communication device", "loopback", false, "cuda", std::nullopt, 0, "host",
+       "host", Device{DeviceType::cuda, 0}},
   };
   for (const Case& k : cases) {
     BOOST_TEST_CONTEXT(k.name) {
@@ -614,7 +630,7 @@ BOOST_AUTO_TEST_CASE(model_parallel_fields_choose_group_space_and_device_spec_6_
         return std::to_string(k.tokens_group) + " " + std::to_string(bytes) + " " + k.tokens_space +
                "\n";
       };
-      std::string want = "all_gather " + host(72) +  // fingerprint (64 hex) and limit (8)
+      std::string want = "all_gather " + host(73) +  // fingerprint (64 hex), limit (8), device ok (1)
                          "broadcast " + host(24) +   // header [1, 3, 4]
                          "broadcast " + tokens(48) +  // 3 x 2 int64
                          "broadcast " + host(4) +    // image
@@ -632,6 +648,47 @@ BOOST_AUTO_TEST_CASE(model_parallel_fields_choose_group_space_and_device_spec_6_
       }
     }
   }
+}
+
+// SPEC 6.3 (ours, agreed refusal as in 5.2): a result device that does not parse is
+// refused at construction, on every rank together, before any field moves: the rank with
+// the bad device raises invalid_argument naming it, the others transport_device naming
+// that rank (it once threw only at the first accelerator field, on that rank alone, and
+// left its peers waiting in the next broadcast: a deadlock).
+BOOST_AUTO_TEST_CASE(model_parallel_bad_result_device_refused_together_spec_6_3) {
+  std::vector<std::string> got(3);
+  std::vector<std::size_t> calls(3);
+  auto errors = run_loopback(3, [&](Communicator& inner) {
+    Tap c(inner);
+    DataGroups g;
+    g.model_parallel = c.world();
+    TransportOptions o;
+    if (c.rank() == 2) o.device = "cuda:zz";
+    auto r = static_cast<std::size_t>(c.rank());
+    got[r] = outcome([&] {
+      ModelParallelTransport mp(c, one_model_parallel_group(3, c.rank()), g, two_fields(), o);
+    });
+    calls[r] = c.calls.size();
+  });
+  for (std::size_t r = 0; r < 3; ++r) {
+    BOOST_TEST_CONTEXT("rank " << r) {
+      BOOST_TEST(describe(errors[r]) == "ok");
+      BOOST_TEST(calls[r] == 1u);  // the one all-gather of the construction
+      BOOST_TEST(got[r] == (r == 2 ? "invalid_argument: model-parallel result device 'cuda:zz' is "
+                                     "not 'cpu' or 'cuda:<index>'; no field was broadcast"
+                                   : "transport_device: model-parallel ranks [2] refused their "
+                                     "result device (invalid_argument there); no field was "
+                                     "broadcast"));
+    }
+  }
+  // A one-rank group communicates nothing and refuses the device by itself.
+  auto alone = run_loopback(1, [&](Communicator& c) {
+    TransportOptions o;
+    o.communication_device = "cuda:-1";
+    ModelParallelTransport mp(c, one_model_parallel_group(1, 0), DataGroups{}, two_fields(), o);
+  });
+  BOOST_TEST(describe(alone[0]) ==
+             "invalid_argument: device 'cuda:-1' is not 'cpu' or 'cuda:<index>'");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

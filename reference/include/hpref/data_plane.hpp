@@ -105,7 +105,7 @@ class DataPlaneTransport {
 
  private:
   void require_member(const char* what) const;
-  void check_size(std::uint64_t size, int from, const char* what) const;
+  void check_size(std::int64_t size, int from, const char* what) const;
 
   Communicator& comm_;
   std::vector<int> ranks_;

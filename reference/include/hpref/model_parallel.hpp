@@ -18,10 +18,14 @@ namespace hpref {
 
 class ModelParallelTransport {
  public:
-  // Checks the spec fingerprint and max_message_bytes across the host model-parallel
-  // group in one all-gather (Error transport_spec_mismatch naming the ranks that differ
-  // from the constructor; else Error transport_limit_mismatch naming each limit and its
-  // ranks), on every rank.
+  // Checks the spec fingerprint, max_message_bytes and each rank's result device across
+  // the host model-parallel group in one all-gather, before any field moves, so every rank
+  // refuses together: a rank whose `device` (or communication_device) does not parse raises
+  // Error invalid_argument naming it, the others Error transport_device naming those ranks;
+  // then Error transport_spec_mismatch naming the ranks that differ from the constructor;
+  // then Error transport_limit_mismatch naming each limit and its ranks. Accelerator fields
+  // land on `device` ("cuda:N"; a bare "cuda" means the communication device's index when
+  // it names one, else cuda:0, torch's default current device).
   ModelParallelTransport(Communicator& comm, const DataTopology& topology, const DataGroups& groups,
                          ModelBatchLayout layout, TransportOptions options = {});
 
@@ -45,6 +49,7 @@ class ModelParallelTransport {
   std::optional<Group> host_, tensor_;
   ModelBatchLayout layout_;
   TransportOptions options_;
+  Device result_device_;  // where accelerator-placed fields land
 };
 
 }  // namespace hpref
