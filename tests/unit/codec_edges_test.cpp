@@ -12,9 +12,12 @@
 #include "hpref/codec.hpp"
 #include "hpref/pickle.hpp"
 #include "hpref/value.hpp"
+#include "builders.hpp"
 #include "test_util.hpp"
 
 using namespace hpref;
+using hpref::test::be64;
+using hpref::test::hpb1_frame;
 using namespace std::literals;
 
 namespace {
@@ -382,19 +385,8 @@ BOOST_AUTO_TEST_SUITE_END()
 
 namespace {
 
-std::vector<std::uint8_t> be64(std::uint64_t x) {
-  std::vector<std::uint8_t> out(8);
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<std::uint8_t>(x >> (8 * (7 - i)));
-  return out;
-}
-
 std::vector<std::uint8_t> frame_of(std::string_view meta, std::string_view binary) {
-  std::vector<std::uint8_t> out = {'H', 'P', 'B', '1'};
-  for (auto b : be64(meta.size())) out.push_back(b);
-  for (auto b : be64(binary.size())) out.push_back(b);
-  out.insert(out.end(), meta.begin(), meta.end());
-  out.insert(out.end(), binary.begin(), binary.end());
-  return out;
+  return hpb1_frame(meta, binary);
 }
 
 }  // namespace

@@ -5,9 +5,12 @@
 
 #include "hpref/codec.hpp"
 #include "hpref/pickle.hpp"
+#include "builders.hpp"
 #include "test_util.hpp"
 
 using namespace hpref;
+using hpref::test::be64;
+using hpref::test::hpb1_frame;
 using namespace std::literals;
 
 namespace {
@@ -18,21 +21,9 @@ Value T(std::vector<Value> items) { return Value::tuple(std::move(items)); }
 Value L(std::vector<Value> items) { return Value::list(std::move(items)); }
 Value key(std::int64_t id) { return T({I(id), I(0)}); }
 
-std::vector<std::uint8_t> be64(std::uint64_t x) {
-  std::vector<std::uint8_t> out(8);
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<std::uint8_t>(x >> (8 * (7 - i)));
-  return out;
-}
-
 // An HPB1 frame with the given metadata Value and binary region.
 std::vector<std::uint8_t> frame(const Value& metadata, std::string_view binary) {
-  std::string meta = write_pickle(metadata);
-  std::vector<std::uint8_t> out = {'H', 'P', 'B', '1'};
-  for (auto b : be64(meta.size())) out.push_back(b);
-  for (auto b : be64(binary.size())) out.push_back(b);
-  out.insert(out.end(), meta.begin(), meta.end());
-  out.insert(out.end(), binary.begin(), binary.end());
-  return out;
+  return hpb1_frame(write_pickle(metadata), binary);
 }
 
 // A frame of one item whose schema is `schema`.

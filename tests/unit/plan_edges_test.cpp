@@ -16,6 +16,7 @@
 #include "hpref/routes.hpp"
 #include "hpref/sha256.hpp"
 #include "hpref/topology.hpp"
+#include "builders.hpp"
 #include "test_util.hpp"
 
 using namespace hpref;
@@ -27,18 +28,9 @@ using V = std::vector<std::int64_t>;
 using I = std::vector<Interval>;
 constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
 
-// A mesh whose rank_list is 0..N-1 row-major.
 TopologyInputs edge_mesh(std::vector<std::int64_t> shape, std::vector<std::string> names, int rank,
-                         std::optional<std::vector<std::string>> dp = std::nullopt) {
-  TopologyInputs in;
-  in.mesh_shape = std::move(shape);
-  in.mesh_dim_names = std::move(names);
-  std::int64_t total = 1;
-  for (auto d : in.mesh_shape) total *= d;
-  for (int r = 0; r < total; ++r) in.rank_list.push_back(r);
-  in.global_rank = rank;
-  in.dp_dim_names = std::move(dp);
-  return in;
+                    std::optional<std::vector<std::string>> dp = std::nullopt) {
+  return hpref::test::mesh_of(std::move(shape), std::move(names), rank, std::move(dp));
 }
 
 // dp=2 x cp=4 seen from `rank`, readers {0, 1}, gloo control, world backend nccl.

@@ -4,6 +4,7 @@
 #include "hpref/model_batch.hpp"
 #include "hpref/sha256.hpp"
 #include "hpref/topology.hpp"
+#include "builders.hpp"
 #include "test_util.hpp"
 
 using namespace hpref;
@@ -13,15 +14,7 @@ namespace {
 
 TopologyInputs mesh(std::vector<std::int64_t> shape, std::vector<std::string> names, int rank,
                     std::optional<std::vector<std::string>> dp = std::nullopt) {
-  TopologyInputs in;
-  in.mesh_shape = std::move(shape);
-  in.mesh_dim_names = std::move(names);
-  std::int64_t total = 1;
-  for (auto d : in.mesh_shape) total *= d;
-  for (int r = 0; r < total; ++r) in.rank_list.push_back(r);
-  in.global_rank = rank;
-  in.dp_dim_names = std::move(dp);
-  return in;
+  return hpref::test::mesh_of(std::move(shape), std::move(names), rank, std::move(dp));
 }
 
 }  // namespace
