@@ -158,6 +158,11 @@ BOOST_AUTO_TEST_CASE(invalid_shapes) {
   HPREF_CHECK_ERROR(
       decode(one(tensor_node("torch.int8", T({Value::floating(2.0)}), I(0), I(2)))),
       Errc::invalid_shape, "(2.0,)");
+  // A long shape value is named shortened (60 characters and "..."), never in full.
+  HPREF_CHECK_ERROR(decode(one(tensor_node("torch.int8", S(std::string(100, 'x')), I(0), I(0)))),
+                    Errc::invalid_shape,
+                    "tensor shape '" + std::string(59, 'x') +
+                        "... is not a tuple or list of non-negative ints");
 }
 
 BOOST_AUTO_TEST_CASE(invalid_byte_ranges) {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "hpref/pickle.hpp"
 #include "hpref/routes.hpp"
 #include "hpref/topology.hpp"
 #include "test_util.hpp"
@@ -35,6 +36,21 @@ BOOST_AUTO_TEST_CASE(owner_count_message_names_p_plus_one_spec_7_1) {
                     "owner_offsets has 2 entries but 2 intervals need 3");
   HPREF_CHECK_ERROR(interval_route(4, 0, I{{0, 4}}, V{0, 4, 8, 12}), Errc::route_owner_count,
                     "owner_offsets has 4 entries but 1 intervals need 2");
+}
+
+// SPEC 2.3: a refusal names the offending value shortened (repr cut at 60 characters and
+// "..."), not in full, however large the pickle's arguments (pickle_reader.mutant.2788
+// printed them whole).
+BOOST_AUTO_TEST_CASE(newobj_refusal_names_long_arguments_shortened_spec_2_3) {
+  std::string pickle = "\x80\x02" "chyper_parallel.distributed_data.schema\nSampleKey\n(";
+  for (int i = 0; i < 30; ++i) pickle += "K\x01";
+  pickle += "t\x81.";
+  std::string args = "(";
+  for (int i = 0; i < 19; ++i) args += "1, ";
+  args += "1,...";  // the first 60 characters of (1, 1, ..., 1) with 30 ones
+  HPREF_CHECK_ERROR(read_pickle(pickle), Errc::pickle_reduce,
+                    "NEWOBJ of hyper_parallel.distributed_data.schema.SampleKey with arguments " +
+                        args + " is refused");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
