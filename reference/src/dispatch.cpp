@@ -72,6 +72,16 @@ std::size_t checked_bytes(std::int64_t rows, std::size_t row, const char* what) 
   return out;
 }
 
+// The rows of input_splits (each within the shard), saturated at int64's maximum: the sum
+// may not fit, and checked_bytes then refuses it.
+std::int64_t rows_sent(const Route& route) {
+  std::int64_t rows = 0;
+  for (std::int64_t n : route.input_splits) {
+    if (__builtin_add_overflow(rows, n, &rows)) return std::numeric_limits<std::int64_t>::max();
+  }
+  return rows;
+}
+
 }  // namespace
 
 Tensor move_axis_to_front(const Tensor& t, std::size_t axis) {
@@ -129,11 +139,7 @@ DispatchHandle async_sequence_dispatch(Communicator& comm, const Group& group, c
   state->exchange = route.needs_exchange;
   if (state->exchange) {
     std::vector<std::size_t> in_counts, out_counts;
-    std::int64_t send_rows = 0;  // each count is within the shard; the sum may not fit
-    for (std::int64_t n : route.input_splits) {
-      if (__builtin_add_overflow(send_rows, n, &send_rows)) send_rows = std::numeric_limits<std::int64_t>::max();
-    }
-    state->send.reserve(checked_bytes(send_rows, state->row, "rows to send"));
+    state->send.reserve(checked_bytes(rows_sent(route), state->row, "rows to send"));
     checked_bytes(route.global_end - route.global_start, state->row, "assembled interval");
     for (auto [offset, count] : route.owner_ranges()) {
       const std::uint8_t* rows = state->local.bytes().data() + static_cast<std::size_t>(offset) * state->row;
@@ -198,11 +204,7 @@ Tensor sequence_dispatch_backward(Communicator& comm, const Group& group, const 
     std::vector<std::uint8_t> send(g.bytes().begin(), g.bytes().begin() + static_cast<std::ptrdiff_t>(first));
     send.insert(send.end(), g.bytes().begin() + static_cast<std::ptrdiff_t>(last), g.bytes().end());
     std::vector<std::size_t> in_counts, out_counts;  // the forward splits, swapped
-    std::int64_t back_rows = 0;  // each count is within the shard; the sum may not fit
-    for (std::int64_t n : route.input_splits) {
-      if (__builtin_add_overflow(back_rows, n, &back_rows)) back_rows = std::numeric_limits<std::int64_t>::max();
-    }
-    checked_bytes(back_rows, row, "rows sent back");
+    checked_bytes(rows_sent(route), row, "rows sent back");
     for (std::int64_t n : route.output_splits) in_counts.push_back(static_cast<std::size_t>(n) * row);
     for (std::int64_t n : route.input_splits) out_counts.push_back(static_cast<std::size_t>(n) * row);
     std::vector<std::uint8_t> received(std::accumulate(out_counts.begin(), out_counts.end(), std::size_t{0}));
