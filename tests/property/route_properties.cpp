@@ -99,15 +99,21 @@ rc::Gen<Config> any_config() {
       }));
 }
 
-// A bank of `rows` rows of int64 values seeded per row, `width` columns.
-Tensor bank(std::int64_t rows, std::int64_t width, std::uint64_t seed) {
+// A bank of `rows` x `width` values seeded per element: int64 (the mixed bits), or float64
+// rows of mixed magnitudes and signs (so that sums depend on their order).
+Tensor bank(std::int64_t rows, std::int64_t width, std::uint64_t seed, DType dtype = DType::int64) {
   std::vector<std::uint8_t> bytes(static_cast<std::size_t>(rows * width) * 8);
   for (std::int64_t i = 0; i < rows * width; ++i) {
     std::uint64_t v = (seed + static_cast<std::uint64_t>(i)) * 0x9e3779b97f4a7c15ULL;
     v ^= v >> 29;
-    std::memcpy(bytes.data() + i * 8, &v, 8);
+    if (dtype == DType::float64) {
+      double x = std::ldexp(static_cast<double>(v >> 11) / 9007199254740992.0 - 0.5, static_cast<int>(v % 60) - 30);
+      std::memcpy(bytes.data() + i * 8, &x, 8);
+    } else {
+      std::memcpy(bytes.data() + i * 8, &v, 8);
+    }
   }
-  return Tensor(DType::int64, {rows, width}, SharedBytes::adopt(std::move(bytes)));
+  return Tensor(dtype, {rows, width}, SharedBytes::adopt(std::move(bytes)));
 }
 
 Tensor rows_of(const Tensor& t, std::int64_t start, std::int64_t count) {
@@ -137,18 +143,6 @@ Dispatched run_dispatch(const std::vector<Route>& routes, const std::vector<Tens
     if (errors[r]) RC_FAIL("rank " + std::to_string(r) + ": " + hpref::test::describe(errors[r]));
   }
   return d;
-}
-
-// float64 rows of mixed magnitudes and signs, so that sums depend on their order.
-Tensor float_bank(std::int64_t rows, std::int64_t width, std::uint64_t seed) {
-  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(rows * width) * 8);
-  for (std::int64_t i = 0; i < rows * width; ++i) {
-    std::uint64_t v = (seed + static_cast<std::uint64_t>(i)) * 0x9e3779b97f4a7c15ULL;
-    v ^= v >> 31;
-    double x = std::ldexp(static_cast<double>(v >> 11) / 9007199254740992.0 - 0.5, static_cast<int>(v % 60) - 30);
-    std::memcpy(bytes.data() + i * 8, &x, 8);
-  }
-  return Tensor(DType::float64, {rows, width}, SharedBytes::adopt(std::move(bytes)));
 }
 
 std::uint64_t dot(const Tensor& a, const Tensor& b) {  // over Z / 2^64, exact
@@ -231,7 +225,7 @@ RC_BOOST_PROP(theorem5_backward_adjoint_spec_8_2, ()) {
     shards.push_back(rows_of(global, owners[r], c.routes[r].local_length));
     std::int64_t rows = c.routes[r].global_end - c.routes[r].global_start;
     grads.push_back(bank(rows, width, seed * 31 + r + 1));
-    float_grads.push_back(float_bank(rows, width, seed * 37 + r + 1));
+    float_grads.push_back(bank(rows, width, seed * 37 + r + 1, DType::float64));
   }
   auto ints = run_dispatch(c.singles, shards, grads, 0);
   auto oracle = oracle_backward(grads, c.routes);
@@ -243,7 +237,7 @@ RC_BOOST_PROP(theorem5_backward_adjoint_spec_8_2, ()) {
   }
   RC_ASSERT(lhs == rhs);
   std::vector<Tensor> float_shards;
-  for (const Tensor& s : shards) float_shards.push_back(float_bank(s.shape()[0], width, seed));
+  for (const Tensor& s : shards) float_shards.push_back(bank(s.shape()[0], width, seed, DType::float64));
   auto floats = run_dispatch(c.singles, float_shards, float_grads, -2);
   auto float_oracle = oracle_backward(float_grads, c.routes);
   for (std::size_t r = 0; r < c.routes.size(); ++r) {
