@@ -106,6 +106,9 @@ BOOST_AUTO_TEST_CASE(schema_node_not_a_nonempty_tuple) {
   HPREF_CHECK_ERROR(decode(one(L({S("__hp_value__"), I(1)}))), Errc::invalid_schema_node,
                     "['__hp_value__', 1]");
   HPREF_CHECK_ERROR(decode(one(I(7))), Errc::invalid_schema_node, "7");
+  // A long node is named shortened (60 characters and "..."), never in full.
+  HPREF_CHECK_ERROR(decode(one(S(std::string(100, 'y')))), Errc::invalid_schema_node,
+                    "schema node '" + std::string(59, 'y') + "... is not a non-empty tuple");
   HPREF_CHECK_ERROR(decode(one(T({S("__hp_tuple__"), I(3)}))), Errc::invalid_schema_node, "3");
   HPREF_CHECK_ERROR(decode(one(T({S("__hp_mapping__"), T({T({S("a")})})}))),
                     Errc::invalid_schema_node, "('a',)");

@@ -2,8 +2,8 @@
 """Mutation testing for hpref with universalmutator (called by `./dev mutate`).
 
 The working tree is never touched: the files of the committed HEAD are copied into
-build/mutate/tree (uncommitted edits are not part of the run), which gets its own RelWithDebInfo build (no bench, no
-fuzzers) in build/mutate/tree/build. For each mutant of a seeded random sample:
+build/mutate/tree (uncommitted edits are not part of the run), which gets its own
+RelWithDebInfo build with _GLIBCXX_ASSERTIONS (no bench, no fuzzers) in build/mutate/tree/build. For each mutant of a seeded random sample:
   1. the mutant is written over the copy's source file;
   2. only its object file is compiled; a compile error discards the mutant (uncompilable);
   3. trivial compiler equivalence: the object's .text section is hashed (an inserted line
@@ -83,12 +83,14 @@ def sync_tree():
 
 
 def configure_and_build(jobs):
-    if not os.path.exists(os.path.join(BUILD, "CMakeCache.txt")):
-        r = sh(["cmake", "-S", TREE, "-B", BUILD, "-G", "Ninja", "-DCMAKE_CXX_COMPILER=g++",
-                "-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DHPREF_BUILD_BENCH=OFF",
-                "-DHPREF_BUILD_FUZZERS=OFF"])
-        if r.returncode:
-            sys.exit("mutate: configure failed:\n" + r.stdout)
+    # _GLIBCXX_ASSERTIONS as in CI's asan and debug builds: a mutant that reads an empty
+    # std::optional or indexes past a vector aborts there, so it must abort here too.
+    generator = [] if os.path.exists(os.path.join(BUILD, "CMakeCache.txt")) else ["-G", "Ninja"]
+    r = sh(["cmake", "-S", TREE, "-B", BUILD] + generator + ["-DCMAKE_CXX_COMPILER=g++",
+            "-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DHPREF_BUILD_BENCH=OFF",
+            "-DHPREF_BUILD_FUZZERS=OFF", "-DCMAKE_CXX_FLAGS=-D_GLIBCXX_ASSERTIONS"])
+    if r.returncode:
+        sys.exit("mutate: configure failed:\n" + r.stdout)
     r = build(TARGETS, jobs)
     if r.returncode:
         sys.exit("mutate: the unmutated copy does not build:\n" + r.stdout[-4000:])
