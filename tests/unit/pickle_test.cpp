@@ -558,8 +558,9 @@ BOOST_AUTO_TEST_CASE(writer_and_reader_agree_on_the_stack_spec_2_3) {
 // The writer's stack count is exact for every container shape, not only for one tuple:
 // for each value, the smallest max_stack at which the reader accepts its pickle is the
 // smallest at which the writer writes it. Containers one after the other (a list of dicts,
-// a dict of lists) would expose a pop too few or too many per batch (a pickle_writer
-// mutant that popped 2n instead of 2n + 1 after SETITEMS survived the tuple test above).
+// a dict of lists) would expose a pop too few or too many per batch (pickle_writer mutants
+// that popped 2n instead of 2n + 1 after SETITEMS, or n instead of n + 1 after TUPLE,
+// survived the tuple test above).
 BOOST_AUTO_TEST_CASE(writer_stack_count_is_tight_for_every_container_spec_2_3) {
   auto i = [](std::int64_t n) { return Value::integer(n); };
   auto dict2 = [&](std::int64_t k) { return Value::mapping({{i(k), i(1)}, {i(k + 1), i(2)}}); };
@@ -570,6 +571,9 @@ BOOST_AUTO_TEST_CASE(writer_stack_count_is_tight_for_every_container_spec_2_3) {
                       {i(2), Value::list({i(4), i(5), i(6)})}}),
       Value::tuple({Value::list({i(1), i(2)}), Value::list({}), dict2(8), Value::tuple({i(1)})}),
       Value::list({Value::list({Value::list({i(1), i(2)}), i(3)}), dict2(0)}),
+      // Tuples of more than three items (MARK ... TUPLE) followed by more values.
+      Value::list({Value::tuple({i(1), i(2), i(3), i(4)}), Value::tuple({i(5), i(6), i(7), i(8), i(9)}),
+                   dict2(0), Value::tuple({i(1), i(2), i(3)})}),
   };
   for (std::size_t v = 0; v < values.size(); ++v) {
     BOOST_TEST_CONTEXT("value " << v << ": " << repr(values[v])) {
