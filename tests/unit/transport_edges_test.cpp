@@ -8,6 +8,7 @@
 // outgoing bytes, as a faulty peer would send them.
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 
 #include "../support/loopback.hpp"
@@ -429,6 +430,40 @@ BOOST_AUTO_TEST_CASE(negative_announced_segment_size_refused_by_vote_spec_5_2) {
     }
   }
   BOOST_TEST(describe(errors[0]) == "ok");
+}
+
+// SPEC 4, 5.2 (ours): sizes each within max_message_bytes (here the largest, 2^64 - 1) whose
+// sum for one receiver does not fit 64 bits are refused in the same vote: ranks 2 and 3
+// announce int64's maximum to rank 1 (a faulty peer), rank 1 refuses naming where the sum
+// overflowed, the others raise exchange_refused naming rank 1, and no byte exchange starts.
+BOOST_AUTO_TEST_CASE(announced_sizes_summing_past_2_64_refused_by_vote_spec_5_2) {
+  std::vector<std::string> got(4), calls(4);
+  auto errors = run_loopback(4, [&](Communicator& inner) {
+    Tap c(inner);
+    auto r = static_cast<std::size_t>(c.rank());
+    TransportOptions o;
+    o.max_message_bytes = ~std::uint64_t{0};
+    DataPlaneTransport t(c, plane_groups(c, {1, 2, 3}, 1), o);
+    if (!t.is_member()) return;
+    c.tamper = [&](std::size_t call, std::vector<std::uint8_t>& bytes) {
+      if (call == 1 && c.rank() != 1) put_int64(bytes, 0, std::numeric_limits<std::int64_t>::max());
+    };
+    std::map<int, std::vector<Item>> out;
+    out[1].emplace_back(Value::integer(c.rank()), Value::bytes("b"));
+    got[r] = outcome([&] { t.exchange(t.prepare_exchange(out)); });
+    for (const auto& call : c.calls) calls[r] += call.op + " ";
+  });
+  const std::string tail = "; no rank allocated or launched the byte exchange";
+  BOOST_TEST(got[1] == "transport_size_limit: payload segments announced for rank 1 sum past 2^64 "
+                       "bytes at rank 3" + tail);
+  const std::string refused =
+      "exchange_refused: the payload exchange was refused by data-plane ranks [1] (a segment "
+      "over max_message_bytes 18446744073709551615, a negative size or sizes summing past "
+      "2^64)" + tail;
+  BOOST_TEST(got[2] == refused);
+  BOOST_TEST(got[3] == refused);
+  for (std::size_t r = 0; r < 4; ++r) BOOST_TEST(describe(errors[r]) == "ok");
+  for (std::size_t r = 1; r < 4; ++r) BOOST_TEST(calls[r] == "all_gather all_to_all_v all_gather ");
 }
 
 // SPEC 5.2 (ours): a segment over max_message_bytes to the first data-plane rank: the
