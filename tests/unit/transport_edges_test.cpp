@@ -628,6 +628,10 @@ BOOST_AUTO_TEST_CASE(model_parallel_fields_choose_group_space_and_device_spec_6_
        Device{DeviceType::cuda, 5}},
       {"bare cuda communication device", "loopback", false, "cuda", std::nullopt, 0, "host",
        "host", Device{DeviceType::cuda, 0}},
+      {"bare cuda device, no communication device", "loopback", false, std::nullopt, "cuda", 0,
+       "host", "host", Device{DeviceType::cuda, 0}},
+      {"bare cuda device, npu communication device", "loopback", false, "npu:1", "cuda", 0,
+       "host", "host", Device{DeviceType::cuda, 0}},
   };
   for (const Case& k : cases) {
     BOOST_TEST_CONTEXT(k.name) {
