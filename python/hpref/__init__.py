@@ -1,8 +1,10 @@
 """hpref: the reference implementation of a distributed data plane's codec, routes and
-sequence dispatch, in-process for Python (issue 11, first slice: the codec's decoder).
+sequence dispatch, in-process for Python (issue 11, first slice: the codec).
 
     >>> import hpref
-    >>> hpref.codec.decode(segment_bytes)  # [(key, value), ...]
+    >>> segment = hpref.codec.encode([((7, 0), {"text": "abc"})])
+    >>> hpref.codec.decode(segment)
+    [((7, 0), {'text': 'abc'})]
 """
 from . import codec
 from ._core import Error

@@ -39,6 +39,14 @@ def _numpy_array(raw: RawTensor):
     return np.asarray(raw.data).view(np.dtype(_NUMPY[raw.dtype])).reshape(raw.shape)
 
 
+def encode(items, *, key_class: Optional[str] = None) -> bytes:
+    """Encodes ``[(key, value), ...]`` as one payload segment (SPEC 2.1-2.2): values are
+    None, bool, int (64-bit), float, str, bytes, bytearray, tuple, list, dict and
+    :class:`RawTensor`; ``key_class`` writes ``(sample_id, position)`` keys as that class's
+    pickle pattern (SPEC 1.4). Raises :class:`hpref.Error` naming the kind."""
+    return _core.encode(list(items), key_class=key_class, tensor_type=RawTensor)
+
+
 def decode(buffer: bytes, *, strict: bool = False, key_class: Optional[str] = None,
            tensors: Literal["torch", "numpy", "raw"] = "torch") -> List[Tuple[Any, Any]]:
     """Decodes one payload segment (SPEC 2.1-2.4) into ``[(key, value), ...]``.

@@ -69,6 +69,60 @@ nb::object to_python(const Value& v, const nb::object& tensor_type) {
   throw Error(Errc::internal, "unknown value kind");
 }
 
+// A Python object as a Value (SPEC 1.1): None, bool, int (int64), float, str, bytes,
+// bytearray, tuple, list, dict, and `tensor_type` instances (dtype name, shape, bytes).
+Value from_python(nb::handle o, const nb::handle& tensor_type, int depth) {
+  if (depth > 1000) throw Error(Errc::depth_limit, "value nests deeper than 1000 levels");
+  if (o.is_none()) return Value::none();
+  if (PyBool_Check(o.ptr())) return Value::boolean(o.ptr() == Py_True);
+  if (PyLong_Check(o.ptr())) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o.ptr(), &overflow);
+    if (overflow) {
+      throw Error(Errc::invalid_argument,
+                  "int " + nb::cast<std::string>(nb::str(o)) + " does not fit in 64 bits (SPEC 1.1)");
+    }
+    return Value::integer(v);
+  }
+  if (PyFloat_Check(o.ptr())) return Value::floating(PyFloat_AsDouble(o.ptr()));
+  if (PyUnicode_Check(o.ptr())) {
+    Py_ssize_t size = 0;
+    const char* utf8 = PyUnicode_AsUTF8AndSize(o.ptr(), &size);
+    if (!utf8) throw nb::python_error();
+    return Value::string(std::string_view(utf8, static_cast<std::size_t>(size)));
+  }
+  if (PyBytes_Check(o.ptr())) {
+    return Value::bytes(std::string_view(PyBytes_AS_STRING(o.ptr()), static_cast<std::size_t>(PyBytes_GET_SIZE(o.ptr()))));
+  }
+  if (PyByteArray_Check(o.ptr())) {
+    auto* p = reinterpret_cast<const std::uint8_t*>(PyByteArray_AS_STRING(o.ptr()));
+    return Value::bytearray(std::span<const std::uint8_t>(p, static_cast<std::size_t>(PyByteArray_GET_SIZE(o.ptr()))));
+  }
+  if (PyObject_IsInstance(o.ptr(), tensor_type.ptr()) == 1) {
+    DType dtype = parse_dtype("torch." + nb::cast<std::string>(o.attr("dtype")));
+    std::vector<std::int64_t> shape;
+    for (nb::handle d : o.attr("shape")) shape.push_back(nb::cast<std::int64_t>(d));
+    nb::bytes data(nb::module_::import_("builtins").attr("bytes")(o.attr("data")));
+    auto bytes = SharedBytes::copy_of(std::string_view(data.c_str(), data.size()));
+    return Value::tensor(Tensor(dtype, std::move(shape), std::move(bytes)));
+  }
+  if (PyTuple_Check(o.ptr()) || PyList_Check(o.ptr())) {
+    std::vector<Value> items;
+    for (nb::handle x : o) items.push_back(from_python(x, tensor_type, depth + 1));
+    return PyTuple_Check(o.ptr()) ? Value::tuple(std::move(items)) : Value::list(std::move(items));
+  }
+  if (PyDict_Check(o.ptr())) {
+    std::vector<Value::Entry> entries;
+    for (auto [k, v] : nb::borrow<nb::dict>(o)) {
+      entries.emplace_back(from_python(k, tensor_type, depth + 1), from_python(v, tensor_type, depth + 1));
+    }
+    return Value::mapping(std::move(entries));
+  }
+  throw Error(Errc::invalid_argument, "cannot encode a Python " +
+                                          nb::cast<std::string>(nb::str(o.type().attr("__name__"))) +
+                                          " (SPEC 1.1 values only)");
+}
+
 }  // namespace
 
 NB_MODULE(_core, m) {
@@ -109,6 +163,30 @@ NB_MODULE(_core, m) {
       nb::arg("buffer"), nb::arg("strict") = false, nb::arg("key_class") = nb::none(),
       nb::arg("tensor_type"),
       "Decodes one HPB1 payload segment (SPEC 2) into a list of (key, value) pairs.");
+
+  m.def(
+      "encode",
+      [](nb::handle items, nb::object key_class, nb::handle tensor_type) {
+        std::vector<Item> pairs;
+        for (nb::handle pair : items) {
+          if (!PyTuple_Check(pair.ptr()) || PyTuple_GET_SIZE(pair.ptr()) != 2) {
+            throw Error(Errc::invalid_argument, "items must be (key, value) pairs, got " +
+                                                    nb::cast<std::string>(nb::repr(pair)));
+          }
+          pairs.emplace_back(from_python(nb::borrow<nb::tuple>(pair)[0], tensor_type, 0),
+                             from_python(nb::borrow<nb::tuple>(pair)[1], tensor_type, 0));
+        }
+        EncodeOptions options;
+        if (!key_class.is_none()) options.key_class = nb::cast<std::string>(key_class);
+        std::vector<std::uint8_t> out;
+        {
+          nb::gil_scoped_release release;
+          out = encode_segment(pairs, options);
+        }
+        return nb::bytes(out.data(), out.size());
+      },
+      nb::arg("items"), nb::arg("key_class") = nb::none(), nb::arg("tensor_type"),
+      "Encodes (key, value) pairs as one HPB1 payload segment (SPEC 2).");
 
   m.def("dtype_names", [] {
     std::vector<std::string> names;
