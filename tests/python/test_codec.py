@@ -1,50 +1,39 @@
 """hpref.codec.decode against the cases the original implementation answered
 (tests/data/frames.jsonl, copied from shared/examples): the same items for every frame it
-accepted, an hpref.Error for every frame it refused (SPEC 2)."""
+accepted, an hpref.Error for every frame it refused (SPEC 2). Values are read from and
+compared in the JSON interchange form with tests/interop/hpref_interop.py."""
 import json
-import math
 import pathlib
+import sys
 
 import pytest
 
 import hpref
 from hpref.codec import RawTensor
 
+sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "interop"))
+import hpref_interop as J  # noqa: E402
+
 CASES = [json.loads(line) for line in
          (pathlib.Path(__file__).parents[1] / "data" / "frames.jsonl").read_text().splitlines()
          if line.strip()]
 
 
-def as_json(v):
-    """The JSON interchange form of a decoded value (ARCHITECTURE.md, the CLI's JSON)."""
-    if isinstance(v, RawTensor):
-        return {"tensor": {"dtype": "torch." + v.dtype, "shape": list(v.shape),
-                           "hex": bytes(memoryview(v.data)).hex()}}
-    if isinstance(v, bool) or v is None or isinstance(v, (int, str)):
-        return v
-    if isinstance(v, float):
-        return {"float": v}
-    if isinstance(v, bytearray):
-        return {"bytearray": bytes(v).hex()}
-    if isinstance(v, bytes):
-        return {"bytes": v.hex()}
-    if isinstance(v, tuple):
-        return {"tuple": [as_json(x) for x in v]}
-    if isinstance(v, list):
-        return {"list": [as_json(x) for x in v]}
+def decoded(frame):
+    """hpref.codec.decode's items with RawTensors as the interop module's Tensors."""
+    return swap_tensors(hpref.codec.decode(frame, tensors="raw"), RawTensor,
+                        lambda t: J.Tensor("torch." + t.dtype, t.shape, bytes(memoryview(t.data))))
+
+
+def swap_tensors(v, kind, make):
+    """`v` with every `kind` tensor replaced by make(tensor)."""
+    if isinstance(v, kind):
+        return make(v)
+    if isinstance(v, (tuple, list)):
+        return type(v)(swap_tensors(x, kind, make) for x in v)
     if isinstance(v, dict):
-        return {"dict": [[as_json(k), as_json(x)] for k, x in v.items()]}
-    raise TypeError(type(v))
-
-
-def same(a, b):
-    if isinstance(a, dict) and isinstance(b, dict) and "float" in a and "float" in b:
-        return (math.isnan(a["float"]) and math.isnan(b["float"])) or a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    return a == b
+        return {swap_tensors(k, kind, make): swap_tensors(x, kind, make) for k, x in v.items()}
+    return v
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))
@@ -59,25 +48,14 @@ def test_decode_matches_the_original(case):
                 hpref.codec.decode(frame, tensors="raw")
             return
         want = answer["items"]
-    got = [[as_json(k), as_json(v)] for k, v in hpref.codec.decode(frame, tensors="raw")]
-    assert same(got, want)
+    assert J.diff(J.items_from_json(want), decoded(frame), "items") is None
 
 
 def test_tensors_view_the_segment_without_copying():
     c = next(c for c in CASES if "original_frame_hex" in c and "tensor" in json.dumps(c["items"]))
-    items = hpref.codec.decode(bytes.fromhex(c["original_frame_hex"]), tensors="raw")
-
-    def tensors(v):
-        if isinstance(v, RawTensor):
-            yield v
-        elif isinstance(v, (list, tuple)):
-            for x in v:
-                yield from tensors(x)
-        elif isinstance(v, dict):
-            for x in v.values():
-                yield from tensors(x)
-
-    found = [t for _, v in items for t in tensors(v)]
+    found = []
+    swap_tensors(hpref.codec.decode(bytes.fromhex(c["original_frame_hex"]), tensors="raw"),
+                 RawTensor, found.append)
     assert found
     for t in found:
         view = memoryview(t.data)

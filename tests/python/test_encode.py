@@ -8,50 +8,29 @@ import pytest
 
 import hpref
 from hpref.codec import RawTensor
-from test_codec import CASES, as_json, same
+from test_codec import CASES, J, decoded, swap_tensors
 
 GOLDEN = [json.loads(line) for line in
           (pathlib.Path(__file__).parents[1] / "vectors" / "golden.jsonl").read_text().splitlines()
           if line.strip()]
 
 
-def from_json(v):
-    """The JSON interchange form (ARCHITECTURE.md) as Python values."""
-    if isinstance(v, dict):
-        (tag, x), = v.items()
-        if tag in ("key", "tuple"):
-            return tuple(from_json(i) for i in x)
-        if tag == "list":
-            return [from_json(i) for i in x]
-        if tag == "dict":
-            return {from_json(k): from_json(i) for k, i in x}
-        if tag == "bytes":
-            return bytes.fromhex(x)
-        if tag == "bytearray":
-            return bytearray.fromhex(x)
-        if tag == "float":
-            return float(x)
-        if tag == "tensor":
-            return RawTensor(x["dtype"].removeprefix("torch."), tuple(x["shape"]),
-                             bytes.fromhex(x["hex"]))
-        raise ValueError(tag)
-    return v
+def items_of(j):
+    """JSON interchange items as encode takes them (the interop module's Tensors as RawTensors)."""
+    return swap_tensors(J.items_from_json(j), J.Tensor,
+                        lambda t: RawTensor(t.dtype.removeprefix("torch."), t.shape, t.data))
 
 
 @pytest.mark.parametrize("case", range(len(GOLDEN)), ids=[g["name"] for g in GOLDEN])
 def test_encode_writes_the_golden_bytes(case):
     g = GOLDEN[case]
-    items = [(from_json(k), from_json(v)) for k, v in g["items"]]
-    assert hpref.codec.encode(items, key_class=g.get("key_class")).hex() == g["frame_hex"]
+    assert hpref.codec.encode(items_of(g["items"]), key_class=g.get("key_class")).hex() == g["frame_hex"]
 
 
 @pytest.mark.parametrize("case", [i for i, c in enumerate(CASES) if "items" in c])
 def test_encode_then_decode_gives_the_items_back(case):
     want = CASES[case]["items"]
-    items = [(from_json(k), from_json(v)) for k, v in want]
-    got = [[as_json(k), as_json(v)] for k, v in
-           hpref.codec.decode(hpref.codec.encode(items), tensors="raw")]
-    assert same(got, want)
+    assert J.diff(J.items_from_json(want), decoded(hpref.codec.encode(items_of(want))), "items") is None
 
 
 def test_encode_refusals_name_the_kind():

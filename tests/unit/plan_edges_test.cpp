@@ -705,7 +705,7 @@ BOOST_AUTO_TEST_CASE(compressed_offsets_refuse_empty_boundaries_spec_7_3) {
                     "document boundaries decrease at index 2");
 }
 
-// SPEC 7.3 values (the original's stub computes the same): an empty document (equal
+// SPEC 7.3 values (the original's stubs.py computes the same): an empty document (equal
 // boundaries) has no block; ratio 3 with a trailing partial block and a sequence length
 // that is not a multiple of L (size = floor(7 / 2) = 3).
 BOOST_AUTO_TEST_CASE(compressed_offsets_values_spec_7_3) {
