@@ -1,65 +1,211 @@
-"""The HPB1 payload segment (SPEC 2) from Python: decode a segment into the Python objects
-the original's ``pickle.loads`` gives (int, float, bool, None, str, bytes, bytearray, tuple,
-list, dict), tensors as torch tensors (or numpy arrays, or :class:`RawTensor`) that view the
-decoded buffer without copying it."""
+"""The HPB1 payload segment (SPEC 1-2) from Python.
+
+:func:`decode` gives the Python objects the original's ``pickle.loads`` gives (int, float,
+bool, None, str, bytes, bytearray, tuple, list, dict); tensors come back as torch tensors
+(numpy arrays when torch is not importable, or on request) that view the segment's memory:
+a writable buffer (bytearray, numpy or torch uint8 memory) is viewed in place, as the
+original's tensors view its bytearray; an immutable ``bytes`` is copied once. Item keys come
+back as instances of the key class you name (:class:`KeyClass`), else as :class:`Key`, which
+compares and hashes equal to the plain ``(sample_id, position)`` tuple.
+
+:func:`encode` writes what the original's ``_encode_payload_segment`` writes for the same
+items (SPEC 2.3's golden writer bytes), reading tensors without a copy where contiguous."""
 from __future__ import annotations
 
-from typing import Any, List, Literal, NamedTuple, Optional, Tuple
+import dataclasses
+import importlib
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _core
+from ._tensors import RawTensor, tensor_maker, to_raw, torch_dtypes
+from .errors import _from_core
+
+__all__ = ["Key", "KeyClass", "RawTensor", "decode", "decode_received", "encode",
+           "torch_dtypes", "DEFAULT_KEY_CLASS"]
+
+DEFAULT_KEY_CLASS = "hyper_parallel.distributed_data.schema.SampleKey"
+_DEFAULT_FIELDS = ("sample_id", "position")
 
 
-class RawTensor(NamedTuple):
-    """A tensor as it crossed the wire: SPEC 1.3 dtype name, shape, and its bytes (a
-    read-only 1-d uint8 array viewing the decoded segment)."""
+class Key(NamedTuple):
+    """A sample key (SPEC 1.4) decoded without a key class: a tuple, so ``Key(3, 0) ==
+    (3, 0)`` and both hash alike; a lookup by the plain tuple finds it."""
 
-    dtype: str
-    shape: Tuple[int, ...]
-    data: Any
-
-
-_NUMPY = {"float64": "<f8", "float32": "<f4", "float16": "<f2", "complex64": "<c8",
-          "complex128": "<c16", "int64": "<i8", "int32": "<i4", "int16": "<i2", "int8": "i1",
-          "uint8": "u1", "uint16": "<u2", "uint32": "<u4", "uint64": "<u8", "bool": "?"}
+    sample_id: Union[int, str]
+    position: int
 
 
-def _torch_tensor(raw: RawTensor):
-    import torch
+class KeyClass:
+    """The user's sample-key class as SPEC 1.4 describes it: dotted name, ordered field names
+    and state form (``"dict"``: pickled as BUILD with a dict of the fields, what a plain or
+    frozen dataclass gives; ``"values"``: BUILD with the list of field values, what a
+    ``slots=True`` dataclass gives). Decoding makes instances of it without running its code
+    (``object.__new__`` and ``object.__setattr__``, as pickle does); encoding writes its
+    pickle pattern so the original's ``pickle.loads`` rebuilds it."""
 
-    dtype = getattr(torch, raw.dtype)
-    flat = torch.from_dlpack(raw.data) if raw.data.size else torch.empty(0, dtype=torch.uint8)
-    return flat.view(dtype).reshape(raw.shape)
+    def __init__(self, module: str, qualname: str, fields: Sequence[str] = _DEFAULT_FIELDS,
+                 state: str = "dict", type: Optional[type] = None):  # noqa: A002
+        if not module or not qualname:
+            raise _from_core("invalid_argument", f"a key class needs a module and a name, got "
+                             f"{'.'.join(p for p in (module, qualname) if p)!r}")
+        if state not in ("dict", "values"):
+            raise _from_core("invalid_argument", f"state must be 'dict' or 'values', got {state!r}")
+        fields = tuple(fields)
+        if not fields or len(set(fields)) != len(fields) or not all(
+                isinstance(f, str) and f.isidentifier() for f in fields):
+            raise _from_core("invalid_argument", f"fields must be distinct identifiers, got {fields!r}")
+        self.module, self.qualname, self.fields, self.state = module, qualname, fields, state
+        self._type = type
+
+    @classmethod
+    def from_type(cls, key_type: type) -> "KeyClass":
+        """The description of a dataclass (or any class with ``__slots__`` or annotations):
+        its module, qualified name, fields in order and the state form pickle writes."""
+        if dataclasses.is_dataclass(key_type):
+            fields = tuple(f.name for f in dataclasses.fields(key_type))
+            state = "values" if "__slots__" in vars(key_type) else "dict"
+        elif "__slots__" in vars(key_type):
+            raise ValueError(f"{key_type.__qualname__} has __slots__ but is not a dataclass: "
+                             "describe it with KeyClass(module, qualname, fields, state)")
+        else:
+            fields = tuple(getattr(key_type, "__annotations__", {}))
+            state = "dict"
+        return cls(key_type.__module__, key_type.__qualname__, fields, state, key_type)
+
+    @classmethod
+    def coerce(cls, key_class: Union[None, str, type, "KeyClass"]) -> Optional["KeyClass"]:
+        """None, a KeyClass, a class (:meth:`from_type`) or a dotted name (default fields,
+        dict state) as a KeyClass or None."""
+        if key_class is None or isinstance(key_class, KeyClass):
+            return key_class
+        if isinstance(key_class, type):
+            return cls.from_type(key_class)
+        if isinstance(key_class, str):
+            module, _, name = key_class.rpartition(".")
+            return cls(module, name)
+        raise TypeError(f"key_class must be None, a class, a KeyClass or a dotted name, got {key_class!r}")
+
+    @property
+    def name(self) -> str:
+        """The dotted name pickle writes (``module.qualname``)."""
+        return f"{self.module}.{self.qualname}"
+
+    @property
+    def type(self) -> type:
+        """The class itself, imported by name when it was not given."""
+        if self._type is None:
+            obj: Any = importlib.import_module(self.module)
+            for part in self.qualname.split("."):
+                obj = getattr(obj, part)
+            self._type = obj
+        return self._type
+
+    def make(self, *values: Any) -> Any:
+        """An instance with ``values`` in field order, built as pickle's NEWOBJ + BUILD do."""
+        obj = object.__new__(self.type)
+        for field, value in zip(self.fields, values):
+            object.__setattr__(obj, field, value)
+        return obj
+
+    def values(self, key: Any) -> Optional[tuple]:
+        """The field values of an instance of the class, None for anything else."""
+        if not isinstance(key, self.type):
+            return None
+        return tuple(getattr(key, f) for f in self.fields)
+
+    def _core_spec(self):
+        if self.fields == _DEFAULT_FIELDS and self.state == "dict":
+            return self.name
+        return (self.name, list(self.fields), self.state)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, KeyClass) and (self.name, self.fields, self.state) == (
+            other.name, other.fields, other.state)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.fields, self.state))
+
+    def __repr__(self) -> str:
+        return f"KeyClass({self.module!r}, {self.qualname!r}, fields={self.fields!r}, state={self.state!r})"
 
 
-def _numpy_array(raw: RawTensor):
-    import numpy as np
-
-    if raw.dtype not in _NUMPY:
-        raise _core.Error("unsupported_dtype", f"numpy has no dtype for torch.{raw.dtype}")
-    return np.asarray(raw.data).view(np.dtype(_NUMPY[raw.dtype])).reshape(raw.shape)
-
-
-def encode(items, *, key_class: Optional[str] = None) -> bytes:
-    """Encodes ``[(key, value), ...]`` as one payload segment (SPEC 2.1-2.2): values are
-    None, bool, int (64-bit), float, str, bytes, bytearray, tuple, list, dict and
-    :class:`RawTensor`; ``key_class`` writes ``(sample_id, position)`` keys as that class's
-    pickle pattern (SPEC 1.4). Raises :class:`hpref.Error` naming the kind."""
-    return _core.encode(list(items), key_class=key_class, tensor_type=RawTensor)
+def _default_tensors() -> str:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return "numpy"
+    return "torch"
 
 
-def decode(buffer: bytes, *, strict: bool = False, key_class: Optional[str] = None,
-           tensors: Literal["torch", "numpy", "raw"] = "torch") -> List[Tuple[Any, Any]]:
+def _decode_args(key_class, tensors, torch_version):
+    kc = KeyClass.coerce(key_class)
+    tensors = tensors or _default_tensors()
+    dtypes = torch_dtypes(torch_version) if (torch_version or tensors == "torch") else None
+    make_tensor = tensor_maker(tensors, dtypes)
+    if kc is None:
+        return dict(key_class=DEFAULT_KEY_CLASS, make_tensor=make_tensor, make_key=Key,
+                    key_arity=2, sample_key_rule=True)
+    return dict(key_class=kc._core_spec(), make_tensor=make_tensor, make_key=kc.make,
+                key_arity=len(kc.fields), sample_key_rule=kc.fields == _DEFAULT_FIELDS)
+
+
+def decode(buffer: Any, *, strict: bool = False,
+           key_class: Union[None, str, type, KeyClass] = None,
+           tensors: Optional[str] = None, torch_version: Optional[str] = None,
+           copy: bool = False) -> List[Tuple[Any, Any]]:
     """Decodes one payload segment (SPEC 2.1-2.4) into ``[(key, value), ...]``.
 
-    ``strict`` refuses any binary layout the encoder would not write (SPEC 2.4);
-    ``key_class`` is the dotted name of the key class whose pickle pattern decodes as a
-    ``(sample_id, position)`` key (SPEC 1.4). Raises :class:`hpref.Error` naming the kind."""
-    if tensors == "raw":
-        make = RawTensor
-    elif tensors == "torch":
-        make = lambda d, s, b: _torch_tensor(RawTensor(d, s, b))  # noqa: E731
-    elif tensors == "numpy":
-        make = lambda d, s, b: _numpy_array(RawTensor(d, s, b))  # noqa: E731
-    else:
-        raise ValueError(f"tensors must be 'torch', 'numpy' or 'raw', got {tensors!r}")
-    return _core.decode(bytes(buffer), strict=strict, key_class=key_class, tensor_type=make)
+    ``buffer``: bytes or any C-contiguous buffer (bytearray, memoryview, numpy uint8 array).
+    Writable buffers are viewed in place (tensors share them; ``copy=True`` decodes a
+    private copy instead); ``bytes`` are copied once. ``strict`` refuses any binary layout
+    the encoder would not write (SPEC 2.4). ``key_class``: the user's key class (a class,
+    :class:`KeyClass` or dotted name) whose pickle pattern decodes as a key and whose
+    instances the keys become; without it keys of the default class come back as
+    :class:`Key`. ``tensors``: "torch" (default when importable), "numpy" or "raw".
+    ``torch_version``: refuse dtypes that torch release lacks (default: the importable
+    torch's, when tensors are torch tensors). Raises :class:`hpref.Error` naming the kind."""
+    a = _decode_args(key_class, tensors, torch_version)
+    return _core.decode(buffer, strict=strict, copy=copy, **a)
+
+
+def decode_received(buffer: Any, splits: Sequence[int], *, strict: bool = False,
+                    key_class: Union[None, str, type, KeyClass] = None,
+                    tensors: Optional[str] = None, torch_version: Optional[str] = None,
+                    copy: bool = False) -> Dict[Any, Any]:
+    """Merges a received buffer (SPEC 2.5): ``splits`` (bytes per data-plane rank, in rank
+    order) must sum to its length; each segment is decoded as :func:`decode` does and the
+    items merged into a dict; a key that arrives twice is refused naming the key (the
+    original raises ValueError). Same options as :func:`decode`."""
+    for i, s in enumerate(splits):
+        if isinstance(s, bool) or not isinstance(s, int) or s < 0:
+            raise _from_core("invalid_argument", f"splits[{i}] must be a non-negative int, got {s!r}")
+    a = _decode_args(key_class, tensors, torch_version)
+    return dict(_core.decode_received(buffer, list(splits), strict=strict, copy=copy, **a))
+
+
+def _convert_value(x: Any) -> Optional[RawTensor]:
+    return to_raw(x)
+
+
+def encode(items: Any, *, key_class: Union[None, str, type, KeyClass] = None) -> bytes:
+    """Encodes ``[(key, value), ...]`` as one payload segment (SPEC 2.1-2.3), the bytes the
+    original's ``_encode_payload_segment`` writes for them: values are None, bool, int
+    (64-bit), float, str, bytes, bytearray, tuple, list, dict and tensors (torch tensors,
+    numpy arrays, :class:`RawTensor`; read in place when contiguous on the host). With
+    ``key_class``, keys that are its instances (or ``(sample_id, position)`` tuples) are
+    written as its pickle pattern (SPEC 1.4); without it keys are written as tuples. Raises
+    :class:`hpref.Error` naming the kind and the bad value."""
+    kc = KeyClass.coerce(key_class)
+    return _core.encode(items if isinstance(items, (list, tuple)) else list(items),
+                        key_class=None if kc is None else kc._core_spec(),
+                        raw_type=RawTensor, convert=_convert_value,
+                        convert_key=None if kc is None or kc._type is None and not _importable(kc)
+                        else kc.values)
+
+
+def _importable(kc: KeyClass) -> bool:
+    try:
+        kc.type
+    except (ImportError, AttributeError):
+        return False
+    return True

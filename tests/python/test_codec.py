@@ -29,6 +29,8 @@ def swap_tensors(v, kind, make):
     """`v` with every `kind` tensor replaced by make(tensor)."""
     if isinstance(v, kind):
         return make(v)
+    if isinstance(v, hpref.Key):
+        return tuple(swap_tensors(x, kind, make) for x in v)
     if isinstance(v, (tuple, list)):
         return type(v)(swap_tensors(x, kind, make) for x in v)
     if isinstance(v, dict):
@@ -51,18 +53,43 @@ def test_decode_matches_the_original(case):
     assert J.diff(J.items_from_json(want), decoded(frame), "items") is None
 
 
-def test_tensors_view_the_segment_without_copying():
+def tensor_case():
     c = next(c for c in CASES if "original_frame_hex" in c and "tensor" in json.dumps(c["items"]))
+    return bytes.fromhex(c["original_frame_hex"])
+
+
+def raw_tensors(items):
     found = []
-    swap_tensors(hpref.codec.decode(bytes.fromhex(c["original_frame_hex"]), tensors="raw"),
-                 RawTensor, found.append)
+    swap_tensors(items, RawTensor, found.append)
     assert found
-    for t in found:
-        view = memoryview(t.data)
-        assert view.readonly and view.ndim == 1
+    return found
+
+
+def test_tensors_view_a_writable_segment_in_place():
+    frame = tensor_case()
+    buffer = bytearray(frame)
+    for t in raw_tensors(hpref.codec.decode(buffer, tensors="raw")):
+        if t.data.size:
+            t.data[0] ^= 0xFF  # writes through to the caller's buffer: no copy was made
+    assert bytes(buffer) != frame
+    # copy=True decodes a private copy
+    buffer = bytearray(frame)
+    for t in raw_tensors(hpref.codec.decode(buffer, tensors="raw", copy=True)):
+        if t.data.size:
+            t.data[0] ^= 0xFF
+    assert bytes(buffer) == frame
+
+
+def test_tensors_of_immutable_bytes_are_a_private_writable_copy():
+    frame = tensor_case()
+    for t in raw_tensors(hpref.codec.decode(frame, tensors="raw")):
+        assert t.data.ndim == 1 and t.data.flags.writeable
+        if t.data.size:
+            t.data[0] ^= 0xFF
+    assert frame == tensor_case()
 
 
 def test_error_names_its_kind():
     with pytest.raises(hpref.Error) as e:
         hpref.codec.decode(b"HPB1\x00")
-    assert e.value.args[0] == "truncated_header"
+    assert e.value.kind == "truncated_header"

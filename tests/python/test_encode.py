@@ -36,10 +36,10 @@ def test_encode_then_decode_gives_the_items_back(case):
 def test_encode_refusals_name_the_kind():
     with pytest.raises(hpref.Error) as e:
         hpref.codec.encode([((1, 0), 2 ** 64)])
-    assert e.value.args[0] == "invalid_argument" and "18446744073709551616" in e.value.args[1]
+    assert e.value.kind == "invalid_argument" and "18446744073709551616" in e.value.message
     with pytest.raises(hpref.Error) as e:
         hpref.codec.encode([((1, 0), 1)], key_class="NoDot")
-    assert e.value.args[0] == "invalid_argument" and "'NoDot'" in e.value.args[1]
+    assert e.value.kind == "invalid_argument" and "'NoDot'" in e.value.message
     with pytest.raises(hpref.Error) as e:
         hpref.codec.encode([((1, 0), object())])
-    assert e.value.args[0] == "invalid_argument" and "object" in e.value.args[1]
+    assert e.value.kind == "unencodable_value" and "object" in e.value.message

@@ -1,0 +1,154 @@
+"""Tensors across the C++ boundary: every torch tensor or numpy array crosses as a
+:class:`RawTensor` (SPEC 1.3 dtype name, shape, and a 1-d uint8 array of its C-contiguous
+little-endian bytes) that views the original memory where it can, and comes back as a torch
+tensor, a numpy array or the RawTensor itself.
+
+The dtype table per torch version (SPEC 1.3, issue 11): the original resolves a wire dtype
+with ``getattr(torch, name)``, so a dtype that the peer's torch release lacks is refused
+there. :func:`torch_dtypes` gives the SPEC 1.3 names a given release has."""
+from __future__ import annotations
+
+import sys
+from typing import Any, FrozenSet, NamedTuple, Optional, Tuple
+
+from . import _core
+from .errors import _from_core
+
+
+class RawTensor(NamedTuple):
+    """A tensor as it crosses the wire: SPEC 1.3 dtype name without ``torch.`` (``"float32"``),
+    shape, and ``data``: a 1-d uint8 array (or any C-contiguous buffer) of the element bytes."""
+
+    dtype: str
+    shape: Tuple[int, ...]
+    data: Any
+
+
+# numpy's little-endian equivalents of the SPEC 1.3 dtypes it has.
+_NUMPY = {"float64": "<f8", "float32": "<f4", "float16": "<f2", "complex64": "<c8",
+          "complex128": "<c16", "int64": "<i8", "int32": "<i4", "int16": "<i2", "int8": "i1",
+          "uint8": "u1", "uint16": "<u2", "uint32": "<u4", "uint64": "<u8", "bool": "?"}
+_FROM_NUMPY = {(k if k != "bool" else "b1"): v for v, k in
+               ((name, code.lstrip("<")) for name, code in _NUMPY.items())}
+
+# The release that added each SPEC 1.3 dtype beyond those every supported torch (>= 1.13)
+# has. Checked against the importable torch by tests/python/test_tensors.py (1.13 and 2.13
+# in CI); the others are from PyTorch's release notes.
+_ADDED_IN = {"float8_e4m3fn": (2, 1), "float8_e5m2": (2, 1), "bits8": (2, 1), "bits16": (2, 1),
+             "float8_e4m3fnuz": (2, 2), "float8_e5m2fnuz": (2, 2), "uint16": (2, 3),
+             "uint32": (2, 3), "uint64": (2, 3), "float8_e8m0fnu": (2, 7)}
+
+
+def _version_tuple(version: str) -> Tuple[int, int]:
+    parts = version.split("+")[0].split(".")
+    try:
+        return int(parts[0]), int("".join(c for c in parts[1] if c.isdigit()) or 0)
+    except (IndexError, ValueError):
+        raise ValueError(f"torch_version must look like '2.13' or '1.13.0', got {version!r}") from None
+
+
+def torch_dtypes(torch_version: Optional[str] = None) -> FrozenSet[str]:
+    """The SPEC 1.3 dtype names that torch release ``torch_version`` ("1.13", "2.13.0", ...)
+    resolves, so a segment with any other dtype is refused as that release's original would
+    refuse it. ``None``: the importable torch's version (all 28 names when torch is absent)."""
+    names = _core.dtype_names()
+    if torch_version is None:
+        torch = sys.modules.get("torch") or _import_torch()
+        if torch is None:
+            return frozenset(names)
+        torch_version = torch.__version__
+    v = _version_tuple(torch_version)
+    return frozenset(n for n in names if _ADDED_IN.get(n, (0, 0)) <= v)
+
+
+def _import_torch():
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def to_raw(x: Any) -> Optional[RawTensor]:
+    """``x`` as a RawTensor without copying where its memory is already C-contiguous on the
+    host (torch tensors: detached; accelerator tensors copied to the host first, SPEC 2.2);
+    None when ``x`` is neither a torch tensor, a numpy array nor a RawTensor."""
+    if isinstance(x, RawTensor):
+        return x
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        t = x.detach()
+        if t.device.type != "cpu":
+            t = t.cpu()
+        if t.is_conj():
+            t = t.resolve_conj()
+        if t.is_neg():
+            t = t.resolve_neg()
+        t = t.contiguous()
+        flat = t.reshape(-1)
+        if flat.dtype != torch.uint8:
+            flat = flat.view(torch.uint8)
+        return RawTensor(str(t.dtype)[len("torch."):], tuple(t.shape), flat.numpy())
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(x, np.ndarray):
+        code = x.dtype.str.lstrip("<|")
+        name = _FROM_NUMPY.get(code)
+        if name is None or x.dtype.byteorder == ">":
+            raise _from_core("unsupported_dtype",
+                             f"numpy dtype {x.dtype.str!r} has no little-endian SPEC 1.3 "
+                             "equivalent (convert it to a torch dtype's numpy form first)")
+        a = np.ascontiguousarray(x)
+        return RawTensor(name, tuple(int(d) for d in a.shape), a.reshape(-1).view(np.uint8))
+    return None
+
+
+def tensor_maker(tensors: str, dtypes: Optional[FrozenSet[str]] = None):
+    """The callable that turns (dtype name, shape, uint8 array) into the requested kind of
+    tensor: "torch", "numpy" or "raw". ``dtypes``: the names accepted (others are refused
+    with :class:`hpref.errors.UnsupportedDtypeError`, as the original on a torch release
+    without them refuses)."""
+    if tensors not in ("torch", "numpy", "raw"):
+        raise ValueError(f"tensors must be 'torch', 'numpy' or 'raw', got {tensors!r}")
+
+    def check(dtype: str) -> None:
+        if dtypes is not None and dtype not in dtypes:
+            raise _from_core("unsupported_dtype",
+                             f"torch.{dtype} is not a dtype of the torch release asked for "
+                             "(SPEC 1.3; hpref.codec.torch_dtypes)")
+
+    if tensors == "raw":
+        def make(dtype, shape, data):
+            check(dtype)
+            return RawTensor(dtype, shape, data)
+        return make
+    if tensors == "numpy":
+        import numpy as np
+
+        def make(dtype, shape, data):
+            check(dtype)
+            code = _NUMPY.get(dtype)
+            if code is None:
+                raise _from_core("unsupported_dtype", f"numpy has no dtype for torch.{dtype}")
+            return data.view(np.dtype(code)).reshape(shape)
+        return make
+    import torch
+
+    def make(dtype, shape, data):
+        check(dtype)
+        kind = getattr(torch, dtype, None)
+        if not isinstance(kind, torch.dtype):
+            raise _from_core("unsupported_dtype",
+                             f"torch {torch.__version__} has no dtype torch.{dtype}")
+        flat = torch.from_numpy(data)
+        if kind != torch.uint8:
+            flat = flat.view(kind)
+        return flat.reshape(shape)
+    return make
+
+
+def from_raw(raw: RawTensor, tensors: str = "torch") -> Any:
+    """A RawTensor as a torch tensor, numpy array or itself (sharing its bytes)."""
+    import numpy as np
+
+    data = raw.data if isinstance(raw.data, np.ndarray) else np.frombuffer(raw.data, np.uint8)
+    return tensor_maker(tensors)(raw.dtype, tuple(raw.shape), data)

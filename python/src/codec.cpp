@@ -1,0 +1,340 @@
+// hpref._core, codec (SPEC 1-2): segments to Python objects and back. Values cross as the
+// Python objects the original's pickle.loads gives; tensors as RawTensors (common.hpp)
+// whose bytes view the segment, or, going in, the caller's tensor memory, without a copy.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common.hpp"
+#include "hpref/codec.hpp"
+#include "hpref/dtype.hpp"
+#include "hpref/error.hpp"
+#include "hpref/sample_key.hpp"
+#include "hpref/shared_bytes.hpp"
+#include "hpref/tensor.hpp"
+#include "hpref/value.hpp"
+
+namespace hpref::py {
+namespace {
+
+// A Python buffer held for as long as a SharedBytes views it; released with the GIL held.
+struct HeldBuffer {
+  Py_buffer view{};
+  ~HeldBuffer() {
+    nb::gil_scoped_acquire gil;
+    PyBuffer_Release(&view);
+  }
+};
+
+// Views `object`'s bytes (PyBUF_SIMPLE: C-contiguous) without a copy; writable only when
+// asked. nullopt (Python error cleared) when the object cannot give such a buffer.
+std::optional<SharedBytes> view_buffer(nb::handle object, bool writable) {
+  auto held = std::make_shared<HeldBuffer>();
+  if (PyObject_GetBuffer(object.ptr(), &held->view, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) != 0) {
+    PyErr_Clear();
+    held->view.obj = nullptr;  // nothing to release
+    return std::nullopt;
+  }
+  std::span<const std::uint8_t> bytes(static_cast<const std::uint8_t*>(held->view.buf),
+                                      static_cast<std::size_t>(held->view.len));
+  return SharedBytes(std::move(held), bytes);
+}
+
+std::string py_type_name(nb::handle o) { return nb::cast<std::string>(nb::str(o.type().attr("__qualname__"))); }
+
+// The segment bytes of `buffer`: its own memory when it is writable (tensors decoded from
+// it are writable views sharing it, as the original's are views of its bytearray) unless
+// `copy`; otherwise one private copy.
+SharedBytes segment_bytes(nb::handle buffer, bool copy) {
+  if (!copy) {
+    if (auto view = view_buffer(buffer, /*writable=*/true)) return *view;
+  }
+  auto view = view_buffer(buffer, /*writable=*/false);
+  if (!view) {
+    throw Error(Errc::invalid_argument,
+                "a segment must be bytes or a C-contiguous buffer (bytearray, memoryview, "
+                "numpy uint8 array), got a Python " + py_type_name(buffer));
+  }
+  return SharedBytes::copy_of(view->span());
+}
+
+struct Converter {
+  nb::handle make_tensor;
+  nb::object bytearray_type = nb::module_::import_("builtins").attr("bytearray");
+
+  nb::object operator()(const Value& v) const {
+    switch (v.kind()) {
+      case ValueKind::none: return nb::none();
+      case ValueKind::boolean: return nb::bool_(v.as_bool());
+      case ValueKind::integer: return nb::int_(v.as_int());
+      case ValueKind::floating: return nb::float_(v.as_float());
+      case ValueKind::string: return nb::str(v.as_str().data(), v.as_str().size());
+      case ValueKind::bytes: return nb::bytes(v.as_bytes().data(), v.as_bytes().size());
+      case ValueKind::bytearray:
+        return nb::steal(PyByteArray_FromStringAndSize(
+            reinterpret_cast<const char*>(v.as_bytes().data()),
+            static_cast<Py_ssize_t>(v.as_bytes().size())));
+      case ValueKind::tensor: return tensor_to_python(v.as_tensor(), make_tensor);
+      case ValueKind::tuple: {
+        nb::object out = nb::steal(PyTuple_New(static_cast<Py_ssize_t>(v.items().size())));
+        Py_ssize_t i = 0;
+        for (const Value& item : v.items()) PyTuple_SET_ITEM(out.ptr(), i++, (*this)(item).release().ptr());
+        return out;
+      }
+      case ValueKind::list: {
+        nb::object out = nb::steal(PyList_New(static_cast<Py_ssize_t>(v.items().size())));
+        Py_ssize_t i = 0;
+        for (const Value& item : v.items()) PyList_SET_ITEM(out.ptr(), i++, (*this)(item).release().ptr());
+        return out;
+      }
+      case ValueKind::mapping: {
+        nb::dict out;
+        for (const auto& [key, value] : v.entries()) out[(*this)(key)] = (*this)(value);
+        return out;
+      }
+    }
+    throw Error(Errc::internal, "unknown value kind");
+  }
+};
+
+// How item keys come back (SPEC 1.4): `make_key(*fields)` for a key that is a tuple of
+// `arity` items (for the default fields, only a valid SampleKey), else as decoded.
+struct KeyMaker {
+  nb::object make;  // None: keys as decoded
+  std::size_t arity = 2;
+  bool sample_key_rule = true;
+
+  nb::object operator()(const Value& key, const Converter& c) const;
+};
+
+nb::object KeyMaker::operator()(const Value& key, const Converter& c) const {
+  if (!make.is_none() && key.is(ValueKind::tuple) && key.items().size() == arity &&
+      (!sample_key_rule || SampleKey::from_value(key))) {
+    nb::object fields = c(key);
+    PyObject* made = PyObject_CallObject(make.ptr(), fields.ptr());
+    if (made == nullptr) throw nb::python_error();
+    return nb::steal(made);
+  }
+  return c(key);
+}
+
+// [(key, value), ...] of decoded items.
+nb::list items_to_python(const std::vector<Item>& items, const KeyMaker& keys, nb::handle make_tensor) {
+  Converter convert{make_tensor};
+  nb::list out;
+  for (const auto& [key, value] : items) out.append(nb::make_tuple(keys(key, convert), convert(value)));
+  return out;
+}
+
+// Everything `decode` and `decode_received` share: options and the key maker.
+struct DecodeArgs {
+  DecodeOptions options;
+  KeyMaker keys;
+};
+
+// The key class the Python layer describes (hpref.codec.KeyClass._core_spec): a dotted
+// name (default fields, dict state) or (name, [fields], state).
+std::string key_class_from_python(nb::handle spec) {
+  if (PyUnicode_Check(spec.ptr())) return nb::cast<std::string>(spec);
+  throw Error(Errc::invalid_argument,
+              "key classes with other fields or the 'values' state are not supported yet, got " +
+                  nb::cast<std::string>(nb::repr(spec)));
+}
+
+DecodeArgs decode_args(bool strict, const nb::object& key_class, const nb::object& make_key,
+                       std::size_t key_arity, bool sample_key_rule) {
+  DecodeArgs a;
+  a.options.strict = strict;
+  a.options.pickle.key_class =
+      key_class.is_none() ? std::string(kDefaultKeyClass) : key_class_from_python(key_class);
+  a.keys = KeyMaker{make_key, key_arity, sample_key_rule};
+  return a;
+}
+
+// A Python object as a Value (SPEC 1.1): None, bool, int (int64), float, str, bytes,
+// bytearray, tuple, list, dict; any other object goes through `convert(o)`, which returns
+// a RawTensor-like object (or a replacement Value-able object) or None for "not encodable".
+struct FromPython {
+  nb::handle raw_type;
+  nb::handle convert;
+
+  Value operator()(nb::handle o, int depth) const {
+    if (depth > 1000) throw Error(Errc::depth_limit, "value nests deeper than 1000 levels");
+    PyObject* p = o.ptr();
+    if (p == Py_None) return Value::none();
+    if (PyBool_Check(p)) return Value::boolean(p == Py_True);
+    if (PyLong_Check(p)) {
+      int overflow = 0;
+      long long v = PyLong_AsLongLongAndOverflow(p, &overflow);
+      if (overflow) {
+        throw Error(Errc::invalid_argument,
+                    "int " + nb::cast<std::string>(nb::str(o)) + " does not fit in 64 bits (SPEC 1.1)");
+      }
+      return Value::integer(v);
+    }
+    if (PyFloat_Check(p)) return Value::floating(PyFloat_AsDouble(p));
+    if (PyUnicode_Check(p)) {
+      Py_ssize_t size = 0;
+      const char* utf8 = PyUnicode_AsUTF8AndSize(p, &size);
+      if (!utf8) {
+        PyErr_Clear();
+        throw Error(Errc::invalid_utf8, "a str that is not valid UTF-8 (a lone surrogate) cannot be encoded");
+      }
+      return Value::string(std::string_view(utf8, static_cast<std::size_t>(size)));
+    }
+    if (PyBytes_Check(p)) {
+      return Value::bytes(std::string_view(PyBytes_AS_STRING(p), static_cast<std::size_t>(PyBytes_GET_SIZE(p))));
+    }
+    if (PyByteArray_Check(p)) {
+      auto* b = reinterpret_cast<const std::uint8_t*>(PyByteArray_AS_STRING(p));
+      return Value::bytearray(std::span<const std::uint8_t>(b, static_cast<std::size_t>(PyByteArray_GET_SIZE(p))));
+    }
+    // A RawTensor is a NamedTuple: checked before tuples.
+    if (PyTuple_Check(p) && PyObject_IsInstance(p, raw_type.ptr()) == 1) {
+      return Value::tensor(tensor_from_python(o));
+    }
+    if (PyTuple_Check(p) || PyList_Check(p)) {
+      std::vector<Value> items;
+      items.reserve(static_cast<std::size_t>(PySequence_Fast_GET_SIZE(p)));
+      for (nb::handle x : o) items.push_back((*this)(x, depth + 1));
+      return PyTuple_Check(p) ? Value::tuple(std::move(items)) : Value::list(std::move(items));
+    }
+    if (PyDict_Check(p)) {
+      std::vector<Value::Entry> entries;
+      for (auto [k, v] : nb::borrow<nb::dict>(o)) entries.emplace_back((*this)(k, depth + 1), (*this)(v, depth + 1));
+      return Value::mapping(std::move(entries));
+    }
+    nb::object converted = convert(o);
+    if (converted.is_none()) {
+      throw Error(Errc::unencodable_value, "cannot encode a Python " + py_type_name(o) +
+                                               " (SPEC 1.1: None, bool, int, float, str, bytes, "
+                                               "bytearray, tuple, list, dict, tensors)");
+    }
+    return (*this)(converted, depth);
+  }
+};
+
+}  // namespace
+
+nb::object tensor_to_python(const Tensor& t, nb::handle make) {
+  auto* keep = new SharedBytes(t.storage());
+  nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<SharedBytes*>(p); });
+  std::size_t shape[1] = {keep->size()};
+  // Writable: the bytes are the caller's writable buffer or our private copy (segment_bytes).
+  auto* data = const_cast<std::uint8_t*>(keep->data());
+  nb::object bytes = nb::cast(nb::ndarray<nb::numpy, std::uint8_t, nb::ndim<1>>(data, 1, shape, owner));
+  nb::object dims = nb::steal(PyTuple_New(static_cast<Py_ssize_t>(t.dim())));
+  Py_ssize_t i = 0;
+  for (std::int64_t d : t.shape()) PyTuple_SET_ITEM(dims.ptr(), i++, PyLong_FromLongLong(d));
+  std::string_view name = dtype_name(t.dtype());
+  return make(nb::str(name.data(), name.size()), dims, bytes);
+}
+
+Tensor tensor_from_python(nb::handle raw) {
+  std::string name = nb::cast<std::string>(nb::str(raw.attr("dtype")));
+  DType dtype = parse_dtype("torch." + name);
+  std::vector<std::int64_t> shape;
+  for (nb::handle d : raw.attr("shape")) {
+    if (!PyLong_Check(d.ptr()) || PyBool_Check(d.ptr())) {
+      throw Error(Errc::invalid_tensor, "a tensor dim must be an int, got " + nb::cast<std::string>(nb::repr(d)));
+    }
+    shape.push_back(nb::cast<std::int64_t>(d));
+  }
+  nb::object data = raw.attr("data");
+  auto bytes = view_buffer(data, /*writable=*/false);
+  if (!bytes) {
+    throw Error(Errc::invalid_tensor, "the bytes of a torch." + name +
+                                          " tensor must be a C-contiguous buffer, got a Python " +
+                                          py_type_name(data));
+  }
+  return Tensor(dtype, std::move(shape), std::move(*bytes));
+}
+
+void bind_codec(nb::module_& m) {
+  m.def(
+      "decode",
+      [](nb::handle buffer, bool strict, nb::object key_class, nb::handle make_tensor,
+         nb::object make_key, std::size_t key_arity, bool sample_key_rule, bool copy) {
+        DecodeArgs a = decode_args(strict, key_class, make_key, key_arity, sample_key_rule);
+        SharedBytes data = segment_bytes(buffer, copy);
+        std::vector<Item> items;
+        {
+          nb::gil_scoped_release release;
+          items = decode_segment(data, a.options);
+        }
+        return items_to_python(items, a.keys, make_tensor);
+      },
+      nb::arg("buffer"), nb::arg("strict"), nb::arg("key_class").none(), nb::arg("make_tensor"),
+      nb::arg("make_key").none(), nb::arg("key_arity"), nb::arg("sample_key_rule"), nb::arg("copy"),
+      "Decodes one HPB1 payload segment (SPEC 2) into a list of (key, value) pairs.");
+
+  m.def(
+      "decode_received",
+      [](nb::handle buffer, const std::vector<std::uint64_t>& splits, bool strict, nb::object key_class,
+         nb::handle make_tensor, nb::object make_key, std::size_t key_arity, bool sample_key_rule,
+         bool copy) {
+        DecodeArgs a = decode_args(strict, key_class, make_key, key_arity, sample_key_rule);
+        SharedBytes data = segment_bytes(buffer, copy);
+        std::vector<Item> items;
+        {
+          nb::gil_scoped_release release;
+          items = merge_received(data, splits, a.options);
+        }
+        return items_to_python(items, a.keys, make_tensor);
+      },
+      nb::arg("buffer"), nb::arg("splits"), nb::arg("strict"), nb::arg("key_class").none(),
+      nb::arg("make_tensor"), nb::arg("make_key").none(), nb::arg("key_arity"),
+      nb::arg("sample_key_rule"), nb::arg("copy"),
+      "Splits a received buffer by `splits`, decodes each segment and merges the items "
+      "(SPEC 2.5: a key twice is an error).");
+
+  m.def(
+      "encode",
+      [](nb::handle items, nb::object key_class, nb::handle raw_type, nb::handle convert,
+         nb::handle convert_key) {
+        FromPython from{raw_type, convert};
+        std::vector<Item> pairs;
+        std::size_t index = 0;
+        for (nb::handle pair : items) {
+          if (!PyTuple_Check(pair.ptr()) || PyTuple_GET_SIZE(pair.ptr()) != 2) {
+            throw Error(Errc::invalid_argument, "items[" + std::to_string(index) +
+                                                    "] must be a (key, value) pair, got " +
+                                                    nb::cast<std::string>(nb::repr(pair)));
+          }
+          nb::object key = nb::borrow(PyTuple_GET_ITEM(pair.ptr(), 0));
+          if (!convert_key.is_none() && !PyTuple_Check(key.ptr())) {
+            // An instance of the key class: its field values as a tuple (SPEC 1.4).
+            nb::object fields = convert_key(key);
+            if (!fields.is_none()) key = fields;
+          }
+          pairs.emplace_back(from(key, 0), from(PyTuple_GET_ITEM(pair.ptr(), 1), 0));
+          ++index;
+        }
+        EncodeOptions options;
+        if (!key_class.is_none()) options.key_class = key_class_from_python(key_class);
+        std::vector<std::uint8_t> out;
+        {
+          nb::gil_scoped_release release;
+          out = encode_segment(pairs, options);
+        }
+        return nb::bytes(out.data(), out.size());
+      },
+      nb::arg("items"), nb::arg("key_class").none(), nb::arg("raw_type"), nb::arg("convert"),
+      nb::arg("convert_key").none(),
+      "Encodes (key, value) pairs as one HPB1 payload segment (SPEC 2).");
+
+  m.def("dtype_names", [] {
+    std::vector<std::string> names;
+    for (int i = 0; i < kDTypeCount; ++i) names.emplace_back(dtype_name(dtype_at(i)));
+    return names;
+  }, "The SPEC 1.3 dtype names in table order.");
+}
+
+}  // namespace hpref::py

@@ -1,0 +1,30 @@
+// Shared declarations of hpref._core's translation units: each area (codec, routes,
+// oracle, planning) registers its functions on the module, and tensors cross the boundary
+// in one form, a RawTensor (python/hpref/_tensors.py): (dtype name as in SPEC 1.3 without
+// "torch.", shape tuple, 1-d C-contiguous uint8 buffer of the element bytes).
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include "hpref/tensor.hpp"
+
+namespace hpref::py {
+
+namespace nb = nanobind;
+
+void bind_codec(nb::module_& m);
+void bind_routes(nb::module_& m);
+void bind_oracle(nb::module_& m);
+void bind_planning(nb::module_& m);
+
+// A tensor as `make(dtype_name, shape_tuple, data)` where data is a writable 1-d uint8
+// numpy array viewing t's bytes without a copy; the array keeps t's storage alive.
+nb::object tensor_to_python(const Tensor& t, nb::handle make);
+
+// A RawTensor-like object (attributes dtype, shape, data; data exposing a C-contiguous
+// buffer) as a Tensor that views the buffer without a copy and holds it (released with the
+// GIL held) for as long as any Tensor views it. Error unsupported_dtype / invalid_tensor
+// naming the bad dtype or size.
+Tensor tensor_from_python(nb::handle raw);
+
+}  // namespace hpref::py
