@@ -17,7 +17,8 @@ from .errors import _from_core
 
 class RawTensor(NamedTuple):
     """A tensor as it crosses the wire: SPEC 1.3 dtype name without ``torch.`` (``"float32"``),
-    shape, and ``data``: a 1-d uint8 array (or any C-contiguous buffer) of the element bytes."""
+    shape, and ``data``: the element bytes, C-contiguous little-endian. Decoded ones hold a
+    writable ``memoryview`` of the segment; going in, any C-contiguous buffer is read."""
 
     dtype: str
     shape: Tuple[int, ...]
@@ -103,52 +104,54 @@ def to_raw(x: Any) -> Optional[RawTensor]:
 
 
 def tensor_maker(tensors: str, dtypes: Optional[FrozenSet[str]] = None):
-    """The callable that turns (dtype name, shape, uint8 array) into the requested kind of
-    tensor: "torch", "numpy" or "raw". ``dtypes``: the names accepted (others are refused
-    with :class:`hpref.errors.UnsupportedDtypeError`, as the original on a torch release
-    without them refuses)."""
+    """The callable that turns (dtype name, shape, data: a buffer of the element bytes,
+    viewed, not copied) into the requested kind of tensor: "torch", "numpy" or "raw".
+    ``dtypes``: the names accepted (others are refused with the ``unsupported_dtype``
+    error, as the original on a torch release without them refuses)."""
     if tensors not in ("torch", "numpy", "raw"):
         raise ValueError(f"tensors must be 'torch', 'numpy' or 'raw', got {tensors!r}")
 
-    def check(dtype: str) -> None:
-        if dtypes is not None and dtype not in dtypes:
-            raise _from_core("unsupported_dtype",
-                             f"torch.{dtype} is not a dtype of the torch release asked for "
-                             "(SPEC 1.3; hpref.codec.torch_dtypes)")
+    def refuse(dtype: str, why: str):
+        return _from_core("unsupported_dtype", f"torch.{dtype} {why} (SPEC 1.3)")
 
     if tensors == "raw":
-        def make(dtype, shape, data):
-            check(dtype)
+        if dtypes is None:
+            return RawTensor
+
+        def make_raw(dtype, shape, data):
+            if dtype not in dtypes:
+                raise refuse(dtype, "is not a dtype of the torch release asked for")
             return RawTensor(dtype, shape, data)
-        return make
+        return make_raw
     if tensors == "numpy":
         import numpy as np
 
-        def make(dtype, shape, data):
-            check(dtype)
-            code = _NUMPY.get(dtype)
+        codes = {n: np.dtype(c) for n, c in _NUMPY.items() if dtypes is None or n in dtypes}
+
+        def make_numpy(dtype, shape, data):
+            code = codes.get(dtype)
             if code is None:
-                raise _from_core("unsupported_dtype", f"numpy has no dtype for torch.{dtype}")
-            return data.view(np.dtype(code)).reshape(shape)
-        return make
+                raise refuse(dtype, "has no numpy dtype" if dtype in _NUMPY
+                             else "is not a dtype of the torch release asked for")
+            return np.frombuffer(data, code).reshape(shape)
+        return make_numpy
     import torch
 
-    def make(dtype, shape, data):
-        check(dtype)
-        kind = getattr(torch, dtype, None)
-        if not isinstance(kind, torch.dtype):
-            raise _from_core("unsupported_dtype",
-                             f"torch {torch.__version__} has no dtype torch.{dtype}")
-        flat = torch.from_numpy(data)
-        if kind != torch.uint8:
-            flat = flat.view(kind)
-        return flat.reshape(shape)
-    return make
+    kinds = {n: getattr(torch, n) for n in _core.dtype_names()
+             if isinstance(getattr(torch, n, None), torch.dtype) and (dtypes is None or n in dtypes)}
+    frombuffer, empty = torch.frombuffer, torch.empty
+
+    def make_torch(dtype, shape, data):
+        kind = kinds.get(dtype)
+        if kind is None:
+            raise refuse(dtype, f"is not a dtype of torch {torch.__version__} or of the release asked for")
+        if not len(data):
+            return empty(shape, dtype=kind)
+        t = frombuffer(data, dtype=kind)
+        return t if len(shape) == 1 else t.reshape(shape)
+    return make_torch
 
 
 def from_raw(raw: RawTensor, tensors: str = "torch") -> Any:
     """A RawTensor as a torch tensor, numpy array or itself (sharing its bytes)."""
-    import numpy as np
-
-    data = raw.data if isinstance(raw.data, np.ndarray) else np.frombuffer(raw.data, np.uint8)
-    return tensor_maker(tensors)(raw.dtype, tuple(raw.shape), data)
+    return tensor_maker(tensors)(raw.dtype, tuple(raw.shape), memoryview(raw.data).cast("B"))

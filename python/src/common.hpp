@@ -6,6 +6,7 @@
 
 #include <nanobind/nanobind.h>
 
+#include "hpref/shared_bytes.hpp"
 #include "hpref/tensor.hpp"
 
 namespace hpref::py {
@@ -17,9 +18,23 @@ void bind_routes(nb::module_& m);
 void bind_oracle(nb::module_& m);
 void bind_planning(nb::module_& m);
 
-// A tensor as `make(dtype_name, shape_tuple, data)` where data is a writable 1-d uint8
-// numpy array viewing t's bytes without a copy; the array keeps t's storage alive.
+// A tensor as `make(dtype_name, shape_tuple, data)` where data is a writable memoryview
+// (format "B") of t's bytes, without a copy; it keeps t's storage alive.
 nb::object tensor_to_python(const Tensor& t, nb::handle make);
+
+// tensor_to_python for many tensors that view one buffer: slices one memoryview of it.
+class TensorViews {
+ public:
+  TensorViews(nb::handle make, const SharedBytes* buffer);
+  nb::object operator()(const Tensor& t);
+
+ private:
+  nb::handle make_;
+  const void* owner_ = nullptr;
+  const std::uint8_t* base_ = nullptr;
+  std::size_t size_ = 0;
+  nb::object whole_;
+};
 
 // A RawTensor-like object (attributes dtype, shape, data; data exposing a C-contiguous
 // buffer) as a Tensor that views the buffer without a copy and holds it (released with the
