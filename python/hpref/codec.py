@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import sys
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _core
@@ -199,8 +200,14 @@ def encode(items: Any, *, key_class: Union[None, str, type, KeyClass] = None) ->
     return _core.encode(items if isinstance(items, (list, tuple)) else list(items),
                         key_class=None if kc is None else kc._core_spec(),
                         raw_type=RawTensor, convert=_convert_value,
+                        torch_tensor=_torch_tensor_type(),
                         convert_key=None if kc is None or kc._type is None and not _importable(kc)
                         else kc.values)
+
+
+def _torch_tensor_type():
+    torch = sys.modules.get("torch")
+    return None if torch is None else torch.Tensor
 
 
 def _importable(kc: KeyClass) -> bool:

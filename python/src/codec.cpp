@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common.hpp"
@@ -180,12 +181,67 @@ DecodeArgs decode_args(bool strict, const nb::object& key_class, const nb::objec
   return a;
 }
 
+// A reference to a Python object, dropped with the GIL held: the owner of bytes read in place.
+struct HeldObject {
+  explicit HeldObject(nb::handle o) : object(o.inc_ref().ptr()) {}
+  HeldObject(const HeldObject&) = delete;
+  HeldObject& operator=(const HeldObject&) = delete;
+  PyObject* object;
+  ~HeldObject() {
+    nb::gil_scoped_acquire gil;
+    Py_DECREF(object);
+  }
+};
+
+// A CPU, contiguous, non-quantized torch tensor's bytes read in place through data_ptr()
+// (a Python-level conversion costs ~7 us a tensor, this ~1); nullopt for any other tensor,
+// which then takes the general path (hpref._tensors.to_raw).
+std::optional<Value> torch_tensor_in_place(nb::handle o) {
+  static std::unordered_map<PyObject*, std::optional<DType>> dtypes;  // torch dtypes are singletons
+  nb::object dtype_object = o.attr("dtype");
+  auto found = dtypes.find(dtype_object.ptr());
+  if (found == dtypes.end()) {
+    std::string name = nb::cast<std::string>(nb::str(dtype_object));
+    std::optional<DType> dtype;
+    if (name.rfind("torch.", 0) == 0) dtype = dtype_from_bare_name(std::string_view(name).substr(6));
+    if (dtype && (*dtype == DType::qint8 || *dtype == DType::quint8 || *dtype == DType::qint32 ||
+                  *dtype == DType::quint4x2 || *dtype == DType::quint2x4)) {
+      dtype.reset();  // quantized: the general path says what torch says
+    }
+    found = dtypes.emplace(dtype_object.inc_ref().ptr(), dtype).first;
+  }
+  if (!found->second) return std::nullopt;
+  DType dtype = *found->second;
+  if (!nb::cast<bool>(o.attr("is_cpu")) || nb::cast<bool>(o.attr("is_neg")()) ||
+      ((dtype == DType::complex32 || dtype == DType::complex64 || dtype == DType::complex128) &&
+       nb::cast<bool>(o.attr("is_conj")()))) {
+    return std::nullopt;
+  }
+  nb::object contiguous = nb::steal(PyObject_CallMethod(o.ptr(), "is_contiguous", nullptr));
+  if (!contiguous.is_valid()) {  // sparse and other layouts have no strides
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  if (!PyObject_IsTrue(contiguous.ptr())) return std::nullopt;
+  std::vector<std::int64_t> shape;
+  for (nb::handle d : o.attr("shape")) shape.push_back(nb::cast<std::int64_t>(d));
+  std::size_t numel = 1;
+  for (std::int64_t d : shape) numel *= static_cast<std::size_t>(d);
+  std::size_t size = numel * element_size(dtype);
+  if (size == 0) return Value::tensor(Tensor(dtype, std::move(shape), SharedBytes()));
+  auto address = nb::cast<std::uintptr_t>(o.attr("data_ptr")());
+  auto held = std::make_shared<HeldObject>(o);
+  SharedBytes bytes(std::move(held), {reinterpret_cast<const std::uint8_t*>(address), size});
+  return Value::tensor(Tensor(dtype, std::move(shape), std::move(bytes)));
+}
+
 // A Python object as a Value (SPEC 1.1): None, bool, int (int64), float, str, bytes,
 // bytearray, tuple, list, dict; any other object goes through `convert(o)`, which returns
 // a RawTensor-like object (or a replacement Value-able object) or None for "not encodable".
 struct FromPython {
   nb::handle raw_type;
   nb::handle convert;
+  nb::handle torch_tensor;  // torch.Tensor, or None when torch is not imported
 
   Value operator()(nb::handle o, int depth) const {
     if (depth > 1000) throw Error(Errc::depth_limit, "value nests deeper than 1000 levels");
@@ -232,6 +288,9 @@ struct FromPython {
       std::vector<Value::Entry> entries;
       for (auto [k, v] : nb::borrow<nb::dict>(o)) entries.emplace_back((*this)(k, depth + 1), (*this)(v, depth + 1));
       return Value::mapping(std::move(entries));
+    }
+    if (!torch_tensor.is_none() && PyObject_TypeCheck(p, reinterpret_cast<PyTypeObject*>(torch_tensor.ptr()))) {
+      if (auto v = torch_tensor_in_place(o)) return std::move(*v);
     }
     nb::object converted = convert(o);
     if (converted.is_none()) {
@@ -346,8 +405,8 @@ void bind_codec(nb::module_& m) {
   m.def(
       "encode",
       [](nb::handle items, nb::object key_class, nb::handle raw_type, nb::handle convert,
-         nb::handle convert_key) {
-        FromPython from{raw_type, convert};
+         nb::handle convert_key, nb::handle torch_tensor) {
+        FromPython from{raw_type, convert, torch_tensor};
         std::vector<Item> pairs;
         std::size_t index = 0;
         for (nb::handle pair : items) {
@@ -375,7 +434,7 @@ void bind_codec(nb::module_& m) {
         return nb::bytes(out.data(), out.size());
       },
       nb::arg("items"), nb::arg("key_class").none(), nb::arg("raw_type"), nb::arg("convert"),
-      nb::arg("convert_key").none(),
+      nb::arg("convert_key").none(), nb::arg("torch_tensor").none(),
       "Encodes (key, value) pairs as one HPB1 payload segment (SPEC 2).");
 
   m.def("dtype_names", [] {
