@@ -1,0 +1,6 @@
+from typing import Any, List, Literal, Optional, Sequence
+
+def dispatch_forward(bank: Any, routes: Sequence[Any], dim: int = 0, *,
+                     tensors: Optional[Literal["torch", "numpy"]] = None) -> List[Any]: ...
+def dispatch_backward(output_grads: Sequence[Any], routes: Sequence[Any], dim: int = 0, *,
+                      tensors: Optional[Literal["torch", "numpy"]] = None) -> List[Any]: ...
