@@ -336,6 +336,25 @@ class Plain:
         self.a = 1
 
 
+def slotted_key(sample_id, position):
+    """The state of a frozen slots=True SampleKey: pickled as BUILD with the list of field
+    values (SPEC 1.4 values state), under the default class name."""
+    SampleKey = key_class_type()
+    module = sys.modules[SampleKey.__module__]
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Slotted:
+        sample_id: object
+        position: int
+    Slotted.__module__, Slotted.__qualname__ = SampleKey.__module__, SampleKey.__qualname__
+    module.SampleKey = Slotted
+    try:
+        return [pickle.dumps((Slotted(sample_id, position), {"v": 1}), protocol=p)
+                for p in (2, 5)]
+    finally:
+        module.SampleKey = SampleKey
+
+
 def cpython_pickles():
     SampleKey = key_class_type()
     shared = [1, "two", b"three"]
@@ -366,6 +385,7 @@ def cpython_pickles():
     ]
     for v, protocol in refused:
         out.append(pickle.dumps(v, protocol=protocol))
+    out += slotted_key("doc", 3)  # read by the values-state read (SPEC 1.4)
     for protocol in (0, 1):
         out.append(pickle.dumps([1, "a", (2.5, None)], protocol=protocol))
         out.append(pickle.dumps({"k": b"v"}, protocol=protocol))

@@ -3,8 +3,10 @@
 // (depth, nodes) and never holds a tensor; the golden writer writes it, the reader reads
 // that back equal, and writing again gives the same bytes. A second read with tight
 // limits (depth 4, memo 8, nodes 64, stack 16) and the key-class shim off accepts a subset,
-// with equal values, and refuses the rest only with a limit or global error. Peak RSS
-// stays within a multiple of the input (RssBound, SPEC 2.4).
+// with equal values, and refuses the rest only with a limit or global error. A third read
+// with the default key class in the values state (SPEC 1.4) agrees with the default read
+// whenever both accept (a key object's BUILD state is a dict or a list, never both). Peak
+// RSS stays within a multiple of the input (RssBound, SPEC 2.4).
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -24,7 +26,13 @@ PickleReadOptions tight_options() {
   o.limits.max_memo_entries = 8;
   o.limits.max_nodes = 64;
   o.limits.max_stack = 16;
-  o.key_class.clear();
+  o.key_class = KeyClass{};
+  return o;
+}
+
+PickleReadOptions values_state_options() {
+  PickleReadOptions o;
+  o.key_class.state = KeyClass::State::values;
   return o;
 }
 
@@ -35,10 +43,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::span<const std::uint8_t> bytes(data, size);
   static const PickleReadOptions kDefault;
   static const PickleReadOptions kTight = tight_options();
+  static const PickleReadOptions kValues = values_state_options();
 
   auto value = attempt("read_pickle", [&] { return read_pickle(bytes, kDefault); });
   auto tight = attempt("read_pickle(tight)", [&] { return read_pickle(bytes, kTight); });
 
+  auto values = attempt("read_pickle(values state)", [&] { return read_pickle(bytes, kValues); });
+  if (values && value) {
+    HPREF_FUZZ_REQUIRE(*values.value == *value.value, "dict-state and values-state reads disagree");
+  }
   if (tight) {
     HPREF_FUZZ_REQUIRE(
         value, "tight limits accepted what default limits refused with " + kind_text(value.error));

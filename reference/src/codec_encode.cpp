@@ -87,10 +87,17 @@ class Encoder {
     }
   }
 
+  // SPEC 1.4: with a key class, a key that stands for one of its instances is written as
+  // the class's object pattern: with the default fields a valid SampleKey 2-tuple, with
+  // other fields a tuple of one value per field. Any other key is written as its Value.
   void key(const Value& k) {
-    if (!options_.key_class.empty()) {
-      if (auto sample_key = SampleKey::from_value(k)) {
-        writer_.key_object(*sample_key, options_.key_class);
+    const KeyClass& kc = options_.key_class;
+    if (!kc.empty()) {
+      bool is_instance = kc.has_default_fields()
+                             ? SampleKey::from_value(k).has_value()
+                             : k.is(ValueKind::tuple) && k.items().size() == kc.fields.size();
+      if (is_instance) {
+        writer_.key_object(k, kc);
         return;
       }
     }
@@ -248,7 +255,7 @@ void put_be64(std::uint8_t* out, std::uint64_t x) {
 
 SegmentPlan plan_segment(std::span<const Item> items, const EncodeOptions& options) {
   SegmentPlan plan;
-  if (!options.key_class.empty()) split_key_class(options.key_class);  // refused up front
+  options.key_class.validate();  // refused up front, even with no item to write
   if (items.empty()) return plan;
   Encoder enc(options, plan.metadata_);
   bool framed = false;

@@ -4,6 +4,7 @@
 // checked against the input left before anything is allocated; memo references share
 // nodes instead of copying them, and a container fetched from the memo is frozen, so no
 // cycle can be built and the node count (as if copied) bounds all later work.
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <limits>
@@ -26,7 +27,7 @@ enum class Callable { codecs_encode, bytearray, bytes, key_class };
 struct KeyObject {
   bool built = false;
   bool frozen = false;  // fetched from the memo: BUILD may no longer modify it
-  Value key;            // the 2-tuple (sample_id, position) once built
+  Value key;            // the tuple of the field values in field order, once built
 };
 
 // A global pushed by GLOBAL/STACK_GLOBAL.
@@ -56,10 +57,11 @@ class Reader {
  public:
   Reader(std::span<const std::uint8_t> in, const PickleReadOptions& options)
       : in_(in), options_(options) {
-    if (!options.key_class.empty()) {
-      auto [module, name] = split_key_class(options.key_class);
-      key_module_ = module;
-      key_name_ = name;
+    const KeyClass& kc = options.key_class;
+    kc.validate();
+    if (!kc.empty()) {
+      key_module_ = kc.module();
+      key_name_ = kc.class_name();
     }
     stack_.reserve(64);
     marks_.reserve(16);
@@ -165,7 +167,7 @@ class Reader {
                                       " may only be called (REDUCE, or NEWOBJ for the key class), not used as a value");
       case Slot::Tag::key_object:
         if (!key_objects_[s.index].built) {
-          fail(Errc::pickle_reduce, "a " + options_.key_class + " object is used before BUILD");
+          fail(Errc::pickle_reduce, "a " + key_name() + " object is used before BUILD");
         }
         return key_objects_[s.index].key;
     }
@@ -412,7 +414,7 @@ class Reader {
     if (callable_of(cls) != Callable::key_class || !args.is(ValueKind::tuple) ||
         !args.items().empty()) {
       fail(Errc::pickle_reduce, "NEWOBJ of " + name_of(cls) + " with arguments " +
-                                    repr(args, 60) + " is refused: only " + options_.key_class +
+                                    repr(args, 60) + " is refused: only " + key_name() +
                                     " with no arguments is accepted");
     }
     Slot s;
@@ -426,34 +428,75 @@ class Reader {
     Value state = pop_value("BUILD");
     Slot& slot = top_slot("BUILD");
     if (slot.tag != Slot::Tag::key_object || key_objects_[slot.index].built) {
-      fail(Errc::pickle_reduce, "BUILD is only accepted once on a fresh " + options_.key_class +
+      fail(Errc::pickle_reduce, "BUILD is only accepted once on a fresh " + key_name() +
                                     " object");
     }
     KeyObject& obj = key_objects_[slot.index];
     if (obj.frozen) {
-      fail(Errc::pickle_frozen_mutation, "BUILD modifies a " + options_.key_class +
+      fail(Errc::pickle_frozen_mutation, "BUILD modifies a " + key_name() +
                                              " object after it was fetched from the memo");
     }
-    const Value* id = nullptr;
-    const Value* position = nullptr;
-    if (state.is(ValueKind::mapping) && state.entries().size() == 2) {
-      for (const auto& [k, v] : state.entries()) {
-        if (k.is(ValueKind::string) && k.as_str() == "sample_id") id = &v;
-        if (k.is(ValueKind::string) && k.as_str() == "position") position = &v;
-      }
-    }
-    if (id == nullptr || position == nullptr) {
-      fail(Errc::pickle_reduce, "BUILD state of " + options_.key_class + " must be a dict of "
-                                    "exactly 'sample_id' and 'position', got " + repr(state, 80));
-    }
-    Value key = Value::tuple({*id, *position});
+    Value key = options_.key_class.state == KeyClass::State::values ? key_from_values(state)
+                                                                     : key_from_dict(state);
     if (!key.is_hashable()) {
-      fail(Errc::pickle_unhashable_key, options_.key_class + " fields " + repr(key, 80) +
+      fail(Errc::pickle_unhashable_key, key_name() + " fields " + repr(key, 80) +
                                             " are not hashable");
     }
     obj.key = std::move(key);
     obj.built = true;
   }
+
+  // SPEC 1.4 dict state: a dict of exactly the fields, in any order.
+  Value key_from_dict(const Value& state) {
+    const auto& fields = options_.key_class.fields;
+    std::vector<Value> values(fields.size());
+    std::size_t found = 0;
+    if (state.is(ValueKind::mapping) && state.entries().size() == fields.size()) {
+      for (const auto& [k, v] : state.entries()) {
+        if (!k.is(ValueKind::string)) break;
+        auto it = std::find(fields.begin(), fields.end(), k.as_str());
+        if (it == fields.end()) break;
+        values[static_cast<std::size_t>(it - fields.begin())] = v;
+        ++found;  // keys are distinct: the dict refused duplicates
+      }
+    }
+    if (found != fields.size()) {
+      std::string hint = state.is(ValueKind::list)
+                             ? " (a list is the values state of a frozen slots=True dataclass)"
+                             : "";
+      fail(Errc::pickle_reduce, "BUILD state of " + key_name() + " must be a dict of exactly " +
+                                    field_list() + ", got " + repr(state, 80) + hint);
+    }
+    return Value::tuple(std::move(values));
+  }
+
+  // SPEC 1.4 values state: the list of the field values in field order.
+  Value key_from_values(const Value& state) {
+    const auto& fields = options_.key_class.fields;
+    if (!state.is(ValueKind::list) || state.items().size() != fields.size()) {
+      std::string hint = state.is(ValueKind::mapping)
+                             ? " (a dict is the dict state of a dataclass without slots)"
+                             : "";
+      fail(Errc::pickle_reduce, "BUILD state of " + key_name() + " must be the list of its " +
+                                    std::to_string(fields.size()) + " field values " +
+                                    field_list() + " in order, got " + repr(state, 80) + hint);
+    }
+    auto items = state.items();
+    return Value::tuple(std::vector<Value>(items.begin(), items.end()));
+  }
+
+  // 'a', 'b' and 'c'
+  std::string field_list() const {
+    const auto& fields = options_.key_class.fields;
+    std::string out;
+    for (std::size_t i = 0; i < fields.size(); ++i) {
+      if (i > 0) out += i + 1 == fields.size() ? " and " : ", ";
+      out += quote_text(fields[i]);
+    }
+    return out;
+  }
+
+  const std::string& key_name() const { return options_.key_class.name; }
 
   // ---- scalars ------------------------------------------------------------------
   // Short strings (tags, dtype names, field names) repeat in every item: equal ones share

@@ -1,10 +1,12 @@
 // The golden pickle writer of SPEC 2.3: PROTO 5, no FRAME, no memo opcodes, the
-// smallest integer and length opcodes, batches of at most 1000 for lists and dicts.
+// smallest integer and length opcodes, batches of at most 1000 for lists and dicts, and
+// the SPEC 1.4 key-class object pattern.
 #include <bit>
 #include <cstring>
 
 #include "hpref/error.hpp"
 #include "hpref/pickle.hpp"
+#include "hpref/repr.hpp"
 #include "pickle_opcodes.hpp"
 
 namespace hpref {
@@ -148,56 +150,70 @@ void PickleWriter::value(const Value& v) {
       return;
     }
     case ValueKind::list: {
-      pushes();
-      opcode(op::EMPTY_LIST);
       auto items = v.items();
-      for (std::size_t start = 0; start < items.size(); start += kBatchSize) {
-        std::size_t n = std::min(kBatchSize, items.size() - start);
-        if (n > 1) {
-          pushes();
-          opcode(op::MARK);
-        }
-        for (std::size_t i = start; i < start + n; ++i) value(items[i]);
-        pops(n > 1 ? n + 1 : n);
-        opcode(n > 1 ? op::APPENDS : op::APPEND);
-      }
+      batched(op::EMPTY_LIST, op::APPEND, op::APPENDS, items.size(), 1,
+              [&](std::size_t i) { value(items[i]); });
       return;
     }
     case ValueKind::mapping: {
-      pushes();
-      opcode(op::EMPTY_DICT);
       auto entries = v.entries();
-      for (std::size_t start = 0; start < entries.size(); start += kBatchSize) {
-        std::size_t n = std::min(kBatchSize, entries.size() - start);
-        if (n > 1) {
-          pushes();
-          opcode(op::MARK);
-        }
-        for (std::size_t i = start; i < start + n; ++i) {
-          value(entries[i].first);
-          value(entries[i].second);
-        }
-        pops(n > 1 ? 2 * n + 1 : 2 * n);
-        opcode(n > 1 ? op::SETITEMS : op::SETITEM);
-      }
+      batched(op::EMPTY_DICT, op::SETITEM, op::SETITEMS, entries.size(), 2, [&](std::size_t i) {
+        value(entries[i].first);
+        value(entries[i].second);
+      });
       return;
     }
+  }
+}
+
+template <typename WriteItem>
+void PickleWriter::batched(std::uint8_t empty_op, std::uint8_t one_op, std::uint8_t many_op,
+                           std::size_t n, std::size_t per_item, WriteItem&& item) {
+  pushes();
+  opcode(empty_op);
+  for (std::size_t start = 0; start < n; start += kBatchSize) {
+    std::size_t count = std::min(kBatchSize, n - start);
+    if (count > 1) {
+      pushes();
+      opcode(op::MARK);
+    }
+    for (std::size_t i = start; i < start + count; ++i) item(i);
+    pops(count > 1 ? per_item * count + 1 : per_item * count);
+    opcode(count > 1 ? many_op : one_op);
   }
 }
 
 std::pair<std::string_view, std::string_view> split_key_class(std::string_view key_class) {
-  auto dot = key_class.rfind('.');
-  if (dot == std::string_view::npos || dot == 0 || dot + 1 == key_class.size()) {
-    throw Error(Errc::invalid_argument, "key class '" + std::string(key_class) +
-                                            "' is not a dotted name <module>.<Name>");
+  if (key_class.empty()) {
+    throw Error(Errc::invalid_argument, "key class '' is not a dotted name <module>.<Name>");
   }
+  KeyClass(key_class).validate();
+  auto dot = key_class.rfind('.');
   return {key_class.substr(0, dot), key_class.substr(dot + 1)};
 }
 
-void PickleWriter::key_object(const SampleKey& key, std::string_view key_class) {
-  auto [module, name] = split_key_class(key_class);
-  str(module);
-  str(name);
+// SPEC 1.4: what CPython's protocol-5 pickler writes for the key class's instance, less
+// its memo opcodes and FRAMEs: the class by STACK_GLOBAL, NEWOBJ with no arguments, then
+// BUILD with the instance's state (a dataclass's __dict__, or a frozen slots dataclass's
+// __getstate__ list).
+void PickleWriter::key_object(const Value& key, const KeyClass& key_class) {
+  if (!(key_class == checked_key_class_)) {  // validated once per class, not per key
+    key_class.validate();
+    checked_key_class_ = key_class;
+  }
+  if (key_class.empty()) {
+    throw Error(Errc::invalid_argument, "a key object needs a key class; the empty name "
+                                        "writes keys as tuples");
+  }
+  const auto& fields = key_class.fields;
+  if (!key.is(ValueKind::tuple) || key.items().size() != fields.size()) {
+    throw Error(Errc::invalid_argument, "key " + repr(key, 80) + " is not a tuple of the " +
+                                            std::to_string(fields.size()) + " field values of " +
+                                            key_class.describe());
+  }
+  auto values = key.items();
+  str(key_class.module());
+  str(key_class.class_name());
   pops(2);
   pushes();
   opcode(op::STACK_GLOBAL);
@@ -206,20 +222,15 @@ void PickleWriter::key_object(const SampleKey& key, std::string_view key_class) 
   pops(2);
   pushes();
   opcode(op::NEWOBJ);
-  pushes();
-  opcode(op::EMPTY_DICT);
-  pushes();
-  opcode(op::MARK);
-  str("sample_id");
-  if (const auto* id = std::get_if<std::int64_t>(&key.sample_id)) {
-    integer(*id);
+  if (key_class.state == KeyClass::State::values) {
+    batched(op::EMPTY_LIST, op::APPEND, op::APPENDS, values.size(), 1,
+            [&](std::size_t i) { value(values[i]); });
   } else {
-    str(std::get<std::string>(key.sample_id));
+    batched(op::EMPTY_DICT, op::SETITEM, op::SETITEMS, values.size(), 2, [&](std::size_t i) {
+      str(fields[i]);
+      value(values[i]);
+    });
   }
-  str("position");
-  integer(key.position);
-  pops(5);
-  opcode(op::SETITEMS);
   pops(1);
   opcode(op::BUILD);
 }

@@ -24,10 +24,11 @@ import types
 KEY_CLASS = "hyper_parallel.distributed_data.schema.SampleKey"
 
 
-def make_key_class(dotted, extra_fields=()):
-    """A frozen dataclass with fields sample_id and position (plus `extra_fields`) that
-    pickle finds under `dotted` ("pkg.mod.Name"): the module hierarchy is created in
-    sys.modules."""
+def make_key_class(dotted, extra_fields=(), fields=None, slots=False):
+    """A frozen dataclass with fields sample_id and position (plus `extra_fields`), or
+    exactly `fields`, that pickle finds under `dotted` ("pkg.mod.Name"): the module
+    hierarchy is created in sys.modules. slots=True makes a frozen slots dataclass, which
+    pickles its state as the list of field values (SPEC 1.4 `values` state)."""
     module_name, _, class_name = dotted.rpartition(".")
     parts = module_name.split(".")
     for i in range(1, len(parts) + 1):
@@ -36,12 +37,34 @@ def make_key_class(dotted, extra_fields=()):
             sys.modules[name] = types.ModuleType(name)
             if i > 1:
                 setattr(sys.modules[".".join(parts[: i - 1])], parts[i - 1], sys.modules[name])
-    fields = [("sample_id", object), ("position", int)] + [(f, object) for f in extra_fields]
-    cls = dataclasses.make_dataclass(class_name, fields, frozen=True)
+    if fields is None:
+        fields = ("sample_id", "position") + tuple(extra_fields)
+    cls = dataclasses.make_dataclass(class_name, [(f, object) for f in fields], frozen=True,
+                                     slots=slots)
     cls.__module__ = module_name
     cls.__qualname__ = class_name
     setattr(sys.modules[module_name], class_name, cls)
     return cls
+
+
+def key_fields(cls):
+    """The field names of a key dataclass, in order."""
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def key_request(cls, slots=None):
+    """The batch members describing `cls` as a SPEC 1.4 key class: key_class, key_fields,
+    key_state ("values" for a slots dataclass)."""
+    if slots is None:
+        slots = "__slots__" in vars(cls)
+    return {"key_class": "%s.%s" % (cls.__module__, cls.__qualname__),
+            "key_fields": key_fields(cls), "key_state": "values" if slots else "dict"}
+
+
+def key_values(obj):
+    """The tuple of a key dataclass instance's field values, in field order (what hpref
+    decodes it to)."""
+    return tuple(getattr(obj, f) for f in key_fields(type(obj)))
 
 
 SampleKey = make_key_class(KEY_CLASS)

@@ -15,16 +15,20 @@ Usage: test_frames.py <hpref>
 """
 
 import array
+import dataclasses
 import math
+import os
 import pickle
 import random
 import struct
+import subprocess
 import sys
+import tempfile
 
 import hpref_interop as hi
 from hpref_interop import Tensor, SampleKey
 import values
-from test_pickle_write import golden
+from test_pickle_write import cpython_fast, golden, has_nan
 
 PROTOCOLS = (2, 3, 4, 5)
 SCALARS = (type(None), bool, int, float, str)
@@ -176,7 +180,7 @@ def _key(k, key_is):
     if type(k) is not key_is:
         raise ValueError("item key %r is a %s, expected %s" % (k, type(k).__name__,
                                                               key_is.__name__))
-    return (k.sample_id, k.position) if isinstance(k, SampleKey) else k
+    return hi.key_values(k) if dataclasses.is_dataclass(k) else k
 
 
 # --- tensors of many dtypes ---------------------------------------------------------------
@@ -449,6 +453,132 @@ def check_encoded(items, key_is):
     return check
 
 
+# --- SPEC 1.4 key classes described by name, fields and state ------------------------------
+
+def key_classes():
+    """A frozen dataclass with other fields (dict state), a frozen slots=True dataclass with
+    the default fields and one with three fields (values state)."""
+    return [
+        hi.make_key_class("interop_tests.frames.ShardKey",
+                          fields=("shard", "sample_id", "position")),
+        hi.make_key_class("interop_tests.frames.SlottedKey", slots=True),
+        hi.make_key_class("interop_tests.frames.Slotted3", fields=("a", "b", "c"), slots=True),
+    ]
+
+
+def class_key(rng, cls, j):
+    """A distinct key tuple for item j: one value per field of `cls`."""
+    n = len(hi.key_fields(cls))
+    if n == 2:
+        return random_key(rng, j)
+    return ("shard-%d" % rng.randrange(8), rng.choice((rng.randrange(2**40), "doc")), j)[:n]
+
+
+def fast_segment(items, cls):
+    """What our encoder must write with the key class of `cls` (SPEC 1.4, 2.1-2.3): the
+    bytes of CPython's pure-Python protocol-5 pickler without memo, FRAMEs cut, with each
+    key an instance of `cls`."""
+    if not items:
+        return b""
+    if not any(has_leaf(v) for _, v in items):
+        return cpython_fast(tuple((cls(*k), v) for k, v in items))
+    binary = bytearray()
+    meta = cpython_fast(tuple((cls(*k), schema_of(v, binary)) for k, v in items))
+    return header(meta, binary) + meta + bytes(binary)
+
+
+def check_class_encoded(items, cls):
+    def check(a):
+        if not a.get("ok"):
+            return "refused (%s: %s); items %s" % (a.get("kind"), a.get("error"), hi.short(items))
+        seg = bytes.fromhex(a["frame_hex"])
+        what = "items %s; our segment %s" % (hi.short(items, 300), hi.short_hex(seg, 600))
+        try:
+            got = python_decode(seg, cls)   # every key an instance of cls
+        except Exception as e:
+            return "CPython-side decode of our segment failed: %s: %s; %s" % (
+                type(e).__name__, e, what)
+        d = hi.diff([tuple(p) for p in items], [tuple(p) for p in got], "items")
+        if d:
+            return "CPython reads different items: %s; %s" % (d, what)
+        if not any(has_nan(v) for _, v in items):
+            exp = fast_segment(items, cls)
+            if seg != exp:
+                return "bytes differ from CPython's fast pickle %s; %s" % (
+                    hi.short_hex(exp, 600), what)
+        return None
+    return check
+
+
+def described_key_classes(suite, rng):
+    for cls in key_classes():
+        req = hi.key_request(cls)
+        name = "%s (%s state)" % (cls.__qualname__, req["key_state"])
+        cases = [[(class_key(rng, cls, j), random_item_value(rng)) for j in range(rng.randrange(1, 5))]
+                 for _ in range(25)]
+        cases += [[(class_key(rng, cls, j), values.rand_value(rng, max_depth=3, with_binary=False))
+                   for j in range(rng.randrange(1, 4))] for _ in range(10)]
+        for n, items in enumerate(cases):
+            # CPython -> us: framed at every protocol, and legacy
+            for p in PROTOCOLS:
+                seg = cpython_segment(items, p, key_obj=lambda k: cls(*k))
+                suite.ask("CPython segment #%d with %s keys [protocol %d]" % (n, name, p),
+                          decode_request(seg, **req),
+                          hi.expect_items(items, "segment %s" % hi.short_hex(seg, 600)))
+            if not any(has_leaf(v) for _, v in items):
+                seg = pickle.dumps(tuple((cls(*k), v) for k, v in items), protocol=5)
+                suite.ask("CPython legacy segment #%d with %s keys" % (n, name),
+                          decode_request(seg, **req),
+                          hi.expect_items(items, "segment %s" % hi.short_hex(seg, 600)))
+            # us -> CPython: pickle.loads makes instances; bytes as CPython's fast pickler
+            suite.ask("encode_segment #%d with %s keys -> CPython" % (n, name),
+                      dict(req, op="encode_segment",
+                           items=[[hi.to_json(k), hi.to_json(v)] for k, v in items]),
+                      check_class_encoded(items, cls))
+
+
+def frame_flags(suite, hpref):
+    """`hpref frame encode|decode --key-class --key-fields --key-state` (SPEC 1.4)."""
+    cls = hi.make_key_class("interop_tests.frames.FlagKey", fields=("a", "b", "c"), slots=True)
+    flags = ["--key-class", "interop_tests.frames.FlagKey", "--key-fields", "a,b,c",
+             "--key-state", "values"]
+    items = [((1, "x", None), b"\x01"), (("k", 2, 3.5), [1, "two"])]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "items.json")
+        with open(path, "w") as f:
+            f.write(hi.json.dumps([[hi.to_json(k), hi.to_json(v)] for k, v in items]))
+        enc = subprocess.run([hpref, "frame", "encode", "--hex", path] + flags,
+                             capture_output=True, text=True)
+        seg = bytes.fromhex(enc.stdout.strip()) if enc.returncode == 0 else b""
+        suite.expect("frame encode --key-fields --key-state", enc.returncode == 0 and
+                     seg == fast_segment(items, cls),
+                     "exit %d, stderr %r, segment %s, expected %s" % (
+                         enc.returncode, enc.stderr, hi.short_hex(seg, 300),
+                         hi.short_hex(fast_segment(items, cls), 300)))
+        seg_path = os.path.join(tmp, "seg.hex")
+        with open(seg_path, "w") as f:
+            f.write(cpython_segment(items, 4, key_obj=lambda k: cls(*k)).hex())
+        dec = subprocess.run([hpref, "frame", "decode", "--hex", seg_path] + flags,
+                             capture_output=True, text=True)
+        got = None
+        if dec.returncode == 0:
+            got = hi.items_from_json(hi.json.loads(dec.stdout)["items"])
+        suite.expect("frame decode --key-fields --key-state",
+                     got is not None and hi.diff(items, got, "items") is None,
+                     "exit %d, stderr %r, items %s" % (dec.returncode, dec.stderr, got))
+        # the values state read as the dict state is refused
+        dec = subprocess.run([hpref, "frame", "decode", "--hex", seg_path] + flags[:4],
+                             capture_output=True, text=True)
+        suite.expect("frame decode without --key-state values refuses", dec.returncode == 2 and
+                     "pickle_reduce" in dec.stderr, "exit %d, stderr %r" % (dec.returncode,
+                                                                            dec.stderr))
+        usage = subprocess.run([hpref, "frame", "encode", "--key-fields", "a,b", path],
+                               capture_output=True, text=True)
+        suite.expect("frame encode --key-fields without --key-class is a usage error",
+                     usage.returncode != 0 and "--key-class" in usage.stderr,
+                     "exit %d, stderr %r" % (usage.returncode, usage.stderr))
+
+
 def main():
     hpref = hi.main_args()
     suite = hi.Suite("interop frames", hpref)
@@ -457,6 +587,8 @@ def main():
     legacy(suite, rng)
     merge(suite)
     ours_to_cpython(suite, rng)
+    described_key_classes(suite, random.Random(20240604))
+    frame_flags(suite, hpref)
     suite.finish()
 
 

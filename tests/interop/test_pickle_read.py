@@ -33,7 +33,8 @@ def ask_read(suite, label, value, data, request_extra=None, expected=None):
                                           hi.describe_pickle(data)))
 
 
-def ask_all_protocols(suite, label, value, expected=None, need_ops=None, protocols=PROTOCOLS):
+def ask_all_protocols(suite, label, value, expected=None, need_ops=None, protocols=PROTOCOLS,
+                      request_extra=None):
     for p in protocols:
         for pname, dumps in picklers():
             data = dumps(value, protocol=p)
@@ -44,7 +45,7 @@ def ask_all_protocols(suite, label, value, expected=None, need_ops=None, protoco
                         raise SystemExit("test bug: %s at protocol %d (%s) has no %s" %
                                          (label, p, pname, op))
             ask_read(suite, "%s [protocol %d, %s pickler]" % (label, p, pname), value, data,
-                     expected=expected)
+                     request_extra=request_extra, expected=expected)
 
 
 def random_values(suite):
@@ -174,6 +175,44 @@ def key_class(suite):
                   {"op": "pickle_read", "pickle_hex": data.hex(),
                    "key_class": "interop_tests.keys.OtherKey"},
                   hi.expect_value(((9, 1), ("q", 0)), hi.describe_pickle(data)))
+    described_key_classes(suite)
+
+
+def described_key_classes(suite):
+    """SPEC 1.4 key classes described by name, fields and state: CPython's pickles of a
+    frozen dataclass with other fields (dict state) and of frozen slots=True dataclasses
+    (values state: BUILD with the list of field values) read as the tuple of the field
+    values in the description's field order."""
+    Shard = hi.make_key_class("interop_tests.keys.ShardKey", fields=("shard", "sample_id",
+                                                                      "position"))
+    Slotted = hi.make_key_class("interop_tests.keys.SlottedKey", slots=True)
+    Slotted3 = hi.make_key_class("interop_tests.keys.Slotted3", fields=("a", "b", "c"),
+                                 slots=True)
+    One = hi.make_key_class("interop_tests.keys.OneField", fields=("id",), slots=True)
+    build = {"GLOBAL": (2, 3), "STACK_GLOBAL": (4, 5), "NEWOBJ": PROTOCOLS, "BUILD": PROTOCOLS}
+    values_state = dict(build, EMPTY_LIST=PROTOCOLS)
+    cases = [
+        (Shard, build, [Shard("s0", 7, 1), Shard("s1", "doc", 2), Shard("", (1, "t"), -3)]),
+        (Slotted, values_state, [Slotted(3, 4), Slotted("img-7", 0), Slotted(2**63 - 1, None)]),
+        (Slotted3, values_state, [Slotted3(1, "x", None), Slotted3(b"k", 2.5, (True, "t"))]),
+        (One, values_state, [One(5), One("only")]),
+    ]
+    for cls, need_ops, keys in cases:
+        req = hi.key_request(cls)
+        expected_keys = [hi.key_values(k) for k in keys]
+        label = "key class %s %s" % (req["key_class"].rpartition(".")[2], req["key_state"])
+        ask_all_protocols(suite, label + ": one key", keys[0], expected=expected_keys[0],
+                          need_ops=need_ops, request_extra=req)
+        # several keys: the class (and field names) fetched from the memo; as dict keys
+        ask_all_protocols(suite, label + ": a tuple of keys", tuple(keys),
+                          expected=tuple(expected_keys), request_extra=req)
+        ask_all_protocols(suite, label + ": items", tuple((k, {"v": i}) for i, k in enumerate(keys)),
+                          expected=tuple((e, {"v": i}) for i, e in enumerate(expected_keys)),
+                          request_extra=req)
+    # the key is the tuple in the description's field order, whatever the dict's order
+    req = dict(hi.key_request(Shard), key_fields=["position", "shard", "sample_id"])
+    ask_all_protocols(suite, "key class ShardKey described in another field order",
+                      Shard("s0", 7, 1), expected=(1, "s0", 7), request_extra=req)
 
 
 def main():

@@ -362,6 +362,64 @@ def key_class(suite):
     data = pickle.dumps(SK(1, 2), protocol=2).replace(b")\x81", b"K\x01\x85\x81", 1)
     refuse(suite, "key class NEWOBJ with arguments", data, ("pickle_reduce", "pickle_global"),
            "SampleKey")
+    described_key_classes(suite)
+
+
+def described_key_classes(suite):
+    """SPEC 1.4: a described key class accepts exactly its pattern: the other state form,
+    missing, extra or other fields, and the wrong number of values are refused."""
+    Shard = hi.make_key_class("interop_tests.refused.ShardKey",
+                              fields=("shard", "sample_id", "position"))
+    Slotted = hi.make_key_class("interop_tests.refused.Slotted", fields=("a", "b", "c"),
+                                slots=True)
+    shard, slotted = hi.key_request(Shard), hi.key_request(Slotted)
+    for p in (2, 5):
+        dict_state = pickle.dumps(Shard("s", 1, 2), protocol=p)
+        list_state = pickle.dumps(Slotted(1, 2, 3), protocol=p)
+        refuse(suite, "dict state read as the values state [protocol %d]" % p, dict_state,
+               "pickle_reduce", ("must be the list of its 3 field values", "{'shard': 's'"),
+               **dict(shard, key_state="values"))
+        refuse(suite, "values state read as the dict state [protocol %d]" % p, list_state,
+               "pickle_reduce", ("must be a dict of exactly 'a', 'b' and 'c'", "[1, 2, 3]"),
+               **dict(slotted, key_state="dict"))
+        refuse(suite, "dict state with a field the description lacks [protocol %d]" % p,
+               dict_state, "pickle_reduce", "'shard'",
+               **dict(shard, key_fields=["sample_id", "position"]))
+        refuse(suite, "dict state without a described field [protocol %d]" % p, dict_state,
+               "pickle_reduce", "'extra'",
+               **dict(shard, key_fields=["shard", "sample_id", "position", "extra"]))
+        refuse(suite, "dict state with another field name [protocol %d]" % p, dict_state,
+               "pickle_reduce", "'part'", **dict(shard, key_fields=["part", "sample_id",
+                                                                    "position"]))
+        refuse(suite, "values state with fewer values than fields [protocol %d]" % p,
+               list_state, "pickle_reduce", "4 field values",
+               **dict(slotted, key_fields=["a", "b", "c", "d"]))
+        refuse(suite, "values state with more values than fields [protocol %d]" % p,
+               list_state, "pickle_reduce", "2 field values",
+               **dict(slotted, key_fields=["a", "b"]))
+    # BUILD with a tuple of the values (not what CPython writes)
+    list_p2 = pickle.dumps(Slotted(1, 2, 3), protocol=2)
+    data = list_p2.replace(b"]q\x02(K\x01K\x02K\x03e", b"K\x01K\x02K\x03\x87", 1)
+    assert data != list_p2, "test bug: the list state was not found in %s" % list_p2.hex()
+    refuse(suite, "values state as a tuple", data, "pickle_reduce", "got (1, 2, 3)", **slotted)
+    # a non-frozen slots dataclass pickles (None, {fields}): neither SPEC 1.4 state
+    @dataclasses.dataclass(slots=True)
+    class Mutable:
+        a: object
+        b: object
+        c: object
+    Mutable.__module__, Mutable.__qualname__ = "interop_tests.refused", "Mutable"
+    sys.modules["interop_tests.refused"].Mutable = Mutable
+    data = pickle.dumps(Mutable(1, 2, 3), protocol=5)
+    for state in ("dict", "values"):
+        refuse(suite, "a non-frozen slots dataclass (%s state)" % state, data, "pickle_reduce",
+               "got (None, {'a': 1", key_class="interop_tests.refused.Mutable",
+               key_fields=["a", "b", "c"], key_state=state)
+    # invalid descriptions are refused before reading
+    refuse(suite, "key_fields naming a field twice", list_state, "invalid_argument",
+           "names field 'a' twice", **dict(slotted, key_fields=["a", "b", "a"]))
+    refuse(suite, "key_state neither dict nor values", list_state, "invalid_argument",
+           "'slots'", **dict(slotted, key_state="slots"))
 
 
 def main():

@@ -10,16 +10,51 @@
 namespace hpref::cli {
 namespace {
 
+// The SPEC 1.4 key class of a request: "key_class" (a dotted name; absent or null:
+// `base`'s), "key_fields" (an array of field names) and "key_state" ("dict" or "values")
+// over `base`. Fields or a state without any name are refused.
+KeyClass key_class_of(const Json& request, KeyClass base) {
+  if (auto it = request.find("key_class"); it != request.end() && !it->is_null()) {
+    if (!it->is_string()) throw Error(Errc::invalid_request, "\"key_class\" must be a string");
+    base.name = it->get<std::string>();
+  }
+  bool described = false;
+  if (auto it = request.find("key_fields"); it != request.end() && !it->is_null()) {
+    if (!it->is_array()) {
+      throw Error(Errc::invalid_request, "\"key_fields\" must be an array of field names");
+    }
+    base.fields.clear();
+    for (const Json& f : *it) {
+      if (!f.is_string()) {
+        throw Error(Errc::invalid_request,
+                    "a \"key_fields\" entry must be a string, got " + dump_json(f));
+      }
+      base.fields.push_back(f.get<std::string>());
+    }
+    described = true;
+  }
+  if (auto it = request.find("key_state"); it != request.end() && !it->is_null()) {
+    if (!it->is_string()) {
+      throw Error(Errc::invalid_request, "\"key_state\" must be \"dict\" or \"values\"");
+    }
+    base.state = parse_key_state(it->get<std::string>());
+    described = true;
+  }
+  if (described && base.empty()) {
+    throw Error(Errc::invalid_request, "\"key_fields\" and \"key_state\" describe a key "
+                                       "class: they need \"key_class\"");
+  }
+  base.validate();
+  return base;
+}
+
 DecodeOptions decode_options(const Json& request) {
   DecodeOptions options;
   if (auto it = request.find("strict"); it != request.end() && !it->is_null()) {
     if (!it->is_boolean()) throw Error(Errc::invalid_request, "\"strict\" must be true or false");
     options.strict = it->get<bool>();
   }
-  if (auto it = request.find("key_class"); it != request.end() && !it->is_null()) {
-    if (!it->is_string()) throw Error(Errc::invalid_request, "\"key_class\" must be a string");
-    options.pickle.key_class = it->get<std::string>();
-  }
+  options.pickle.key_class = key_class_of(request, options.pickle.key_class);
   return options;
 }
 
@@ -145,10 +180,7 @@ Json handle_frame_request_capped(const Json& request, std::uint64_t default_cap)
   const std::string& name = op.get_ref<const std::string&>();
   if (name == "encode_segment") {
     EncodeOptions options;
-    if (auto it = request.find("key_class"); it != request.end() && !it->is_null()) {
-      if (!it->is_string()) throw Error(Errc::invalid_request, "\"key_class\" must be a string");
-      options.key_class = it->get<std::string>();
-    }
+    options.key_class = key_class_of(request, KeyClass{});
     std::vector<Item> items = items_from_json(required_field(request, "items"));
     return Json{{"ok", true}, {"frame_hex", to_hex(encode_segment(items, options))}};
   }

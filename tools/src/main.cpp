@@ -109,22 +109,41 @@ struct FrameArgs {
   bool hex = false;
   bool strict = false;
   std::string key_class;
+  std::string key_fields;  // "a,b,c"; empty: sample_id,position
+  std::string key_state;   // "dict" or "values"; empty: dict
   bool batch = false;
   bool keep_going = false;
   std::uint64_t max_output_bytes = cli::kDefaultMaxOutputBytes;
 };
+
+// SPEC 1.4: --key-class NAME --key-fields a,b,c --key-state dict|values over `base` (the
+// reader's default class when decoding, none when encoding).
+hpref::KeyClass frame_key_class(const FrameArgs& a, hpref::KeyClass base) {
+  if (!a.key_class.empty()) base.name = a.key_class;
+  if (!a.key_fields.empty()) {
+    base.fields.clear();
+    for (std::size_t start = 0;;) {
+      std::size_t comma = a.key_fields.find(',', start);
+      base.fields.push_back(a.key_fields.substr(start, comma - start));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  if (!a.key_state.empty()) base.state = hpref::parse_key_state(a.key_state);
+  base.validate();
+  return base;
+}
 
 int run_frame(CLI::App& frame, CLI::App& encode, CLI::App& decode, CLI::App& inspect,
               const FrameArgs& a) {
   if (a.batch) return run_batch_command(cli::frame_request_handler(a.max_output_bytes), a.keep_going);
   hpref::DecodeOptions dopts;
   dopts.strict = a.strict;
-  if (!a.key_class.empty()) dopts.pickle.key_class = a.key_class;
   if (encode.parsed()) {
+    hpref::EncodeOptions eopts;
+    eopts.key_class = frame_key_class(a, hpref::KeyClass{});  // refused before reading input
     cli::Json j = cli::parse_json(read_input(a.input));
     if (j.is_object() && j.contains("items")) j = j["items"];
-    hpref::EncodeOptions eopts;
-    eopts.key_class = a.key_class;
     auto bytes = hpref::encode_segment(cli::items_from_json(j), eopts);
     if (a.hex) {
       write_output(a.output, cli::to_hex(bytes) + "\n", false);
@@ -133,6 +152,7 @@ int run_frame(CLI::App& frame, CLI::App& encode, CLI::App& decode, CLI::App& ins
     }
     return 0;
   }
+  dopts.pickle.key_class = frame_key_class(a, dopts.pickle.key_class);
   if (decode.parsed()) {
     auto bytes = segment_bytes(read_input(a.input), a.hex);
     auto items = hpref::decode_segment(hpref::SharedBytes::adopt(std::move(bytes)), dopts);
@@ -307,16 +327,37 @@ int main(int argc, char** argv) {
   encode->add_option("input", fa.input, "JSON items file ('-' for stdin)");
   encode->add_option("-o,--output", fa.output, "Segment output file ('-' for stdout)");
   encode->add_flag("--hex", fa.hex, "Write the segment as lowercase hex text");
-  encode->add_option("--key-class", fa.key_class,
-                     "Write SampleKey item keys as this Python class (SPEC 1.4), e.g. "
-                     "hyper_parallel.distributed_data.schema.SampleKey");
+  auto* encode_key_class =
+      encode->add_option("--key-class", fa.key_class,
+                         "Write item keys as objects of this Python class (SPEC 1.4), e.g. "
+                         "hyper_parallel.distributed_data.schema.SampleKey: with the default "
+                         "fields, keys that are valid SampleKeys; with --key-fields, tuples of "
+                         "one value per field");
+  encode->add_option("--key-fields", fa.key_fields,
+                     "The key class's fields in order, comma-separated (default "
+                     "sample_id,position)")
+      ->needs(encode_key_class);
+  encode->add_option("--key-state", fa.key_state,
+                     "How the key class pickles its state: dict (a dataclass) or values (a "
+                     "frozen slots=True dataclass: the list of field values); default dict")
+      ->check(CLI::IsMember({"dict", "values"}))
+      ->needs(encode_key_class);
   auto* decode = frame->add_subcommand("decode", "Segment bytes -> JSON {\"items\": [...]}");
   auto* inspect = frame->add_subcommand("inspect", "Print a segment's header, keys and schema tree");
   for (auto* sub : {decode, inspect}) {
     sub->add_option("input", fa.input, "Segment file ('-' for stdin)");
     sub->add_flag("--hex", fa.hex, "Read the segment as hex text (whitespace ignored)");
     sub->add_flag("--strict", fa.strict, "Refuse binary layouts the encoder would not write (SPEC 2.4)");
-    sub->add_option("--key-class", fa.key_class, "Python key class read as a SampleKey (SPEC 1.4)");
+    sub->add_option("--key-class", fa.key_class,
+                    "Python key class whose objects are read as keys, the tuple of their field "
+                    "values (SPEC 1.4); default hyper_parallel.distributed_data.schema.SampleKey");
+    sub->add_option("--key-fields", fa.key_fields,
+                    "The key class's fields in order, comma-separated (default "
+                    "sample_id,position)");
+    sub->add_option("--key-state", fa.key_state,
+                    "How the key class pickles its state: dict (a dataclass) or values (a "
+                    "frozen slots=True dataclass: the list of field values); default dict")
+        ->check(CLI::IsMember({"dict", "values"}));
     sub->add_option("--max-output-bytes", fa.max_output_bytes,
                     "Refuse (exit 2, kind output_limit) output longer than this; memo references "
                     "and overlapping ranges are written out in full")

@@ -23,9 +23,12 @@ inline constexpr std::string_view kFrameMagic = "HPB1";
 inline constexpr std::size_t kFrameHeaderSize = 20;
 
 struct EncodeOptions {
-  // Non-empty: item keys that are valid SampleKeys are written as the SPEC 1.4
-  // key-class object of this "module.Name" (for Python peers). Empty: as 2-tuples.
-  std::string key_class;
+  // Non-empty name: item keys that stand for instances of this SPEC 1.4 key class are
+  // written as its object pattern (for Python peers): with the default fields, keys that
+  // are valid SampleKey 2-tuples; with other fields, tuples of one value per field. Other
+  // keys, and all keys under an empty name, are written as their Values. Checked
+  // (KeyClass::validate) before anything is written.
+  KeyClass key_class;
   // Deepest metadata pickle written (SPEC 2.3): the reader's limit, so whatever
   // encodes decodes.
   int max_depth = PickleLimits{}.max_depth;

@@ -25,13 +25,15 @@ struct PickleLimits {
 
 struct PickleReadOptions {
   PickleLimits limits;
-  // SPEC 1.4 shim: the one "module.Name" whose NEWOBJ + BUILD pattern decodes to the
-  // 2-tuple (sample_id, position). Empty turns the shim off.
-  std::string key_class = std::string(kDefaultKeyClass);
+  // SPEC 1.4 shim: the one key class whose NEWOBJ + BUILD pattern decodes to the tuple of
+  // its field values in field order (default: the original's SampleKey, whose pattern
+  // decodes to the 2-tuple (sample_id, position)). An empty name turns the shim off.
+  // Checked (KeyClass::validate) before any byte is read.
+  KeyClass key_class = KeyClass(kDefaultKeyClass);
 };
 
 // Splits a key class "<module>.<Name>" (SPEC 1.4) at its last dot into module and name;
-// refuses (invalid_argument, naming it) a name without a dot or with an empty part.
+// refuses (invalid_argument, naming it) a name that KeyClass::validate refuses.
 std::pair<std::string_view, std::string_view> split_key_class(std::string_view key_class);
 
 // Reads one pickle that must span all of `data`. Throws hpref::Error (kinds pickle_*)
@@ -65,19 +67,33 @@ class PickleWriter {
   // A tuple of n items is written begin_tuple(n), the n items, end_tuple(n).
   void begin_tuple(std::size_t n);
   void end_tuple(std::size_t n);
-  // The SPEC 1.4 key-class object pattern for `key`, under class `key_class`.
-  void key_object(const SampleKey& key, std::string_view key_class);
+  // The SPEC 1.4 key-class object pattern of `key_class` (validated: invalid_argument)
+  // for a key whose field values, in field order, are the items of the tuple `key`
+  // (invalid_argument unless it has exactly one per field): STACK_GLOBAL, EMPTY_TUPLE,
+  // NEWOBJ, BUILD with a dict {field: value} in field order (dict state) or the list of
+  // the values (values state), each container in the batches value() writes — the bytes
+  // CPython's protocol-5 pickler writes for that object without memo and FRAMEs.
+  void key_object(const Value& key, const KeyClass& key_class);
+  void key_object(const SampleKey& key, const KeyClass& key_class) {
+    key_object(key.to_value(), key_class);
+  }
 
  private:
   void opcode(std::uint8_t op) { out_.push_back(static_cast<char>(op)); }
   // The reader's stack, mirrored: an opcode that pushes, one that pops n entries.
   void pushes();
   void pops(std::size_t n) noexcept { height_ -= n; }
+  // EMPTY_LIST / EMPTY_DICT, then `n` items (`item(i)` writes item i, pushing `per_item`
+  // entries) in batches of at most 1000: APPEND/SETITEM for one, MARK ... APPENDS/SETITEMS.
+  template <typename WriteItem>
+  void batched(std::uint8_t empty_op, std::uint8_t one_op, std::uint8_t many_op, std::size_t n,
+               std::size_t per_item, WriteItem&& item);
   void length_prefixed(std::uint8_t op1, std::uint8_t op4, std::uint8_t op8,
                        std::string_view data);
   std::string& out_;
   std::uint64_t max_stack_;
   std::uint64_t height_ = 0;
+  KeyClass checked_key_class_;  // the last key class key_object validated
 };
 
 // PROTO 5, the value, STOP. Refuses (depth_limit, pickle_stack_limit) a Value that
