@@ -46,6 +46,9 @@ class KeyClass:
 
     def __init__(self, module: str, qualname: str, fields: Sequence[str] = _DEFAULT_FIELDS,
                  state: str = "dict", type: Optional[type] = None):  # noqa: A002
+        if "." in qualname:
+            raise _from_core("invalid_argument", f"a nested class {module}.{qualname} cannot be a "
+                             "key class: SPEC 1.4 names split at the last dot")
         if not module or not qualname:
             raise _from_core("invalid_argument", f"a key class needs a module and a name, got "
                              f"{'.'.join(p for p in (module, qualname) if p)!r}")
@@ -64,7 +67,15 @@ class KeyClass:
         its module, qualified name, fields in order and the state form pickle writes."""
         if dataclasses.is_dataclass(key_type):
             fields = tuple(f.name for f in dataclasses.fields(key_type))
-            state = "values" if "__slots__" in vars(key_type) else "dict"
+            state = "dict"
+            if "__slots__" in vars(key_type):
+                # CPython pickles a frozen slots dataclass as BUILD with the list of values;
+                # a mutable one as BUILD with (None, {fields}), which SPEC 1.4 does not read.
+                if not key_type.__dataclass_params__.frozen:
+                    raise _from_core("invalid_argument", f"{key_type.__qualname__} is a slots=True "
+                                     "dataclass that is not frozen: its pickle state (None, "
+                                     "{fields}) is not a SPEC 1.4 key-class pattern")
+                state = "values"
         elif "__slots__" in vars(key_type):
             raise ValueError(f"{key_type.__qualname__} has __slots__ but is not a dataclass: "
                              "describe it with KeyClass(module, qualname, fields, state)")

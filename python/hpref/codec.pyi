@@ -1,10 +1,38 @@
-from typing import Any, List, Literal, NamedTuple, Optional, Tuple
+from typing import Any, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-class RawTensor(NamedTuple):
-    dtype: str
-    shape: Tuple[int, ...]
-    data: Any
+from ._tensors import RawTensor as RawTensor, torch_dtypes as torch_dtypes
 
-def decode(buffer: bytes, *, strict: bool = False, key_class: Optional[str] = None,
-           tensors: Literal["torch", "numpy", "raw"] = "torch") -> List[Tuple[Any, Any]]: ...
-def encode(items: Any, *, key_class: Optional[str] = None) -> bytes: ...
+DEFAULT_KEY_CLASS: str
+
+class Key(NamedTuple):
+    sample_id: Union[int, str]
+    position: int
+
+class KeyClass:
+    module: str
+    qualname: str
+    fields: Tuple[str, ...]
+    state: str
+    def __init__(self, module: str, qualname: str, fields: Sequence[str] = ...,
+                 state: str = ..., type: Optional[type] = ...) -> None: ...
+    @classmethod
+    def from_type(cls, key_type: type) -> KeyClass: ...
+    @classmethod
+    def coerce(cls, key_class: Union[None, str, type, KeyClass]) -> Optional[KeyClass]: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def type(self) -> type: ...
+    def make(self, *values: Any) -> Any: ...
+    def values(self, key: Any) -> Optional[tuple]: ...
+
+KeyClassLike = Union[None, str, type, KeyClass]
+
+def decode(buffer: Any, *, strict: bool = ..., key_class: KeyClassLike = ...,
+           tensors: Optional[str] = ..., torch_version: Optional[str] = ...,
+           copy: bool = ...) -> List[Tuple[Any, Any]]: ...
+def decode_received(buffer: Any, splits: Sequence[int], *, strict: bool = ...,
+                    key_class: KeyClassLike = ..., tensors: Optional[str] = ...,
+                    torch_version: Optional[str] = ..., copy: bool = ...) -> Dict[Any, Any]: ...
+def encode(items: Any, *, key_class: KeyClassLike = ...) -> bytes: ...
+def inspect(buffer: Any, *, strict: bool = ..., key_class: KeyClassLike = ...) -> str: ...

@@ -4,6 +4,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstring>
@@ -164,11 +165,13 @@ struct DecodeArgs {
 
 // The key class the Python layer describes (hpref.codec.KeyClass._core_spec): a dotted
 // name (default fields, dict state) or (name, [fields], state).
-std::string key_class_from_python(nb::handle spec) {
-  if (PyUnicode_Check(spec.ptr())) return nb::cast<std::string>(spec);
-  throw Error(Errc::invalid_argument,
-              "key classes with other fields or the 'values' state are not supported yet, got " +
-                  nb::cast<std::string>(nb::repr(spec)));
+KeyClass key_class_from_python(nb::handle spec) {
+  if (PyUnicode_Check(spec.ptr())) return KeyClass(nb::cast<std::string>(spec));
+  auto [name, fields, state] =
+      nb::cast<std::tuple<std::string, std::vector<std::string>, std::string>>(spec);
+  KeyClass kc(std::move(name), std::move(fields), parse_key_state(state));
+  kc.validate();
+  return kc;
 }
 
 DecodeArgs decode_args(bool strict, const nb::object& key_class, const nb::object& make_key,
@@ -176,7 +179,7 @@ DecodeArgs decode_args(bool strict, const nb::object& key_class, const nb::objec
   DecodeArgs a;
   a.options.strict = strict;
   a.options.pickle.key_class =
-      key_class.is_none() ? std::string(kDefaultKeyClass) : key_class_from_python(key_class);
+      key_class.is_none() ? KeyClass(kDefaultKeyClass) : key_class_from_python(key_class);
   a.keys = KeyMaker{make_key, key_arity, sample_key_rule};
   return a;
 }
