@@ -21,7 +21,7 @@ from . import _core
 from ._tensors import RawTensor, tensor_maker, to_raw, torch_dtypes
 from .errors import _from_core
 
-__all__ = ["Key", "KeyClass", "RawTensor", "decode", "decode_received", "encode",
+__all__ = ["Key", "KeyClass", "RawTensor", "decode", "decode_received", "encode", "inspect",
            "torch_dtypes", "DEFAULT_KEY_CLASS"]
 
 DEFAULT_KEY_CLASS = "hyper_parallel.distributed_data.schema.SampleKey"
@@ -193,6 +193,19 @@ def decode_received(buffer: Any, splits: Sequence[int], *, strict: bool = False,
             raise _from_core("invalid_argument", f"splits[{i}] must be a non-negative int, got {s!r}")
     a = _decode_args(key_class, tensors, torch_version)
     return dict(_core.decode_received(buffer, list(splits), strict=strict, copy=copy, **a))
+
+
+def inspect(buffer: Any, *, strict: bool = False,
+            key_class: Union[None, str, type, KeyClass] = None,
+            max_output_bytes: int = 1 << 30) -> str:
+    """The layout of a segment as ``hpref frame inspect`` prints it: the header, then each
+    item's key and schema tree (dtype, shape, offset and size of every binary leaf). Decodes
+    first, so a bad segment raises its error; a view longer than ``max_output_bytes`` is
+    refused (``output_limit``)."""
+    kc = KeyClass.coerce(key_class)
+    return _core.inspect(buffer, strict=strict,
+                         key_class=DEFAULT_KEY_CLASS if kc is None else kc._core_spec(),
+                         max_output_bytes=max_output_bytes)
 
 
 def _convert_value(x: Any) -> Optional[RawTensor]:

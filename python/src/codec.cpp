@@ -18,6 +18,7 @@
 #include "hpref/codec.hpp"
 #include "hpref/dtype.hpp"
 #include "hpref/error.hpp"
+#include "hpref/inspect.hpp"
 #include "hpref/sample_key.hpp"
 #include "hpref/shared_bytes.hpp"
 #include "hpref/tensor.hpp"
@@ -439,6 +440,19 @@ void bind_codec(nb::module_& m) {
       nb::arg("items"), nb::arg("key_class").none(), nb::arg("raw_type"), nb::arg("convert"),
       nb::arg("convert_key").none(), nb::arg("torch_tensor").none(),
       "Encodes (key, value) pairs as one HPB1 payload segment (SPEC 2).");
+
+  m.def(
+      "inspect",
+      [](nb::handle buffer, bool strict, nb::object key_class, std::uint64_t max_output_bytes) {
+        DecodeOptions options;
+        options.strict = strict;
+        options.pickle.key_class = key_class.is_none() ? KeyClass(kDefaultKeyClass) : key_class_from_python(key_class);
+        SharedBytes data = segment_bytes(buffer, /*copy=*/false);
+        nb::gil_scoped_release release;
+        return inspect_segment(data.span(), options, max_output_bytes);
+      },
+      nb::arg("buffer"), nb::arg("strict"), nb::arg("key_class").none(), nb::arg("max_output_bytes"),
+      "The inspect view of a segment (hpref frame inspect's text).");
 
   m.def("dtype_names", [] {
     std::vector<std::string> names;

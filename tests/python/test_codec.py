@@ -93,3 +93,22 @@ def test_error_names_its_kind():
     with pytest.raises(hpref.Error) as e:
         hpref.codec.decode(b"HPB1\x00")
     assert e.value.kind == "truncated_header"
+
+
+def test_inspect_prints_what_hpref_frame_inspect_prints():
+    frame = tensor_case()
+    view = hpref.codec.inspect(frame)
+    assert view.startswith(f"segment: HPB1 frame, {len(frame)} bytes = header 20 + metadata ")
+    assert "tensor " in view and "item 0 key " in view
+    cli = pathlib.Path(__file__).parents[2] / "build" / "release" / "tools" / "hpref"
+    if cli.exists():  # the same text as the command (one implementation, hpref/inspect.hpp)
+        import subprocess
+        out = subprocess.run([str(cli), "frame", "inspect"], input=frame, capture_output=True,
+                             check=True).stdout.decode()
+        assert out == view
+    with pytest.raises(hpref.Error) as e:
+        hpref.codec.inspect(frame, max_output_bytes=10)
+    assert e.value.kind == "output_limit"
+    with pytest.raises(hpref.Error) as e:
+        hpref.codec.inspect(frame[:-1])
+    assert e.value.kind == "frame_size_mismatch"

@@ -8,6 +8,7 @@
 #include "hpref/cli/batch.hpp"
 #include "hpref/cli/json_value.hpp"
 #include "hpref/codec.hpp"
+#include "hpref/inspect.hpp"
 
 namespace hpref::cli {
 
@@ -20,11 +21,7 @@ Json handle_frame_request_capped(const Json& request, std::uint64_t max_output_b
 // handle_frame_request with that default cap (hpref frame --batch --max-output-bytes).
 RequestHandler frame_request_handler(std::uint64_t max_output_bytes);
 
-// Human-readable layout: the header, then each item's key and its schema tree with
-// dtype, shape, offset and size. Decodes first, so a bad segment throws its error.
-// The view is counted first and refused (Error output_limit) past `max_output_bytes`.
-std::string inspect_segment(std::span<const std::uint8_t> segment,
-                            const DecodeOptions& options = {},
-                            std::uint64_t max_output_bytes = kDefaultMaxOutputBytes);
+// The inspect view (hpref/inspect.hpp) under the CLI's default output cap.
+using hpref::inspect_segment;
 
 }  // namespace hpref::cli
