@@ -7,8 +7,14 @@ against (docs/python.md).
     >>> hpref.codec.decode(segment)
     [(Key(sample_id=7, position=0), {'text': 'abc'})]
 """
-from . import codec, errors
+from . import codec, errors, oracle, planning, routes
 from .codec import Key, KeyClass, RawTensor
-from .errors import Error
+from .errors import (CodecError, CommDeadlock, CommError, CommMismatch, DecodeError,
+                     DispatchError, EncodeError, Error, OracleError, PeerFailed, BufferMutated,
+                     PlanningError, RouteError, TransportError, UsageError, python_equivalent)
 
-__all__ = ["codec", "errors", "Error", "Key", "KeyClass", "RawTensor"]
+__all__ = ["codec", "errors", "oracle", "planning", "routes", "Error", "Key", "KeyClass",
+           "RawTensor", "python_equivalent", "CodecError", "DecodeError", "EncodeError",
+           "RouteError", "PlanningError", "OracleError", "CommError", "CommMismatch",
+           "CommDeadlock", "PeerFailed", "BufferMutated", "TransportError", "DispatchError",
+           "UsageError"]
