@@ -8,6 +8,7 @@
 #include <nanobind/stl/string.h>
 
 #include <array>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -69,7 +70,28 @@ struct FastSequence {
   PyObject* operator[](Py_ssize_t i) const { return PySequence_Fast_GET_ITEM(seq.ptr(), i); }
 };
 
+// A 1-d C-contiguous buffer of native int64 (a numpy int64 array), copied at once; nullopt
+// for anything else, which is read item by item.
+std::optional<std::vector<std::int64_t>> int64_buffer(nb::handle o) {
+  if (!PyObject_CheckBuffer(o.ptr())) return std::nullopt;
+  Py_buffer view;
+  if (PyObject_GetBuffer(o.ptr(), &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) != 0) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  std::string_view format = view.format != nullptr ? view.format : "B";
+  if (!format.empty() && (format[0] == '<' || format[0] == '=' || format[0] == '@')) format.remove_prefix(1);
+  std::optional<std::vector<std::int64_t>> out;
+  if (view.ndim == 1 && view.itemsize == 8 && (format == "q" || format == "l")) {
+    out.emplace(static_cast<std::size_t>(view.len / 8));
+    std::memcpy(out->data(), view.buf, static_cast<std::size_t>(view.len));
+  }
+  PyBuffer_Release(&view);
+  return out;
+}
+
 std::vector<std::int64_t> to_i64s(nb::handle o, const char* what) {
+  if (auto direct = int64_buffer(o)) return std::move(*direct);
   FastSequence seq(o, what);
   std::vector<std::int64_t> out(static_cast<std::size_t>(seq.size()));
   for (Py_ssize_t i = 0; i < seq.size(); ++i) out[static_cast<std::size_t>(i)] = to_i64(seq[i], what, i);

@@ -411,6 +411,10 @@ def test_numpy_and_bool_integers_are_accepted():
     np = pytest.importorskip("numpy")
     r = routes.sliding_window(np.array([0, 5, 16]), np.int64(4), 4, np.int32(2), 3)
     assert r == a_route()
+    for boundaries in (np.array([0, 0, 5, 5, 16, 16])[::2], np.array([0, 5, 16], np.int32),
+                       np.array([0, 5, 16], ">i8"), np.array([0, 5, 16], np.uint64)):
+        assert routes.sliding_window(boundaries, 4, 4, 2, 3) == a_route(), boundaries.dtype
+    assert routes.plan_all("sliding_window", np.array([0, 5, 16]), 4, 4, 3)[2] == a_route()
     assert routes.interval(True, 0, [(0, 1)]).local_length == 1
 
 
