@@ -29,7 +29,7 @@ class RawTensor(NamedTuple):
 _NUMPY = {"float64": "<f8", "float32": "<f4", "float16": "<f2", "complex64": "<c8",
           "complex128": "<c16", "int64": "<i8", "int32": "<i4", "int16": "<i2", "int8": "i1",
           "uint8": "u1", "uint16": "<u2", "uint32": "<u4", "uint64": "<u8", "bool": "?"}
-_FROM_NUMPY = {(k if k != "bool" else "b1"): v for v, k in
+_FROM_NUMPY = {(k if k != "?" else "b1"): v for v, k in
                ((name, code.lstrip("<")) for name, code in _NUMPY.items())}
 
 # The release that added each SPEC 1.3 dtype beyond those every supported torch (>= 1.13)

@@ -169,6 +169,9 @@ def test_numpy_arrays_encode_as_their_torch_dtype():
     assert got.dtype == torch.int16 and got.tolist() == a.tolist()
     (_, back), = hpref.codec.decode(hpref.codec.encode([((0, 0), a)]), tensors="numpy")
     assert back.dtype == a.dtype and (back == a).all()
+    flags = np.array([[True, False, True]])
+    (_, got), = hpref.codec.decode(hpref.codec.encode([((0, 0), flags)]))
+    assert got.dtype == torch.bool and got.tolist() == flags.tolist()
 
 
 def test_decode_received_merges_in_rank_order_and_refuses_a_key_twice():
