@@ -17,6 +17,7 @@ void bind_codec(nb::module_& m);
 void bind_routes(nb::module_& m);
 void bind_oracle(nb::module_& m);
 void bind_planning(nb::module_& m);
+void bind_sim(nb::module_& m);  // when built with the simulator (HPREF_PY_SIM)
 
 // A tensor as `make(dtype_name, shape_tuple, data)` where data is a writable memoryview
 // (format "B") of t's bytes, without a copy; it keeps t's storage alive.

@@ -1,6 +1,8 @@
 // `hpref sim run|explore|list` (see sim_command.hpp).
 #include "sim_command.hpp"
 
+#include "hpref/sim/chrome_trace.hpp"
+
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -144,7 +146,7 @@ int cmd_run(const SimArgs& a, Json& j) {
     std::cout << "trace: " << r.trace.size() << " lines, " << r.decisions << " scheduling decisions, hash "
               << hex(r.trace_hash) << " (" << static_cast<long>(ms) << " ms)\n";
   }
-  if (!a.trace_file.empty()) write_trace(a.trace_file, r.trace);
+  if (!a.trace_file.empty()) write_trace(a.trace_file, r.trace, a.trace_format);
   sim::Failure failure = r.failure();
   if (a.check_determinism) {
     sim::RunResult again = run_once(s, a, a.seed, faults);
@@ -156,7 +158,7 @@ int cmd_run(const SimArgs& a, Json& j) {
         std::cout << "DETERMINISM VIOLATION: the same seed gave hash " << hex(again.trace_hash)
                   << " on a second run\n";
       }
-      if (!a.trace_file.empty()) write_trace(a.trace_file + ".second", again.trace);
+      if (!a.trace_file.empty()) write_trace(a.trace_file + ".second", again.trace, a.trace_format);
     } else if (!a.json) {
       std::cout << "determinism: a second run gave the same hash\n";
     }
@@ -279,7 +281,11 @@ int json_error(Json& object, std::string_view kind, std::string_view message, bo
   return code;
 }
 
-void write_trace(const std::string& path, const std::vector<std::string>& lines) {
+void write_trace(const std::string& path, const std::vector<std::string>& trace_lines,
+                 const std::string& format) {
+  std::vector<std::string> chrome;
+  if (format == "chrome") chrome.push_back(sim::chrome_trace(trace_lines));
+  const std::vector<std::string>& lines = format == "chrome" ? chrome : trace_lines;
   auto fail = [&path](const char* what) {
     throw Error(Errc::io, "cannot " + std::string(what) + " trace file '" + path + "': " + std::strerror(errno));
   };
@@ -334,6 +340,12 @@ SimCommands add_sim_commands(CLI::App& app, SimArgs& a) {
       ->check(integer_of<std::uint64_t>())
       ->capture_default_str();
   c.run->add_option("--trace", a.trace_file, "Write the trace (one line per operation) to this file; default none");
+  c.run->add_option("--trace-format", a.trace_format,
+                    "How --trace is written: text (one line per operation) or chrome (Chrome "
+                    "trace-event JSON for Perfetto / chrome://tracing: one track per rank, one slice "
+                    "per operation, mismatches and deadlocks marked)")
+      ->check(CLI::IsMember({"text", "chrome"}))
+      ->capture_default_str();
   c.run->add_flag("--check-determinism", a.check_determinism,
                   "Run twice and compare trace hashes (exit 6 if they differ)");
   c.explore->add_option("--seeds", a.seeds, "Seeds to try, A..B")->capture_default_str();

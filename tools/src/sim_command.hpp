@@ -27,6 +27,7 @@ struct SimArgs {
   std::uint64_t seed = 1;
   std::string seeds = "1..100";
   std::string trace_file;
+  std::string trace_format = "text";  // text (one line per operation) or chrome (JSON)
   std::vector<std::string> faults;
   bool check_determinism = false;
   bool json = false;
@@ -65,6 +66,9 @@ Json faults_json(const std::vector<sim::Fault>& faults);
 int json_error(Json& object, std::string_view kind, std::string_view message, bool usage, std::ostream& out);
 // Writes the trace lines to `path`; Error io naming the path and the reason when it cannot
 // be opened, written, flushed or closed (`--trace /dev/full`).
-void write_trace(const std::string& path, const std::vector<std::string>& lines);
+// Writes the trace lines to `path`: one line each (format "text") or as Chrome trace-event
+// JSON (format "chrome", hpref/sim/chrome_trace.hpp). Error io naming the path.
+void write_trace(const std::string& path, const std::vector<std::string>& lines,
+                 const std::string& format = "text");
 
 }  // namespace hpref::cli

@@ -1,0 +1,33 @@
+from typing import Any, Callable, List, Optional, Sequence
+
+def communicator() -> Any: ...
+def rank() -> int: ...
+
+class RankResult:
+    rank: int
+    status: str
+    value: Any
+    error_type: Optional[str]
+    message: str
+    kind: Optional[str]
+    def exception(self) -> Optional[BaseException]: ...
+
+class Result:
+    ranks: List[RankResult]
+    failure: str
+    exit_code: int
+    trace_hash: int
+    trace: Optional[List[str]]
+    faults: List[str]
+    unfired_faults: List[str]
+    decisions: int
+    seed: int
+    replay: str
+    hash_seed_random: bool
+    @property
+    def ok(self) -> bool: ...
+    def values(self) -> List[Any]: ...
+
+def run(world_size: int, fn: Callable[..., Any], *args: Any, seed: int = ...,
+        faults: Sequence[str] = ..., timeout_s: float = ..., trace: Any = ...,
+        torch_distributed: bool = ...) -> Result: ...

@@ -1,0 +1,174 @@
+"""hpref.sim.run (issue 12, SPEC 9.3): Python functions on forked simulated ranks with the
+simulator's communicator: results pickled back, the same seed giving the same trace hash,
+mismatches, dead peers and exceptions reported per rank with the failure class, faults
+applied, and no process or /dev/shm segment left behind."""
+import os
+
+import numpy as np
+import pytest
+
+import hpref
+import hpref.sim as sim
+
+
+def gather_and_sum(rank, extra):
+    c = sim.communicator()
+    world = c.world()
+    mine = np.full(3, rank, dtype=np.int64)
+    every = np.zeros(3 * c.size(), dtype=np.int64)
+    c.all_gather(world, mine.ctypes.data, mine.nbytes, every.ctypes.data, every.nbytes).wait()
+    total = np.array([rank + 0.5], dtype=np.float64)
+    c.all_reduce(world, total.ctypes.data, total.nbytes, "float64", "sum").wait()
+    counts = [rank + 1] * c.size()  # rank r sends r+1 bytes to everyone
+    send = np.full(sum(counts), rank, dtype=np.uint8)
+    recv_counts = [p + 1 for p in range(c.size())]
+    recv = np.zeros(sum(recv_counts), dtype=np.uint8)
+    c.all_to_all_v(world, send.ctypes.data, counts, recv.ctypes.data, recv_counts).wait()
+    return every.tolist(), float(total[0]), recv.tolist(), extra
+
+
+def test_values_come_back_from_every_rank():
+    result = sim.run(4, gather_and_sum, {"k": 1}, seed=5, torch_distributed=False)
+    assert result.ok and result.failure == "none" and result.exit_code == 0
+    want_gather = [r for r in range(4) for _ in range(3)]
+    want_a2a = [p for p in range(4) for _ in range(p + 1)]
+    for rank, (every, total, recv, extra) in enumerate(result.values()):
+        assert every == want_gather and total == 8.0 and recv == want_a2a and extra == {"k": 1}
+
+
+def test_the_same_seed_gives_the_same_trace_and_another_seed_another():
+    runs = [sim.run(4, gather_and_sum, None, seed=s, trace=True, torch_distributed=False)
+            for s in (7, 7, 8)]
+    assert runs[0].trace_hash == runs[1].trace_hash and runs[0].trace == runs[1].trace
+    assert runs[0].trace and runs[0].trace_hash != runs[2].trace_hash
+
+
+def mismatched(rank):
+    c = sim.communicator()
+    mine = np.zeros(rank + 1, dtype=np.uint8)  # every rank a different size: a bug
+    every = np.zeros(c.size() * (rank + 1), dtype=np.uint8)
+    c.all_gather(c.world(), mine.ctypes.data, mine.nbytes, every.ctypes.data, every.nbytes).wait()
+
+
+def test_a_mismatch_is_named_on_every_rank():
+    result = sim.run(3, mismatched, torch_distributed=False)
+    assert result.failure == "collective mismatch" and result.exit_code == 3
+    for r in result.ranks:
+        assert r.status == "error" and r.kind == "comm_mismatch"
+        assert "all_gather" in r.message and "group 0 seq 0" in r.message
+        assert isinstance(r.exception(), hpref.CommMismatch)
+    with pytest.raises(hpref.CommMismatch):
+        result.values()
+
+
+def raises_on_rank_two(rank):
+    if rank == 2:
+        raise KeyError("no such sample")
+    c = sim.communicator()
+    c.barrier(c.world()).wait()
+    return rank
+
+
+def test_an_exception_is_reported_and_its_peers_fail_without_waiting():
+    result = sim.run(4, raises_on_rank_two, torch_distributed=False)
+    assert result.ranks[2].status == "error" and result.ranks[2].error_type == "KeyError"
+    assert "no such sample" in result.ranks[2].message
+    for r in (0, 1, 3):
+        assert result.ranks[r].kind == "comm_peer_failed" and "rank 2" in result.ranks[r].message
+    assert result.failure == "peer failure"
+
+
+def test_a_crash_fault_kills_the_rank_and_is_named_in_the_replay_line():
+    result = sim.run(4, gather_and_sum, None, seed=2, faults=["crash:1@2"], torch_distributed=False)
+    assert result.ranks[1].status == "died" and "signal 9" in result.ranks[1].message
+    assert all(result.ranks[r].kind == "comm_peer_failed" for r in (0, 2, 3))
+    assert "faults=['crash:1@2']" in result.replay and "seed=2" in result.replay
+    again = sim.run(4, gather_and_sum, None, seed=2, faults=["crash:1@2"], torch_distributed=False)
+    assert again.trace_hash == result.trace_hash
+
+
+def test_no_segment_is_left_behind():
+    sim.run(2, gather_and_sum, None, torch_distributed=False)
+    assert hpref._core.sim_leftover_segments() == []
+    assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"hpref-sim-{os.getpid()}-")]
+
+
+def test_bad_arguments_are_refused_by_name():
+    with pytest.raises(ValueError, match="world_size"):
+        sim.run(0, gather_and_sum)
+    with pytest.raises(hpref.Error) as e:
+        sim.run(2, gather_and_sum, None, faults=["explode:1@1"])
+    assert e.value.kind == "invalid_argument" and "explode:1@1" in e.value.message
+    with pytest.raises(RuntimeError, match="only available inside"):
+        sim.communicator()
+
+
+def two_groups_in_opposite_orders(rank):
+    c = sim.communicator()
+    a = c.new_group([0, 1], "sim")
+    b = c.new_group([0, 1], "sim")
+    if rank == 2:
+        return None
+    first, second = (a, b) if rank == 0 else (b, a)  # a classic lock-order deadlock
+    c.barrier(first).wait()
+    c.barrier(second).wait()
+
+
+def chrome(result, tmp_path, name):
+    import json
+    path = tmp_path / name
+    sim._write_trace(str(path), result.trace)
+    return json.loads(path.read_text())
+
+
+def slices(doc):
+    return [e for e in doc["traceEvents"] if e["ph"] == "X"]
+
+
+def test_chrome_trace_has_one_slice_per_operation_matching_the_text_trace(tmp_path):
+    result = sim.run(4, gather_and_sum, None, seed=3, trace=str(tmp_path / "run.json"),
+                     torch_distributed=False)
+    import json
+    doc = json.loads((tmp_path / "run.json").read_text())
+    names = {e["tid"]: e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M"}
+    assert names == {r: f"rank {r}" for r in range(4)}
+    lines = sim.run(4, gather_and_sum, None, seed=3, trace=True, torch_distributed=False).trace
+    launches = [(i, l.split()) for i, l in enumerate(lines) if len(l.split()) > 3 and l.split()[1].startswith("g")]
+    got = slices(doc)
+    assert len(got) == len(launches) == 12  # 3 operations x 4 ranks
+    for e, (step, w) in zip(sorted(got, key=lambda e: e["ts"]), launches):
+        assert e["ts"] == step and e["tid"] == int(w[0][1:]) and e["name"] == w[3]
+        assert f"g{e['args']['group']}" == w[1] and f"s{e['args']['seq']}" == w[2]
+        # ends when the last member launched the same operation
+        last = max(i for i, v in launches if v[1:3] == w[1:3])
+        assert e["ts"] + e["dur"] == last + 1 and "problem" not in e["args"]
+
+
+def test_chrome_trace_marks_a_mismatch_and_a_deadlock(tmp_path):
+    bad = sim.run(3, mismatched, trace=True, torch_distributed=False)
+    marked = [e for e in slices(chrome(bad, tmp_path, "mismatch.json")) if "problem" in e["args"]]
+    assert sorted(e["tid"] for e in marked) == [0, 1, 2]
+    assert all(e["args"]["problem"] == "mismatch" and e["cname"] == "terrible" for e in marked)
+    stuck = sim.run(3, two_groups_in_opposite_orders, trace=True, torch_distributed=False)
+    assert stuck.failure == "deadlock"
+    doc = chrome(stuck, tmp_path, "deadlock.json")
+    marked = [e for e in slices(doc) if e["args"].get("problem") == "deadlock"]
+    assert sorted(e["tid"] for e in marked) == [0, 1]
+    assert any(e["ph"] == "i" and e["name"].startswith("deadlock") for e in doc["traceEvents"])
+
+
+def test_the_command_writes_the_same_chrome_trace(tmp_path):
+    import json
+    import pathlib
+    import subprocess
+    cli = pathlib.Path(__file__).parents[2] / "build" / "release" / "tools" / "hpref"
+    if not cli.exists():
+        pytest.skip(f"the hpref command is not built at {cli}")
+    subprocess.run([str(cli), "sim", "run", "all_gather", "--ranks", "3", "--seed", "4",
+                    "--trace", str(tmp_path / "t.txt")], check=True, capture_output=True)
+    subprocess.run([str(cli), "sim", "run", "all_gather", "--ranks", "3", "--seed", "4",
+                    "--trace", str(tmp_path / "t.json"), "--trace-format", "chrome"],
+                   check=True, capture_output=True)
+    lines = (tmp_path / "t.txt").read_text().splitlines()
+    doc = json.loads((tmp_path / "t.json").read_text())
+    assert doc == json.loads(hpref._core.sim_chrome_trace(lines)) and slices(doc)
