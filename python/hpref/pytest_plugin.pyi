@@ -1,0 +1,4 @@
+from typing import Optional
+
+DEFAULTS: dict
+def rank() -> Optional[int]: ...
