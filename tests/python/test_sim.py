@@ -3,6 +3,7 @@ simulator's communicator: results pickled back, the same seed giving the same tr
 mismatches, dead peers and exceptions reported per rank with the failure class, faults
 applied, and no process or /dev/shm segment left behind."""
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -172,3 +173,68 @@ def test_the_command_writes_the_same_chrome_trace(tmp_path):
     lines = (tmp_path / "t.txt").read_text().splitlines()
     doc = json.loads((tmp_path / "t.json").read_text())
     assert doc == json.loads(hpref._core.sim_chrome_trace(lines)) and slices(doc)
+
+
+SLEEPER = """
+import sys, time
+sys.path.insert(0, {here!r})
+import hpref.sim as sim
+
+def sleepy(rank):
+    c = sim.communicator()
+    c.barrier(c.world()).wait()
+    time.sleep(60)  # holds the baton: the parent is interrupted or killed meanwhile
+
+print("started", flush=True)
+sim.run(3, sleepy, torch_distributed=False, timeout_s=300)
+"""
+
+
+def children_of(pid):
+    kids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                kids.append(int(entry))
+    return kids
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("how", ["interrupt", "kill"])
+def test_an_interrupted_or_killed_parent_leaves_no_rank_and_no_segment(tmp_path, how):
+    import signal
+    import subprocess
+    import time
+    script = tmp_path / "sleeper.py"
+    script.write_text(SLEEPER.format(here=os.environ.get("PYTHONPATH", "").split(os.pathsep)[0]))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "started"
+    deadline = time.time() + 30
+    while len(children_of(proc.pid)) < 3 and time.time() < deadline:
+        time.sleep(0.05)
+    ranks = children_of(proc.pid)
+    assert len(ranks) == 3, ranks
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT if how == "interrupt" else signal.SIGKILL)
+    proc.wait(timeout=30)
+    if how == "interrupt":
+        assert "KeyboardInterrupt" in proc.stderr.read()
+    deadline = time.time() + 10
+    while any(alive(p) for p in ranks) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(p) for p in ranks)
+    assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"hpref-sim-{proc.pid}-")]
+    assert hpref._core.sim_leftover_segments() == []
