@@ -1,0 +1,277 @@
+"""An hpref-communicator view of an existing torch process group (docs/python.md, "torch.distributed
+on an hpref communicator").
+
+:class:`GlooComm` offers the Python interface of hpref's Communicator seam (SPEC 9.1, the
+object :func:`hpref.sim.communicator` returns inside a simulated rank) over a real torch
+gloo process group: ``rank()``, ``size()``, ``world()``, ``world_backend()``,
+``new_group(ranks, backend)`` and the operations ``all_gather``, ``broadcast``,
+``all_reduce``, ``all_to_all_v`` and ``barrier`` on ``(address, bytes)`` buffers, each
+launching a gloo collective on uint8 (or, for all_reduce, typed) views of those bytes and
+returning a Work whose ``wait()`` completes it. ``hpref._torch_pg.install(GlooComm(...))``
+then serves ``torch.distributed`` code from it; a checked mode (SPEC 9.2) can wrap it.
+
+:class:`CommGroup` is the group handle it returns, with the fields of the simulator's Group.
+"""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+from datetime import timedelta
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+from .errors import _from_core
+
+__all__ = ["CommGroup", "GlooComm", "is_accelerator_backend_name"]
+
+
+def is_accelerator_backend_name(backend: str) -> bool:
+    """True for backend names containing "nccl" or "hccl" (any case): groups whose
+    operations take accelerator buffers (the C++ ``is_accelerator_backend_name``)."""
+    name = str(backend).lower()
+    return "nccl" in name or "hccl" in name
+
+
+@dataclasses.dataclass(frozen=True)
+class CommGroup:
+    """A process group as one rank sees it (SPEC 9.1): ``id`` (creation order, 0 = world),
+    ``ranks`` (sorted world ranks), ``index`` (this rank's position, -1 on a non-member),
+    ``backend`` (the name it was created with) and ``memory`` ("host", or "accelerator"
+    for nccl/hccl names)."""
+
+    id: int
+    ranks: Tuple[int, ...]
+    index: int
+    backend: str
+    memory: str = "host"
+
+    @property
+    def size(self) -> int:
+        """The number of members."""
+        return len(self.ranks)
+
+    @property
+    def is_member(self) -> bool:
+        """Whether this rank is a member (non-members hold an empty handle)."""
+        return self.index >= 0
+
+    def index_of(self, world_rank: int) -> int:
+        """``world_rank``'s position in the group, or -1 when it is not a member."""
+        try:
+            return self.ranks.index(world_rank)
+        except ValueError:
+            return -1
+
+
+def _usage(message: str) -> Exception:
+    return _from_core("comm_usage", message)
+
+
+def _torch():
+    import torch
+    import torch.distributed as dist
+    return torch, dist
+
+
+def _bytes_view(addr: int, nbytes: int, dtype: Any = None):
+    """A torch tensor over ``nbytes`` bytes at ``addr`` (uint8, or ``dtype``); the caller
+    keeps the memory alive."""
+    torch, _ = _torch()
+    dtype = torch.uint8 if dtype is None else dtype
+    if nbytes == 0:
+        return torch.empty(0, dtype=dtype)
+    raw = (ctypes.c_uint8 * nbytes).from_address(addr)
+    return torch.frombuffer(raw, dtype=dtype)
+
+
+_TORCH_DTYPES = {"int32": "int32", "int64": "int64", "float32": "float32", "float64": "float64"}
+_REDUCE_OPS = {"sum": "SUM", "min": "MIN", "max": "MAX"}
+
+
+class _GlooWork:
+    """A launched gloo collective: ``wait()`` completes it (again: returns at once) or
+    raises ``CommBackendError`` naming the operation, group and gloo's message."""
+
+    def __init__(self, work: Any, what: str, keep: Tuple[Any, ...] = ()):
+        self._work = work
+        self._what = what
+        self._keep = keep  # the views the gloo work reads and writes
+        self._done = False
+        self._error: Optional[BaseException] = None
+
+    def wait(self) -> None:
+        """Completes the operation or raises its error (the same one on every call)."""
+        if self._error is not None:
+            raise self._error
+        if self._done:
+            return
+        try:
+            if self._work is not None:
+                self._work.wait()
+        except RuntimeError as e:
+            self._error = _from_core("comm_backend", f"{self._what} failed in gloo: {e}")
+            raise self._error from e
+        finally:
+            self._keep = ()
+        self._done = True
+
+
+class GlooComm:
+    """An hpref-communicator view of an existing torch process group.
+
+    ``inner_group``: a gloo process group that every rank of this communicator's world holds
+    — a ``torch.distributed`` group (e.g. ``dist.group.WORLD``) or a
+    ``ProcessGroupGloo`` made directly from a store. World ranks are its group ranks.
+    ``store``: a store all those ranks share, used to make the gloo groups of
+    :meth:`new_group` (default: the store torch keeps for ``inner_group``).
+    ``timeout``: the gloo timeout of those groups.
+
+    The operations run gloo's collectives on views of the caller's bytes; nothing is
+    checked beyond each call's own arguments (no cross-rank agreement: that is SPEC 9.2's
+    checked mode), and gloo's all_reduce order is gloo's, not SPEC 9.1's group order.
+    """
+
+    def __init__(self, inner_group: Any, *, store: Any = None,
+                 timeout: timedelta = timedelta(minutes=30)):
+        """Wraps ``inner_group`` (see the class docstring)."""
+        self._inner = inner_group
+        self._rank = int(inner_group.rank())
+        self._size = int(inner_group.size())
+        self._store = store if store is not None else self._torch_store(inner_group)
+        self._timeout = timeout
+        self._world = CommGroup(0, tuple(range(self._size)), self._rank, "gloo", "host")
+        self._members: Dict[int, Any] = {0: inner_group}
+        self._next_id = 1
+
+    @staticmethod
+    def _torch_store(inner_group: Any) -> Any:
+        _, dist = _torch()
+        dc = dist.distributed_c10d
+        world = getattr(dc, "_world", None)
+        pg_map = world.pg_map if world is not None and hasattr(world, "pg_map") else getattr(dc, "_pg_map", {})
+        entry = pg_map.get(inner_group)
+        return None if entry is None else entry[1]
+
+    # ---- the Communicator seam ---------------------------------------------------------
+
+    def rank(self) -> int:
+        """This rank's world rank (its rank in the inner group)."""
+        return self._rank
+
+    def size(self) -> int:
+        """The number of world ranks (the inner group's size)."""
+        return self._size
+
+    def world_backend(self) -> str:
+        """``"gloo"``: the communication library underneath."""
+        return "gloo"
+
+    def world(self) -> CommGroup:
+        """The group of all world ranks (id 0), served by the inner group."""
+        return self._world
+
+    def new_group(self, ranks: Sequence[int], backend: str) -> CommGroup:
+        """A world collective (SPEC 9.1): every world rank calls it, in the same order, with
+        the same ranks; members make a gloo group over ``store`` and get a handle, the others
+        an empty one (``is_member`` False). ``backend`` names the group (an nccl/hccl name
+        makes an accelerator-memory group; gloo still moves the bytes)."""
+        ranks = [int(r) for r in ranks]
+        if not ranks or len(set(ranks)) != len(ranks) or any(r < 0 or r >= self._size for r in ranks):
+            raise _usage(f"new_group ranks {ranks} must be distinct world ranks in [0, {self._size})")
+        ranks = sorted(ranks)
+        gid = self._next_id
+        self._next_id += 1
+        memory = "accelerator" if is_accelerator_backend_name(backend) else "host"
+        index = ranks.index(self._rank) if self._rank in ranks else -1
+        group = CommGroup(gid, tuple(ranks), index, str(backend), memory)
+        if index < 0:
+            return group
+        if self._store is None:
+            raise _usage("GlooComm.new_group needs a store shared by every rank: pass store= "
+                         "(the inner group is not one torch.distributed keeps a store for)")
+        _, dist = _torch()
+        prefix = dist.PrefixStore(f"hpref_gloo_comm/{gid}/", self._store)
+        self._members[gid] = dist.ProcessGroupGloo(prefix, index, len(ranks), self._timeout)
+        return group
+
+    def all_gather(self, group: CommGroup, in_addr: int, in_bytes: int, out_addr: int,
+                   out_bytes: int, space: str = "host") -> _GlooWork:
+        """Member i's ``in_bytes`` land at ``out[i * in_bytes]``; ``out_bytes`` must be
+        ``group.size * in_bytes``."""
+        pg = self._check(group, "all_gather", space)
+        if out_bytes != group.size * in_bytes:
+            raise _usage(f"all_gather on group {group.id}: out_bytes {out_bytes} != group size "
+                         f"{group.size} x in_bytes {in_bytes}")
+        src = _bytes_view(in_addr, in_bytes)
+        out = _bytes_view(out_addr, out_bytes)
+        chunks = list(out.split(in_bytes)) if in_bytes else [out[:0] for _ in range(group.size)]
+        work = pg.allgather([chunks], [src])
+        return _GlooWork(work, f"all_gather on group {group.id}", (src, out, chunks))
+
+    def broadcast(self, group: CommGroup, addr: int, nbytes: int, root: int,
+                  space: str = "host") -> _GlooWork:
+        """The ``nbytes`` at ``addr`` on world rank ``root`` (a member) to every member."""
+        pg = self._check(group, "broadcast", space)
+        root_index = group.index_of(int(root))
+        if root_index < 0:
+            raise _usage(f"broadcast on group {group.id}: root {root} is not a member of {list(group.ranks)}")
+        _, dist = _torch()
+        opts = dist.BroadcastOptions()
+        opts.rootRank = root_index
+        opts.rootTensor = 0
+        buf = _bytes_view(addr, nbytes)
+        return _GlooWork(pg.broadcast([buf], opts), f"broadcast on group {group.id}", (buf,))
+
+    def all_reduce(self, group: CommGroup, addr: int, nbytes: int, dtype: str, op: str,
+                   space: str = "host") -> _GlooWork:
+        """In place over ``nbytes`` of ``dtype`` (int32, int64, float32, float64) with ``op``
+        (sum, min, max)."""
+        pg = self._check(group, "all_reduce", space)
+        torch, dist = _torch()
+        if dtype not in _TORCH_DTYPES or op not in _REDUCE_OPS:
+            raise _usage(f"all_reduce {op} over {dtype}: only sum, min and max over int32, int64, "
+                         "float32 and float64 are communicator operations")
+        tdtype = getattr(torch, _TORCH_DTYPES[dtype])
+        item = torch.empty(0, dtype=tdtype).element_size()
+        if nbytes % item:
+            raise _usage(f"all_reduce on group {group.id}: {nbytes} bytes is not a whole number of {dtype}")
+        opts = dist.AllreduceOptions()
+        opts.reduceOp = getattr(dist.ReduceOp, _REDUCE_OPS[op])
+        buf = _bytes_view(addr, nbytes, tdtype)
+        return _GlooWork(pg.allreduce([buf], opts), f"all_reduce on group {group.id}", (buf,))
+
+    def all_to_all_v(self, group: CommGroup, in_addr: int, in_counts: Sequence[int], out_addr: int,
+                     out_counts: Sequence[int], space: str = "host") -> _GlooWork:
+        """``in_counts[i]`` bytes (consecutive, in member order) to member i; ``out_counts[i]``
+        bytes from member i land consecutively at ``out_addr``."""
+        pg = self._check(group, "all_to_all_v", space)
+        in_counts, out_counts = [int(c) for c in in_counts], [int(c) for c in out_counts]
+        if len(in_counts) != group.size or len(out_counts) != group.size or min(in_counts + out_counts) < 0:
+            raise _usage(f"all_to_all_v on group {group.id}: counts {in_counts} / {out_counts} must be "
+                         f"{group.size} non-negative byte counts each")
+        _, dist = _torch()
+        src = _bytes_view(in_addr, sum(in_counts))
+        out = _bytes_view(out_addr, sum(out_counts))
+        work = pg.alltoall_base(out, src, out_counts, in_counts, dist.AllToAllOptions())
+        return _GlooWork(work, f"all_to_all_v on group {group.id}", (src, out))
+
+    def barrier(self, group: CommGroup) -> _GlooWork:
+        """Completes when every member has launched it."""
+        pg = self._check(group, "barrier", None)
+        _, dist = _torch()
+        return _GlooWork(pg.barrier(dist.BarrierOptions()), f"barrier on group {group.id}")
+
+    # ---- checks -------------------------------------------------------------------------
+
+    def _check(self, group: CommGroup, op: str, space: Optional[str]) -> Any:
+        if not isinstance(group, CommGroup):
+            raise _usage(f"{op}: {group!r} is not a group of this communicator")
+        if not group.is_member:
+            raise _usage(f"{op} on group {group.id}: rank {self._rank} is not a member of {list(group.ranks)}")
+        pg = self._members.get(group.id)
+        if pg is None:
+            raise _usage(f"{op}: group {group.id} was not made by this communicator")
+        if space is not None and space != group.memory:
+            raise _from_core("comm_memory_space",
+                             f"{op} on group {group.id} ({group.backend}) takes {group.memory} buffers, "
+                             f"got a {space} buffer")
+        return pg

@@ -1,0 +1,667 @@
+"""torch.distributed on an hpref communicator (issue 12; docs/python.md, "torch.distributed on an
+hpref communicator").
+
+:func:`install` makes every process group this process creates — ``init_process_group``
+and ``new_group`` with any backend name (gloo, nccl, hccl, the default) — a
+:class:`HprefProcessGroup` served by one communicator ``comm`` (the simulator's, inside
+:func:`hpref.sim.run`, or any object with the Communicator seam's Python interface, e.g.
+:class:`hpref._torch_comm.GlooComm`), while ``dist.get_backend(group)`` answers the name the
+code asked for. :class:`HprefProcessGroup` is a Python ``torch.distributed.ProcessGroup``
+subclass registered under the backend name ``"hpref"`` with
+``torch.distributed.Backend.register_backend``; it runs on torch 1.13 and 2.x (tested:
+Debian's 1.13 and PyPI's 2.13).
+
+Supported: all_reduce (sum, min, max over int32, int64, float32, float64), broadcast,
+all_gather (list and into one tensor), all_to_all_single (with and without splits),
+all_to_all (lists), barrier, and what torch builds on them (all_gather_object,
+broadcast_object_list), synchronous or ``async_op=True``. Every other operation raises
+``CommUsageError`` at once, naming it.
+"""
+from __future__ import annotations
+
+import functools
+import sys
+import warnings
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+import torch.distributed as dist
+import torch.distributed.distributed_c10d as _c10d
+
+from ._torch_comm import is_accelerator_backend_name
+from .errors import _from_core
+
+__all__ = ["BACKEND", "HprefProcessGroup", "HprefWork", "install", "uninstall", "installed"]
+
+BACKEND = "hpref"
+
+# torch 2.x keeps its group tables in _world and returns (pg, store) from
+# _new_process_group_helper; 1.13 keeps module-level dicts and returns pg.
+_TORCH2 = hasattr(_c10d, "_world") and hasattr(_c10d._world, "pg_map")
+
+_REDUCE_DTYPES = {torch.int32: "int32", torch.int64: "int64",
+                  torch.float32: "float32", torch.float64: "float64"}
+_REDUCE_OPS = {"SUM": "sum", "MIN": "min", "MAX": "max"}
+
+# ProcessGroup methods torch.distributed may call that the communicator does not offer:
+# method name -> the torch.distributed functions that reach it.
+_UNSUPPORTED = {
+    "send": "send/isend", "recv": "recv/irecv", "recv_anysource": "recv/irecv without src",
+    "reduce": "reduce", "gather": "gather (and gather_object)",
+    "scatter": "scatter (and scatter_object_list)", "reduce_scatter": "reduce_scatter",
+    "_reduce_scatter_base": "reduce_scatter_tensor", "reduce_scatter_single": "reduce_scatter_tensor",
+    "reduce_scatter_single_coalesced": "reduce_scatter_tensor (coalesced)",
+    "reduce_scatter_tensor_coalesced": "reduce_scatter_tensor (coalesced)",
+    "allgather_coalesced": "all_gather_coalesced",
+    "all_gather_single_coalesced": "all_gather_into_tensor (coalesced)",
+    "allgather_into_tensor_coalesced": "all_gather_into_tensor (coalesced)",
+    "allreduce_coalesced": "all_reduce_coalesced", "monitored_barrier": "monitored_barrier",
+    "_start_coalescing": "coalescing (_coalescing_manager, batch_isend_irecv)",
+    "_end_coalescing": "coalescing (_coalescing_manager, batch_isend_irecv)",
+}
+_WHY = ("hpref's process group offers the communicator's operations only (SPEC 9.1: all_reduce, "
+        "broadcast, all_gather, all_to_all, barrier); point-to-point and the other collectives "
+        "are not simulated")
+
+
+def _usage(message: str) -> Exception:
+    return _from_core("comm_usage", message)
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """t's bytes as a 1-d uint8 tensor (a view when t is contiguous)."""
+    return t.contiguous().reshape(-1).view(torch.uint8)
+
+
+def _write_bytes(dst: torch.Tensor, src: torch.Tensor) -> None:
+    """Copies the uint8 bytes ``src`` into ``dst`` (any dtype, any strides)."""
+    if dst.is_contiguous():
+        dst.reshape(-1).view(torch.uint8).copy_(src)
+    else:
+        dst.copy_(src.view(dst.dtype).reshape(dst.shape))
+
+
+class _Staging:
+    """Buffers of one operation: the memory handed to the communicator (the tensor itself
+    when contiguous, else a contiguous copy), kept alive until wait(); staged send buffers
+    are compared with the caller's tensor at wait() (a change is a mutated send buffer, as
+    the communicator reports for the memory it was given); staged receive buffers are
+    copied back."""
+
+    def __init__(self) -> None:
+        self.keep: List[torch.Tensor] = []
+        self.checks: List[Tuple[int, torch.Tensor, torch.Tensor]] = []
+        self.copies: List[Tuple[torch.Tensor, torch.Tensor]] = []
+
+    def send(self, t: torch.Tensor, index: int = 0) -> torch.Tensor:
+        if t.is_contiguous():
+            self.keep.append(t)
+            return t
+        staged = t.contiguous()
+        self.keep.append(staged)
+        self.checks.append((index, t, staged))
+        return staged
+
+    def receive(self, t: torch.Tensor, inout: bool = False) -> torch.Tensor:
+        if t.is_contiguous():
+            self.keep.append(t)
+            return t
+        staged = t.contiguous() if inout else torch.empty(t.shape, dtype=t.dtype)
+        self.keep.append(staged)
+        if inout:
+            self.checks.append((0, t, staged.clone()))
+        self.copies.append((t, staged))
+        return staged
+
+    def packed(self, tensors: Sequence[torch.Tensor]) -> Tuple[torch.Tensor, List[int]]:
+        """The tensors' bytes in one staged buffer, each checked at wait()."""
+        counts = [_nbytes(t) for t in tensors]
+        buf = torch.empty(sum(counts), dtype=torch.uint8)
+        offset = 0
+        for i, (t, n) in enumerate(zip(tensors, counts)):
+            buf[offset:offset + n].copy_(_bits(t))
+            self.checks.append((i, t, buf[offset:offset + n]))
+            offset += n
+        self.keep.append(buf)
+        return buf, counts
+
+    def unpacked(self, tensors: Sequence[torch.Tensor]) -> Tuple[torch.Tensor, List[int]]:
+        """One staged buffer whose pieces are copied into the tensors after wait()."""
+        counts = [_nbytes(t) for t in tensors]
+        buf = torch.empty(sum(counts), dtype=torch.uint8)
+        offset = 0
+        for t, n in zip(tensors, counts):
+            self.copies.append((t, buf[offset:offset + n]))
+            offset += n
+        self.keep.append(buf)
+        return buf, counts
+
+
+class HprefWork(dist.distributed_c10d.Work):
+    """What an operation of :class:`HprefProcessGroup` returns (``async_op=True`` hands it to
+    the caller; a synchronous call waits on it). ``wait()`` completes the communicator's
+    operation — raising its ``hpref.CommError`` (CommMismatch, CommDeadlock, PeerFailed,
+    BufferMutated, ...) — then copies staged outputs into the caller's tensors."""
+
+    def __init__(self, op: str, where: str, comm_work: Any, staging: _Staging,
+                 result: Sequence[torch.Tensor]):
+        """``op``: the torch.distributed name; ``where``: the group, for messages."""
+        super().__init__()
+        self._op, self._where = op, where
+        self._comm_work = comm_work
+        self._staging: Optional[_Staging] = staging
+        self._result = list(result)
+        self._done = False
+        self._error: Optional[BaseException] = None
+
+    def wait(self, timeout: Any = None) -> bool:
+        """Completes the operation (at once when it already has) and returns True, or raises
+        its error — the same error on every later call. ``timeout`` is ignored: the
+        simulator finds deadlocks and dead peers without one."""
+        if self._error is not None:
+            raise self._error
+        if self._done:
+            return True
+        staging = self._staging
+        try:
+            self._comm_work.wait()
+            for index, mine, staged in staging.checks:
+                if not torch.equal(_bits(mine), staged.reshape(-1).view(torch.uint8)):
+                    raise _from_core("comm_buffer_mutated",
+                                     f"{self._op} on {self._where}: input tensor {index} changed between "
+                                     "launch and wait() (a real backend may read it at any time before wait)")
+            for dst, src in staging.copies:
+                _write_bytes(dst, src.reshape(-1).view(torch.uint8))
+        except BaseException as e:
+            self._error = e
+            raise
+        finally:
+            self._staging = None
+        self._done = True
+        return True
+
+    def is_completed(self) -> bool:
+        """Whether wait() has completed it (an hpref operation completes in wait)."""
+        return self._done or self._error is not None
+
+    def is_success(self) -> bool:
+        """Whether it completed without an error."""
+        return self._done
+
+    def exception(self) -> Optional[BaseException]:
+        """The error wait() raised, or None."""
+        return self._error
+
+    def result(self) -> List[torch.Tensor]:
+        """The output tensors (valid after wait())."""
+        return list(self._result)
+
+    def synchronize(self) -> None:
+        """Same as wait() (host memory: nothing more to order)."""
+        self.wait()
+
+    def get_future(self) -> "torch.futures.Future":
+        """Waits for the operation, then returns a completed future holding result()."""
+        self.wait()
+        fut: torch.futures.Future = torch.futures.Future()
+        fut.set_result(self.result())
+        return fut
+
+    def source_rank(self) -> int:
+        """Refused: only recv from any source has one, and point-to-point is not simulated."""
+        raise _usage(f"{self._op}: source_rank() exists only for recv without src, which hpref does not offer")
+
+    _source_rank = source_rank
+
+
+class HprefProcessGroup(dist.ProcessGroup):
+    """A torch.distributed process group served by an hpref communicator ``comm`` on one of
+    its groups ``group`` (``group.index`` and ``group.size`` are this group's rank and size).
+    ``backend`` is the name the code asked for (what ``getBackendName()`` answers);
+    ``device_tensors="cpu"`` lets CPU tensors stand in for device tensors on an
+    accelerator-memory group (nccl, hccl), passed as accelerator buffers; with None such a
+    group refuses them."""
+
+    def __init__(self, comm: Any, group: Any, backend: str, device_tensors: Optional[str] = "cpu"):
+        """See the class docstring."""
+        super().__init__(group.index, group.size)
+        self._comm = comm
+        self._group = group
+        self._backend_name = str(backend)
+        self._device_tensors = device_tensors
+        self._ops = 0
+
+    # ---- identity ---------------------------------------------------------------------
+
+    def getBackendName(self) -> str:
+        """The backend name the code asked for ("gloo", "nccl", ...)."""
+        return self._backend_name
+
+    def name(self) -> str:
+        """Same as getBackendName()."""
+        return self._backend_name
+
+    @property
+    def hpref_group(self) -> Any:
+        """The communicator's group serving this process group."""
+        return self._group
+
+    def _set_sequence_number_for_group(self) -> None:
+        """No-op: the communicator numbers each group's operations itself."""
+
+    def _get_sequence_number_for_group(self) -> int:
+        """The number of operations launched on this group from this rank."""
+        return self._ops
+
+    def shutdown(self) -> None:
+        """No-op: the communicator outlives the process group."""
+
+    def abort(self) -> None:
+        """No-op (see shutdown)."""
+
+    def __repr__(self) -> str:
+        """The group id, ranks and the backend name it stands for."""
+        return (f"HprefProcessGroup(group={self._group.id}, ranks={list(self._group.ranks)}, "
+                f"backend={self._backend_name!r})")
+
+    # ---- helpers ----------------------------------------------------------------------
+
+    def _where(self) -> str:
+        return f"group {self._group.id} {list(self._group.ranks)} ({self._backend_name})"
+
+    def _space(self, op: str, tensors: Sequence[torch.Tensor]) -> str:
+        for t in tensors:
+            if t.device.type != "cpu":
+                raise _from_core("comm_memory_space",
+                                 f"{op} on {self._where()}: a {t.device} tensor; hpref's process group "
+                                 "moves CPU tensors (install(..., device_tensors=\"cpu\") lets them stand "
+                                 "in for device tensors)")
+        if self._group.memory == "accelerator":
+            if self._device_tensors != "cpu":
+                raise _from_core("comm_memory_space",
+                                 f"{op} on {self._where()}: an accelerator group takes device tensors, got "
+                                 "a cpu tensor (install(..., device_tensors=\"cpu\") lets CPU tensors "
+                                 "stand in for them)")
+            return "accelerator"
+        return "host"
+
+    def _one(self, op: str, tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+        if len(tensors) != 1:
+            raise _usage(f"{op} on {self._where()}: one tensor per call, got {len(tensors)}")
+        return tensors[0]
+
+    def _work(self, op: str, comm_work: Any, staging: _Staging, result: Sequence[torch.Tensor]) -> HprefWork:
+        self._ops += 1
+        return HprefWork(op, self._where(), comm_work, staging, result)
+
+    def _row_counts(self, op: str, what: str, t: torch.Tensor, splits: Sequence[int]) -> List[int]:
+        n = self._group.size
+        if t.dim() == 0:
+            raise _usage(f"{op} on {self._where()}: the {what} tensor must have a first dimension")
+        rows = t.shape[0]
+        row_bytes = (_nbytes(t) // rows) if rows else t[0:1].numel() * t.element_size()
+        if not splits:
+            if rows % n:
+                raise _usage(f"{op} on {self._where()}: {rows} {what} rows do not split evenly over {n} ranks")
+            splits = [rows // n] * n
+        splits = [int(s) for s in splits]
+        if len(splits) != n or sum(splits) != rows or min(splits) < 0:
+            raise _usage(f"{op} on {self._where()}: {what} split sizes {splits} must be {n} "
+                         f"non-negative row counts summing to {rows}")
+        return [s * row_bytes for s in splits]
+
+    # ---- operations -------------------------------------------------------------------
+
+    def allreduce(self, tensors: List[torch.Tensor], opts: Any = None) -> HprefWork:
+        """all_reduce in place: sum, min or max over int32, int64, float32 or float64 (others
+        refused at once, naming op and dtype)."""
+        t = self._one("all_reduce", tensors)
+        red = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        red = getattr(red, "op", red)
+        red_name = getattr(red, "name", str(red)).rsplit(".", 1)[-1]
+        if red_name not in _REDUCE_OPS or t.dtype not in _REDUCE_DTYPES:
+            raise _usage(f"all_reduce {red_name} over {t.dtype} on {self._where()}: hpref's communicator "
+                         "reduces with SUM, MIN or MAX over int32, int64, float32 or float64")
+        space = self._space("all_reduce", [t])
+        staging = _Staging()
+        buf = staging.receive(t, inout=True)
+        work = self._comm.all_reduce(self._group, buf.data_ptr(), _nbytes(buf), _REDUCE_DTYPES[t.dtype],
+                                     _REDUCE_OPS[red_name], space)
+        return self._work("all_reduce", work, staging, [t])
+
+    def broadcast(self, tensors: List[torch.Tensor], opts: Any = None) -> HprefWork:
+        """broadcast from group rank ``opts.rootRank``: the root's bytes to every member."""
+        t = self._one("broadcast", tensors)
+        root = opts.rootRank if opts is not None else 0
+        if getattr(opts, "rootTensor", 0) != 0 or not 0 <= root < self._group.size:
+            raise _usage(f"broadcast on {self._where()}: root rank {root} (tensor "
+                         f"{getattr(opts, 'rootTensor', 0)}) is not a group rank")
+        space = self._space("broadcast", [t])
+        staging = _Staging()
+        buf = staging.send(t) if root == self._group.index else staging.receive(t)
+        work = self._comm.broadcast(self._group, buf.data_ptr(), _nbytes(buf), self._group.ranks[root], space)
+        return self._work("broadcast", work, staging, [t])
+
+    def allgather(self, output_tensors: List[List[torch.Tensor]], input_tensors: List[torch.Tensor],
+                  opts: Any = None) -> HprefWork:
+        """all_gather into a list: member i's tensor into ``output_tensors[0][i]`` (equal
+        byte sizes)."""
+        t = self._one("all_gather", input_tensors)
+        outs = self._one("all_gather", output_tensors)
+        n, size = self._group.size, _nbytes(t)
+        if len(outs) != n or any(_nbytes(o) != size for o in outs):
+            raise _usage(f"all_gather on {self._where()}: {n} output tensors of {size} bytes each expected, "
+                         f"got sizes {[_nbytes(o) for o in outs]}")
+        space = self._space("all_gather", [t, *outs])
+        staging = _Staging()
+        src = staging.send(t)
+        out, _ = staging.unpacked(outs)
+        work = self._comm.all_gather(self._group, src.data_ptr(), size, out.data_ptr(), n * size, space)
+        return self._work("all_gather", work, staging, outs)
+
+    def _gather_into(self, op: str, output: torch.Tensor, input: torch.Tensor) -> HprefWork:
+        n, size = self._group.size, _nbytes(input)
+        if _nbytes(output) != n * size:
+            raise _usage(f"{op} on {self._where()}: the output tensor has {_nbytes(output)} bytes, "
+                         f"expected {n} x {size}")
+        space = self._space(op, [input, output])
+        staging = _Staging()
+        src = staging.send(input)
+        out = staging.receive(output)
+        work = self._comm.all_gather(self._group, src.data_ptr(), size, out.data_ptr(), n * size, space)
+        return self._work(op, work, staging, [output])
+
+    def _allgather_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> HprefWork:
+        """all_gather_into_tensor (torch 1.13's name)."""
+        return self._gather_into("all_gather_into_tensor", output, input)
+
+    def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> HprefWork:
+        """all_gather_into_tensor (torch 2.x's name)."""
+        return self._gather_into("all_gather_into_tensor", output, input)
+
+    def alltoall_base(self, output: torch.Tensor, input: torch.Tensor, output_split_sizes: List[int],
+                      input_split_sizes: List[int], opts: Any = None) -> HprefWork:
+        """all_to_all_single: rows of ``input`` (split by ``input_split_sizes``, or evenly) to
+        each member, rows from each into ``output``."""
+        op = "all_to_all_single"
+        in_counts = self._row_counts(op, "input", input, input_split_sizes)
+        out_counts = self._row_counts(op, "output", output, output_split_sizes)
+        space = self._space(op, [input, output])
+        staging = _Staging()
+        src = staging.send(input)
+        out = staging.receive(output)
+        work = self._comm.all_to_all_v(self._group, src.data_ptr(), in_counts, out.data_ptr(), out_counts, space)
+        return self._work(op, work, staging, [output])
+
+    def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor, output_split_sizes: List[int],
+                          input_split_sizes: List[int], opts: Any = None) -> HprefWork:
+        """all_to_all_single (torch 2.x's name; see alltoall_base)."""
+        return self.alltoall_base(output, input, output_split_sizes, input_split_sizes, opts)
+
+    def alltoall(self, output_tensors: List[torch.Tensor], input_tensors: List[torch.Tensor],
+                 opts: Any = None) -> HprefWork:
+        """all_to_all on lists: ``input_tensors[i]`` to member i, member i's into
+        ``output_tensors[i]``."""
+        op, n = "all_to_all", self._group.size
+        if len(input_tensors) != n or len(output_tensors) != n:
+            raise _usage(f"{op} on {self._where()}: {n} input and output tensors expected, got "
+                         f"{len(input_tensors)} and {len(output_tensors)}")
+        space = self._space(op, [*input_tensors, *output_tensors])
+        staging = _Staging()
+        src, in_counts = staging.packed(input_tensors)
+        out, out_counts = staging.unpacked(output_tensors)
+        work = self._comm.all_to_all_v(self._group, src.data_ptr(), in_counts, out.data_ptr(), out_counts, space)
+        return self._work(op, work, staging, output_tensors)
+
+    def barrier(self, opts: Any = None) -> HprefWork:
+        """barrier: completes when every member has launched it."""
+        return self._work("barrier", self._comm.barrier(self._group), _Staging(), [])
+
+
+def _refusal(method: str, what: str) -> Callable[..., Any]:
+    def refuse(self: HprefProcessGroup, *args: Any, **kwargs: Any) -> Any:
+        raise _usage(f"{what} on {self._where()} is not supported: {_WHY}")
+    refuse.__name__ = method
+    refuse.__doc__ = f"Refused at once with CommUsageError: {what} is not a communicator operation."
+    return refuse
+
+
+for _method, _what in _UNSUPPORTED.items():
+    setattr(HprefProcessGroup, _method, _refusal(_method, _what))
+
+
+# ---- interception ------------------------------------------------------------------------
+
+
+class _State:
+    def __init__(self, comm: Any, device_tensors: Optional[str]):
+        self.comm = comm
+        self.device_tensors = device_tensors
+        self.pending: Optional[Tuple[Any, str]] = None
+        self.implicit_world: Any = None
+        self.saved: List[Tuple[Any, str, Any]] = []
+
+
+_STATE: Optional[_State] = None
+
+
+def installed() -> Any:
+    """The communicator :func:`install` put in place in this process, or None."""
+    return None if _STATE is None else _STATE.comm
+
+
+def _create(store: Any, rank: int, size: int, timeout: Any) -> HprefProcessGroup:
+    """The creator registered for "hpref" (torch's four-argument form): the group the
+    interception just made on the communicator."""
+    st = _STATE
+    if st is None or st.pending is None:
+        raise _usage("the hpref backend serves process groups only where hpref installed it "
+                     "(inside hpref.sim.run, or after hpref._torch_pg.install(comm))")
+    group, name = st.pending
+    if (rank, size) != (group.index, group.size):
+        raise _usage(f"process group rank {rank} of {size} does not match the communicator's "
+                     f"group {group.id} (index {group.index} of {group.size})")
+    return HprefProcessGroup(st.comm, group, name, st.device_tensors)
+
+
+def _register() -> None:
+    if BACKEND.upper() not in dist.Backend._plugins:
+        if _TORCH2:
+            dist.Backend.register_backend(BACKEND, _create, devices=["cpu"])
+        else:
+            dist.Backend.register_backend(BACKEND, _create)
+    if not _TORCH2 and not hasattr(dist.Backend, "HCCL"):
+        # torch 1.13's Backend() refuses names it does not know; Ascend's torch_npu
+        # registers hccl, so code written for it names it. Served by the same creator
+        # (our interception never lets torch reach it).
+        dist.Backend.register_backend("hccl", _create)
+
+
+def _backend_config(name: str) -> str:
+    try:
+        with warnings.catch_warnings():  # "device capability of hccl unknown"
+            warnings.simplefilter("ignore")
+            return str(_c10d.BackendConfig(dist.Backend(name)))
+    except Exception:  # noqa: BLE001 - a name torch has no device map for
+        return f"cpu:{name}"
+
+
+def _relabel(pg: Any, name: str) -> None:
+    """Records the name the code asked for where get_backend() reads it."""
+    if _TORCH2:
+        world = _c10d._world
+        world.pg_map[pg] = (name, world.pg_map[pg][1])
+        world.pg_backend_config[pg] = _backend_config(name)
+    else:
+        _c10d._pg_map[pg] = (name, _c10d._pg_map[pg][1])
+
+
+def _new_process_group_helper(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def helper(group_size: int, group_rank: Any, global_ranks_in_group: Sequence[int], backend: Any,
+               store: Any, *args: Any, **kwargs: Any) -> Any:
+        st = _STATE
+        if st is None:
+            return original(group_size, group_rank, global_ranks_in_group, backend, store, *args, **kwargs)
+        comm, name = st.comm, str(backend)
+        ranks = [int(r) for r in global_ranks_in_group]
+        if not ranks:  # the default group: the world
+            if group_size not in (-1, comm.size()) or group_rank not in (-1, comm.rank()):
+                raise _usage(f"init_process_group(rank={group_rank}, world_size={group_size}) in simulated "
+                             f"rank {comm.rank()} of {comm.size()}")
+            group_size, group_rank = comm.size(), comm.rank()
+            if is_accelerator_backend_name(name):  # every rank initialises: a world collective
+                group = comm.new_group(list(range(comm.size())), name)
+            else:
+                group = comm.world()
+        else:  # every world rank calls this (torch does, members or not): SPEC 9.1
+            group = comm.new_group(ranks, name)
+            if not group.is_member:
+                return (_c10d.GroupMember.NON_GROUP_MEMBER, None) if _TORCH2 else _c10d.GroupMember.NON_GROUP_MEMBER
+        if store is None:  # torch 1.13's MPI path passes none
+            store = dist.HashStore()
+        st.pending = (group, name)
+        try:
+            result = original(group_size, group_rank, ranks, BACKEND, store, *args, **kwargs)
+        finally:
+            st.pending = None
+        _relabel(result[0] if _TORCH2 else result, name)
+        return result
+    return helper
+
+
+def _store_based_barrier(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def barrier(*args: Any, **kwargs: Any) -> None:
+        # The communicator's new_group already is the world collective this barrier stands
+        # for, and the store is this process's own: waiting on it would never end.
+        if _STATE is None:
+            return original(*args, **kwargs)
+        return None
+    return barrier
+
+
+def _rendezvous(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def rendezvous(url: str, rank: int = -1, world_size: int = -1, **kwargs: Any) -> Any:
+        st = _STATE
+        if st is None:
+            return original(url, rank, world_size, **kwargs)
+        comm = st.comm
+        if rank not in (-1, comm.rank()) or world_size not in (-1, comm.size()):
+            raise _usage(f"init_process_group(init_method={url!r}, rank={rank}, world_size={world_size}) "
+                         f"in simulated rank {comm.rank()} of {comm.size()}")
+        return iter([(dist.HashStore(), comm.rank(), comm.size())])
+    return rendezvous
+
+
+def _init_process_group(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        st = _STATE
+        if (st is not None and st.implicit_world is not None and dist.is_initialized()
+                and _c10d.GroupMember.WORLD is st.implicit_world and len(_groups()) == 1):
+            # The code initialises torch.distributed itself: it replaces the default group
+            # install() made, with the backend it names.
+            dist.destroy_process_group()
+            st.implicit_world = None
+        return original(*args, **kwargs)
+    return init_process_group
+
+
+def _new_group_with_tag(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def new_group_with_tag(*args: Any, **kwargs: Any) -> Any:
+        if _STATE is not None and kwargs.get("use_local_synchronization"):
+            raise _usage("new_group(use_local_synchronization=True) lets non-members skip the call; "
+                         "hpref's new_group is a world collective every rank makes (SPEC 9.1)")
+        return original(*args, **kwargs)
+    return new_group_with_tag
+
+
+def _get_msg_dict(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def get_msg_dict(func_name: str, *args: Any, **kwargs: Any) -> Dict[str, Any]:
+        # torch 2.x logs a failed collective through this, asking torch.cuda.nccl for its
+        # version when the group's backend is named nccl: on a build without NCCL that
+        # raises AttributeError, which would replace the collective's own error.
+        try:
+            return original(func_name, *args, **kwargs)
+        except Exception:  # noqa: BLE001 - logging must not hide the error being logged
+            return {"func_name": func_name}
+    return get_msg_dict
+
+
+def _groups() -> Dict[Any, Any]:
+    return _c10d._world.pg_map if _TORCH2 else _c10d._pg_map
+
+
+def _patch(st: _State, owner: Any, attr: str, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+    original = getattr(owner, attr)
+    st.saved.append((owner, attr, original))
+    setattr(owner, attr, wrap(original))
+
+
+def install(comm: Any, *, device_tensors: Optional[str] = "cpu", backend: Optional[str] = "gloo") -> None:
+    """Serves every torch.distributed process group of this process from ``comm``.
+
+    ``comm``: an object with the Communicator seam's Python interface (the simulator's
+    communicator in a rank of :func:`hpref.sim.run`; a :class:`hpref._torch_comm.GlooComm`).
+    After the call, ``init_process_group`` and ``new_group`` with any backend name make an
+    :class:`HprefProcessGroup` on ``comm`` (the default group on ``comm.world()``, a group of
+    an nccl/hccl name on an accelerator-memory group; a subgroup by ``comm.new_group``, which
+    every world rank reaches, as torch calls its group helper on members and non-members
+    alike), ``dist.get_backend`` answers the asked name, and no rendezvous or store barrier
+    runs. ``device_tensors="cpu"``: CPU tensors stand in for device tensors on accelerator
+    groups (None: such groups refuse them). ``backend``: the default group is initialised at
+    once as ``init_process_group(backend)`` would (None: left to the code); a later
+    ``init_process_group`` by the code replaces it while it is the only group.
+
+    Refused (CommUsageError): a second install, and an already initialised torch.distributed.
+    """
+    global _STATE
+    if _STATE is not None:
+        raise _usage("hpref._torch_pg.install() already ran in this process (uninstall() first)")
+    if dist.is_initialized():
+        raise _usage("torch.distributed is already initialised in this process; install() must come first")
+    if device_tensors not in ("cpu", None):
+        raise _from_core("invalid_argument", f"device_tensors must be \"cpu\" or None, got {device_tensors!r}")
+    _register()
+    st = _State(comm, device_tensors)
+    _patch(st, _c10d, "_new_process_group_helper", _new_process_group_helper)
+    _patch(st, _c10d, "_store_based_barrier", _store_based_barrier)
+    _patch(st, _c10d, "rendezvous", _rendezvous)
+    _patch(st, _c10d, "init_process_group", _init_process_group)
+    _patch(st, dist, "init_process_group", _init_process_group)
+    if hasattr(_c10d, "_new_group_with_tag"):
+        _patch(st, _c10d, "_new_group_with_tag", _new_group_with_tag)
+    logger = sys.modules.get("torch.distributed.c10d_logger")
+    if logger is not None and hasattr(logger, "_get_msg_dict"):
+        _patch(st, logger, "_get_msg_dict", _get_msg_dict)
+    _STATE = st
+    if backend is not None:
+        try:
+            dist.init_process_group(backend, store=dist.HashStore(), rank=comm.rank(), world_size=comm.size())
+        except BaseException:
+            uninstall()
+            raise
+        st.implicit_world = _c10d.GroupMember.WORLD
+
+
+def uninstall() -> None:
+    """Destroys the process groups (when initialised) and undoes :func:`install`."""
+    global _STATE
+    st = _STATE
+    if st is None:
+        return
+    try:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    finally:
+        for owner, attr, original in reversed(st.saved):
+            setattr(owner, attr, original)
+        _STATE = None
