@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import sys
 import warnings
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -357,6 +358,7 @@ class HprefProcessGroup(dist.ProcessGroup):
             raise _usage(f"all_gather on {self._where()}: {n} output tensors of {size} bytes each expected, "
                          f"got sizes {[_nbytes(o) for o in outs]}")
         space = self._space("all_gather", [t, *outs])
+        _zero_object_padding(t)
         staging = _Staging()
         src = staging.send(t)
         out, _ = staging.unpacked(outs)
@@ -437,12 +439,26 @@ for _method, _what in _UNSUPPORTED.items():
 # ---- interception ------------------------------------------------------------------------
 
 
+def _zero_object_padding(t: torch.Tensor) -> None:
+    """all_gather_object pickles the object into a byte tensor, all_gathers the sizes, then
+    grows that tensor to the largest with resize_(), whose new bytes are uninitialised
+    memory, and all_gathers it: the receivers ignore those bytes, but the simulator hashes
+    every byte sent. Zeroing them keeps the trace the same from run to run."""
+    st = _STATE
+    pending = None if st is None else st.object_tensor
+    if pending is not None and pending[0]() is t:
+        st.object_tensor = None
+        if t.numel() > pending[1]:
+            t[pending[1]:].zero_()
+
+
 class _State:
     def __init__(self, comm: Any, device_tensors: Optional[str]):
         self.comm = comm
         self.device_tensors = device_tensors
         self.pending: Optional[Tuple[Any, str]] = None
         self.implicit_world: Any = None
+        self.object_tensor: Optional[Tuple[Any, int]] = None  # (weakref, pickled length)
         self.saved: List[Tuple[Any, str, Any]] = []
 
 
@@ -596,6 +612,16 @@ def _get_msg_dict(original: Callable[..., Any]) -> Callable[..., Any]:
     return get_msg_dict
 
 
+def _object_to_tensor(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def object_to_tensor(obj: Any, device: Any, *args: Any, **kwargs: Any) -> Any:
+        byte_tensor, local_size = original(obj, device, *args, **kwargs)
+        if _STATE is not None:  # see _zero_object_padding
+            _STATE.object_tensor = (weakref.ref(byte_tensor), byte_tensor.numel())
+        return byte_tensor, local_size
+    return object_to_tensor
+
+
 def _groups() -> Dict[Any, Any]:
     return _c10d._world.pg_map if _TORCH2 else _c10d._pg_map
 
@@ -639,6 +665,7 @@ def install(comm: Any, *, device_tensors: Optional[str] = "cpu", backend: Option
     _patch(st, dist, "init_process_group", _init_process_group)
     if hasattr(_c10d, "_new_group_with_tag"):
         _patch(st, _c10d, "_new_group_with_tag", _new_group_with_tag)
+    _patch(st, _c10d, "_object_to_tensor", _object_to_tensor)
     logger = sys.modules.get("torch.distributed.c10d_logger")
     if logger is not None and hasattr(logger, "_get_msg_dict"):
         _patch(st, logger, "_get_msg_dict", _get_msg_dict)

@@ -588,6 +588,25 @@ def test_simulator_detections_are_raised_in_the_torch_code(fn, failures, errors)
         result.failure, [(r.rank, r.error_type, r.message) for r in result.ranks])
 
 
+def _objects_after_dirty_memory(rank):
+    for _ in range(3):
+        junk = torch.frombuffer(bytearray(os.urandom(1 << 16)), dtype=torch.uint8).clone()
+        del junk  # freed memory of random bytes, which resize_() may hand back
+        out = [None] * WORLD
+        dist.all_gather_object(out, "x" * (50 * rank + 1))
+    return out
+
+
+def test_all_gather_object_sends_the_same_bytes_every_run():
+    """torch pads the smaller pickles with resize_()'s uninitialised bytes; the simulator
+    hashes what is sent, so the same seed must give the same trace hash regardless."""
+    sim = pytest.importorskip("hpref.sim", reason="hpref.sim (the simulator binding) is not built")
+    runs = [sim.run(WORLD, _objects_after_dirty_memory, seed=2) for _ in range(3)]
+    assert all(r.ok for r in runs)
+    assert runs[0].values()[0] == ["x" * (50 * i + 1) for i in range(WORLD)]
+    assert len({r.trace_hash for r in runs}) == 1, [r.trace_hash for r in runs]
+
+
 @pytest.mark.parametrize("module", ["_torch_pg", "_torch_comm"])
 def test_stubs_and_docstrings_cover_every_public_name(module):
     """The .pyi stub defines every name of __all__, and every public callable (and each
