@@ -709,8 +709,23 @@ void Monitor::deadlock() {
     blocked.push_back(r);
     what += (what.empty() ? "" : "; ") + waits_on(r);
   }
-  trace_.push_back("deadlock " + rank_list_text(blocked));
-  std::string message = "deadlock: no rank can run; " + what;
+  // new_group is a world collective (SPEC 9.1): ranks stuck in it while others wait on an
+  // operation instead means some rank skipped or reordered a new_group - a mismatch of the
+  // world's collective order, not a deadlock of the program's own making.
+  std::vector<int> in_new_group, elsewhere;
+  for (int r : blocked) (ranks_[r].state == State::blocked_group ? in_new_group : elsewhere).push_back(r);
+  bool skipped_new_group = !in_new_group.empty() && !elsewhere.empty();
+  Errc code = skipped_new_group ? Errc::comm_mismatch : Errc::comm_deadlock;
+  std::string message;
+  if (skipped_new_group) {
+    trace_.push_back("mismatch new_group #" + std::to_string(groups_.size()) + " " + rank_list_text(blocked));
+    message = "collective mismatch: ranks " + rank_list_text(in_new_group) + " are in new_group #" +
+              std::to_string(groups_.size()) + ", a world collective every rank calls in the same order, "
+              "but ranks " + rank_list_text(elsewhere) + " went past it (a skipped or reordered new_group); " + what;
+  } else {
+    trace_.push_back("deadlock " + rank_list_text(blocked));
+    message = "deadlock: no rank can run; " + what;
+  }
   for (int r : blocked) {
     int group = -1;
     std::int64_t seq = -1;
@@ -720,7 +735,7 @@ void Monitor::deadlock() {
       seq = w.key.seq;
       ranks_[r].waiting = 0;
     }
-    respond_error(r, Errc::comm_deadlock, message, group, seq, blocked);
+    respond_error(r, code, message, group, seq, blocked);
     ranks_[r].group_arrived = false;
     ranks_[r].state = State::ready;
   }

@@ -238,3 +238,18 @@ def test_an_interrupted_or_killed_parent_leaves_no_rank_and_no_segment(tmp_path,
     assert not any(alive(p) for p in ranks)
     assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"hpref-sim-{proc.pid}-")]
     assert hpref._core.sim_leftover_segments() == []
+
+
+def skips_a_new_group(rank):
+    c = sim.communicator()
+    if rank != 3:
+        c.new_group([0, 1], "sim")  # rank 3 forgot: new_group is a world collective
+    c.barrier(c.world()).wait()
+
+
+def test_a_skipped_new_group_is_a_mismatch_not_a_hang():
+    result = sim.run(4, skips_a_new_group, torch_distributed=False)
+    assert result.failure == "collective mismatch", result.ranks
+    for r in result.ranks:
+        assert r.kind == "comm_mismatch" and "new_group #1" in r.message
+        assert "ranks [3] went past it" in r.message
