@@ -155,6 +155,13 @@ def run(world_size: int, fn: Callable, *args: Any, seed: int = 1, faults: Sequen
     if timeout_s <= 0:
         raise ValueError(f"timeout_s must be positive, got {timeout_s!r}")
     setup = _torch_setup if torch_distributed else None
+    if "torch" in sys.modules:
+        # What torch imports lazily on a first backward (sympy, ~0.35 s) is imported once
+        # here, not in every rank one after another.
+        try:
+            import torch.fx.experimental.symbolic_shapes  # noqa: F401
+        except ImportError:
+            pass
     raw = _core.sim_run(world_size, _entry_for(fn, args, setup), seed=seed, faults=list(faults),
                         turn_timeout_ms=max(1, int(timeout_s * 1000)))
     ranks = []

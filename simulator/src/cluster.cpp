@@ -218,7 +218,9 @@ int exit_code(Failure f) noexcept {
 }
 
 Failure RunResult::failure() const {
-  bool mismatch = false, deadlock = false, peer = false, other = false;
+  // A detection the simulator makes itself (a send buffer changed before wait, a buffer in
+  // the wrong memory space) is the cause when its rank's exit makes its peers fail.
+  bool mismatch = false, deadlock = false, detected = false, peer = false, other = false;
   for (const RankOutcome& o : outcomes) {
     if (o.status == RankOutcome::Status::died) peer = true;
     if (o.status != RankOutcome::Status::error) continue;
@@ -226,6 +228,8 @@ Failure RunResult::failure() const {
       mismatch = true;
     } else if (o.kind == "comm_deadlock") {
       deadlock = true;
+    } else if (o.kind == "comm_buffer_mutated" || o.kind == "comm_memory_space") {
+      detected = true;
     } else if (o.kind == "comm_peer_failed") {
       peer = true;
     } else {
@@ -234,6 +238,7 @@ Failure RunResult::failure() const {
   }
   if (mismatch) return Failure::mismatch;
   if (deadlock) return Failure::deadlock;
+  if (detected) return Failure::check;
   if (peer) return Failure::peer_failure;
   return other ? Failure::check : Failure::none;
 }

@@ -13,8 +13,7 @@ backend name the original asks for.
 2. Dispatch: async_sequence_dispatch forward and backward, window and document-prefix
    routes, 4 and 8 ranks, float32, bfloat16 and float16, bitwise equal to hpref.oracle.
 3. Planted bugs: copies of the original with one bug each (textual substitutions that must
-   match exactly once) are found within 64 seeds with the right failure class (the
-   mutated send buffer's is an xfail(strict): hpref says "peer failure"), and the replay
+   match exactly once) are found within 64 seeds with the right failure class, and the replay
    (same seed and faults) reproduces the class, every rank's error and the trace hash.
 4. Faults: a reader crashed at its payload all-to-all ends every other rank with
    PeerFailed at once; flipped payload bytes give the original's decode error or wrong
@@ -412,12 +411,7 @@ def test_a_planted_bug_is_found_named_and_replayed(bug_dir, name):
     assert clean.ok, "the unmodified original fails the same program"
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(
-        strict=True, reason="hpref's RunResult::failure() ranks comm_peer_failed (the peers of the rank "
-                            "whose send buffer changed) above comm_buffer_mutated: the run says 'peer "
-                            "failure' though the cause is a failed check")) if BUGS[n][2] == "check failed"
-    else n for n in BUGS])
+@pytest.mark.parametrize("name", list(BUGS))
 def test_a_planted_bug_has_the_right_failure_class(bug_dir, name):
     _, _, result = explore(bug_dir, name)
     assert result.failure == BUGS[name][2], [(r.rank, r.kind, r.message) for r in result.ranks]

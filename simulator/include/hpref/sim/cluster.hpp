@@ -80,7 +80,8 @@ struct RunResult {
   // rank 1 was never passed over while another rank was ready", "crash:0@9: rank 0 never
   // reached call 9", a flip past the received payload.
   std::vector<std::string> unfired_faults;
-  // mismatch > deadlock > peer failure > any other error (a check); none if all ok.
+  // mismatch > deadlock > a buffer the simulator caught (comm_buffer_mutated,
+  // comm_memory_space: a check) > peer failure > any other error (a check); none if all ok.
   Failure failure() const;
 };
 
