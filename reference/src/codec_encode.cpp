@@ -1,7 +1,8 @@
 // Segment encoding (SPEC 2.1, 2.2, 2.6): legacy pickle when no item holds a binary leaf,
 // else the HPB1 frame whose metadata replaces each leaf by a descriptor and whose binary
 // region holds the leaves in depth-first order. Values the format cannot carry are
-// refused with the path to the offending part.
+// refused with the path to the offending part. One PickleWriter writes the whole metadata,
+// so its memo (SPEC 2.3: mapping-key strs, the key-class global) spans every item.
 #include <cstring>
 
 #include "hpref/codec.hpp"
@@ -232,7 +233,7 @@ class Encoder {
         fail_depth();
       }
       writer_.begin_tuple(2);
-      writer_.value(entries[i].first);
+      writer_.mapping_key(entries[i].first);  // SPEC 2.3 memo: a user mapping's key
       schema(entries[i].second, level + 3);
       writer_.end_tuple(2);
       path_.pop_back();

@@ -1,6 +1,6 @@
-// The golden pickle writer of SPEC 2.3: PROTO 5, no FRAME, no memo opcodes, the
-// smallest integer and length opcodes, batches of at most 1000 for lists and dicts, and
-// the SPEC 1.4 key-class object pattern.
+// The golden pickle writer of SPEC 2.3: PROTO 5, no FRAME, the smallest integer and length
+// opcodes, batches of at most 1000 for lists and dicts, the SPEC 1.4 key-class object
+// pattern, and a memo for mapping-key strs and the key-class global only (issue 15).
 #include <bit>
 #include <cstring>
 
@@ -110,6 +110,38 @@ void PickleWriter::bytes(std::string_view data) {
 
 void PickleWriter::bytearray(std::string_view data) { length_prefixed(0, 0, op::BYTEARRAY8, data); }
 
+bool PickleWriter::fetch(const MemoTable& table, std::string_view name) {
+  auto it = table.find(name);
+  if (it == table.end()) return false;
+  pushes();
+  if (it->second < 256) {
+    opcode(op::BINGET);
+    put_le(out_, it->second, 1);
+  } else {
+    opcode(op::LONG_BINGET);
+    put_le(out_, it->second, 4);
+  }
+  return true;
+}
+
+void PickleWriter::memoize(MemoTable& table, std::string_view name) {
+  // The reader refuses a memo of more than max_memo_ entries; LONG_BINGET's index is 4 bytes.
+  if (memo_size_ >= max_memo_ || memo_size_ > 0xffffffffu) return;
+  opcode(op::MEMOIZE);
+  table.emplace(std::string(name), memo_size_++);
+}
+
+void PickleWriter::mapping_key(const Value& key) {
+  if (!key.is(ValueKind::string)) {
+    value(key);
+    return;
+  }
+  std::string_view text = key.as_str();
+  if (fetch(memo_keys_, text)) return;
+  str(text);
+  memoize(memo_keys_, text);
+}
+
 void PickleWriter::begin_tuple(std::size_t n) {
   if (n > 3) {
     pushes();
@@ -158,7 +190,7 @@ void PickleWriter::value(const Value& v) {
     case ValueKind::mapping: {
       auto entries = v.entries();
       batched(op::EMPTY_DICT, op::SETITEM, op::SETITEMS, entries.size(), 2, [&](std::size_t i) {
-        value(entries[i].first);
+        mapping_key(entries[i].first);
         value(entries[i].second);
       });
       return;
@@ -193,9 +225,10 @@ std::pair<std::string_view, std::string_view> split_key_class(std::string_view k
 }
 
 // SPEC 1.4: what CPython's protocol-5 pickler writes for the key class's instance, less
-// its memo opcodes and FRAMEs: the class by STACK_GLOBAL, NEWOBJ with no arguments, then
-// BUILD with the instance's state (a dataclass's __dict__, or a frozen slots dataclass's
-// __getstate__ list).
+// its FRAMEs and its memo opcodes but the class's (SPEC 2.3): the class by STACK_GLOBAL
+// and MEMOIZE once, by BINGET after, NEWOBJ with no arguments, then BUILD with the
+// instance's state (a dataclass's __dict__, or a frozen slots dataclass's __getstate__
+// list; its field names are not mapping keys of a Value, so never memoized).
 void PickleWriter::key_object(const Value& key, const KeyClass& key_class) {
   if (!(key_class == checked_key_class_)) {  // validated once per class, not per key
     key_class.validate();
@@ -212,11 +245,14 @@ void PickleWriter::key_object(const Value& key, const KeyClass& key_class) {
                                             key_class.describe());
   }
   auto values = key.items();
-  str(key_class.module());
-  str(key_class.class_name());
-  pops(2);
-  pushes();
-  opcode(op::STACK_GLOBAL);
+  if (!fetch(memo_globals_, key_class.name)) {
+    str(key_class.module());
+    str(key_class.class_name());
+    pops(2);
+    pushes();
+    opcode(op::STACK_GLOBAL);
+    memoize(memo_globals_, key_class.name);
+  }
   pushes();
   opcode(op::EMPTY_TUPLE);
   pops(2);

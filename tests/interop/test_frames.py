@@ -9,7 +9,10 @@
 - Our encode_segment output: the metadata (bytes 20..20+metadata_size) is read by
   pickle.loads and has the SPEC 2.2 structure (tuples everywhere, offsets contiguous from 0
   in depth-first order, binary_size their sum, __hp_value__ only for scalars); decoding it
-  in Python gives the items back; the bytes equal a Python transcription of SPEC 2.1-2.3.
+  in Python gives the items back; the bytes equal a Python transcription of SPEC 2.1-2.3 and
+  CPython's pure-Python pickler taught the SPEC 2.3 memo (test_pickle_write.spec_pickle),
+  with the keys of __hp_mapping__ pairs as mapping keys; the metadata's memo passes the
+  audit and, expanded, is CPython's fast-mode (no memo) pickle of the metadata.
 
 Usage: test_frames.py <hpref>
 """
@@ -28,7 +31,8 @@ import tempfile
 import hpref_interop as hi
 from hpref_interop import Tensor, SampleKey
 import values
-from test_pickle_write import cpython_fast, golden, has_nan
+from test_pickle_write import (cpython_fast, expand_memo, golden, has_nan, mark_key,
+                               memo_audit, spec_pickle)
 
 PROTOCOLS = (2, 3, 4, 5)
 SCALARS = (type(None), bool, int, float, str)
@@ -46,8 +50,9 @@ def has_leaf(v):
     return False
 
 
-def schema_of(v, binary, shape_type=tuple, seq=tuple):
-    """The schema node of v, appending its leaves to `binary` (bytearray) depth-first."""
+def schema_of(v, binary, shape_type=tuple, seq=tuple, key=lambda k: k):
+    """The schema node of v, appending its leaves to `binary` (bytearray) depth-first; each
+    mapping key k as key(k) (mark_key: a mapping key for the writer oracles' memo)."""
     if isinstance(v, Tensor):
         off = len(binary)
         binary += v.data
@@ -58,11 +63,11 @@ def schema_of(v, binary, shape_type=tuple, seq=tuple):
         return ("__hp_bytes__" if isinstance(v, bytes) else "__hp_bytearray__", off, len(v))
     if isinstance(v, dict):
         return ("__hp_mapping__",
-                seq(seq((k, schema_of(x, binary, shape_type, seq))) for k, x in v.items()))
+                seq(seq((key(k), schema_of(x, binary, shape_type, seq, key))) for k, x in v.items()))
     if isinstance(v, tuple):
-        return ("__hp_tuple__", seq(schema_of(e, binary, shape_type, seq) for e in v))
+        return ("__hp_tuple__", seq(schema_of(e, binary, shape_type, seq, key) for e in v))
     if isinstance(v, list):
-        return ("__hp_list__", seq(schema_of(e, binary, shape_type, seq) for e in v))
+        return ("__hp_list__", seq(schema_of(e, binary, shape_type, seq, key) for e in v))
     assert isinstance(v, SCALARS), v
     return ("__hp_value__", v)
 
@@ -78,8 +83,45 @@ def expected_segment(items):
     if not any(has_leaf(v) for _, v in items):
         return golden(tuple((k, v) for k, v in items))
     binary = bytearray()
-    meta = golden(tuple((k, schema_of(v, binary)) for k, v in items))
+    meta = golden(tuple((k, schema_of(v, binary, key=mark_key)) for k, v in items))
     return header(meta, binary) + meta + bytes(binary)
+
+
+def metadata_object(items, key_obj=lambda k: k):
+    """The object our metadata pickle stands for, mapping keys marked, and the binary region."""
+    if not any(has_leaf(v) for _, v in items):
+        return tuple((key_obj(k), v) for k, v in items), None
+    binary = bytearray()
+    return tuple((key_obj(k), schema_of(v, binary, key=mark_key)) for k, v in items), binary
+
+
+def spec_segment(items, key_obj=lambda k: k):
+    """Our encoder's bytes from CPython's pickler taught the SPEC 2.3 memo (spec_pickle),
+    with each key key_obj(k) (a key-class instance: its class is memoized)."""
+    if not items:
+        return b""
+    obj, binary = metadata_object(items, key_obj)
+    meta = spec_pickle(obj)
+    return meta if binary is None else header(meta, binary) + meta + bytes(binary)
+
+
+def memo_problem(seg, items, key_obj=lambda k: k):
+    """None, or what is wrong with the memo of our segment's metadata pickle: the audit, and
+    the pickle with its memo expanded against CPython's fast-mode pickle of the metadata."""
+    if not seg:
+        return None
+    meta = seg
+    if seg.startswith(b"HPB1"):
+        msize, = struct.unpack("!Q", seg[4:12])
+        meta = seg[20:20 + msize]
+    problem = memo_audit(meta)
+    if problem:
+        return "metadata memo: " + problem
+    obj, _ = metadata_object(items, key_obj)
+    if expand_memo(meta) != cpython_fast(obj):
+        return "metadata with its memo expanded is not CPython's fast pickle %s" % (
+            hi.short_hex(cpython_fast(obj), 600))
+    return None
 
 
 def cpython_segment(items, protocol, key_obj=lambda k: k, seq=tuple, shape_type=tuple,
@@ -408,6 +450,13 @@ def ours_to_cpython(suite, rng):
         [((1, 0), [t for t in fixed_tensors()])],
         [((2, 0), tensor("torch.float64", (), [1.5])), ((2, 1), None), ((2, 2), [[[]]])],
         [((3, 0), {1: b"a", 2.5: b"b", None: b"c", ("t", (1,)): b"d", b"k": b"e"})],
+        # SPEC 2.3 memo: mapping keys repeated across items and nodes, past 256 entries
+        [((i, 0), {"tokens": i, "score": i / 7, "ok": i % 3 != 0,
+                   "emb": tensor("torch.float32", (2,), [i, -i])}) for i in range(5)],
+        [((0, 0), {"k%d" % i: b"x" for i in range(300)}),
+         ((1, 0), {"k0": b"", "k255": {"k256": [b"y", {"k299": None}]}})],
+        [((i, 0), {"text": "text", "meta": {"text": i, ("text", 1): "k"}}) for i in range(3)],
+        [(("text", 0), {"text": b"a"}), (("text", 1), {"text": {"text": "text"}})],
     ]
     for _ in range(120):
         cases.append(random_items(rng))
@@ -444,11 +493,20 @@ def check_encoded(items, key_is):
         d = hi.diff([tuple(p) for p in items], [tuple(p) for p in got], "items")
         if d:
             return "CPython reads different items: %s; %s" % (d, what)
+        key_obj = (lambda k: k) if key_is is tuple else (lambda k: SampleKey(*k))
         if key_is is tuple:
             exp = expected_segment(items)
             if seg != exp:
                 return "bytes differ from the SPEC 2.1-2.3 transcription %s; %s" % (
                     hi.short_hex(exp, 600), what)
+        if not any(has_nan(v) for _, v in items):
+            exp = spec_segment(items, key_obj)
+            if seg != exp:
+                return "bytes differ from CPython's pickle with the SPEC 2.3 memo %s; %s" % (
+                    hi.short_hex(exp, 600), what)
+            problem = memo_problem(seg, items, key_obj)
+            if problem:
+                return "%s; %s" % (problem, what)
         return None
     return check
 
@@ -474,19 +532,6 @@ def class_key(rng, cls, j):
     return ("shard-%d" % rng.randrange(8), rng.choice((rng.randrange(2**40), "doc")), j)[:n]
 
 
-def fast_segment(items, cls):
-    """What our encoder must write with the key class of `cls` (SPEC 1.4, 2.1-2.3): the
-    bytes of CPython's pure-Python protocol-5 pickler without memo, FRAMEs cut, with each
-    key an instance of `cls`."""
-    if not items:
-        return b""
-    if not any(has_leaf(v) for _, v in items):
-        return cpython_fast(tuple((cls(*k), v) for k, v in items))
-    binary = bytearray()
-    meta = cpython_fast(tuple((cls(*k), schema_of(v, binary)) for k, v in items))
-    return header(meta, binary) + meta + bytes(binary)
-
-
 def check_class_encoded(items, cls):
     def check(a):
         if not a.get("ok"):
@@ -502,10 +547,13 @@ def check_class_encoded(items, cls):
         if d:
             return "CPython reads different items: %s; %s" % (d, what)
         if not any(has_nan(v) for _, v in items):
-            exp = fast_segment(items, cls)
+            exp = spec_segment(items, lambda k: cls(*k))
             if seg != exp:
-                return "bytes differ from CPython's fast pickle %s; %s" % (
+                return "bytes differ from CPython's pickle with the SPEC 2.3 memo %s; %s" % (
                     hi.short_hex(exp, 600), what)
+            problem = memo_problem(seg, items, lambda k: cls(*k))
+            if problem:
+                return "%s; %s" % (problem, what)
         return None
     return check
 
@@ -530,7 +578,8 @@ def described_key_classes(suite, rng):
                 suite.ask("CPython legacy segment #%d with %s keys" % (n, name),
                           decode_request(seg, **req),
                           hi.expect_items(items, "segment %s" % hi.short_hex(seg, 600)))
-            # us -> CPython: pickle.loads makes instances; bytes as CPython's fast pickler
+            # us -> CPython: pickle.loads makes instances; bytes as CPython's pickler with
+            # the SPEC 2.3 memo
             suite.ask("encode_segment #%d with %s keys -> CPython" % (n, name),
                       dict(req, op="encode_segment",
                            items=[[hi.to_json(k), hi.to_json(v)] for k, v in items]),
@@ -551,10 +600,10 @@ def frame_flags(suite, hpref):
                              capture_output=True, text=True)
         seg = bytes.fromhex(enc.stdout.strip()) if enc.returncode == 0 else b""
         suite.expect("frame encode --key-fields --key-state", enc.returncode == 0 and
-                     seg == fast_segment(items, cls),
+                     seg == spec_segment(items, lambda k: cls(*k)),
                      "exit %d, stderr %r, segment %s, expected %s" % (
                          enc.returncode, enc.stderr, hi.short_hex(seg, 300),
-                         hi.short_hex(fast_segment(items, cls), 300)))
+                         hi.short_hex(spec_segment(items, lambda k: cls(*k)), 300)))
         seg_path = os.path.join(tmp, "seg.hex")
         with open(seg_path, "w") as f:
             f.write(cpython_segment(items, 4, key_obj=lambda k: cls(*k)).hex())

@@ -322,6 +322,36 @@ BOOST_AUTO_TEST_CASE(framed_layout_spec_2_2) {
   BOOST_TEST((encode_segment(decoded) == bytes));
 }
 
+// SPEC 2.3 memo in a framed segment: the key of each (key, child) pair of a __hp_mapping__
+// node is a user mapping key, so a str one is MEMOIZEd once and fetched by BINGET in later
+// nodes and items (one memo per segment); tags and item keys (a str one too) are not.
+BOOST_AUTO_TEST_CASE(framed_mapping_keys_share_one_memo_spec_2_3) {
+  std::vector<Item> items = {
+      {key(1), Value::mapping({{S("k"), Value::bytes("x"sv)}})},
+      {key(2), Value::mapping({{S("k"), Value::bytes("y"sv)}, {S("z"), Value::mapping({{S("k"), Value()}})}})},
+      {S("k"), I(5)},
+  };
+  auto sh = [](std::string_view text) {
+    return hpref::test::hex("\x8c"s + static_cast<char>(text.size()) + std::string(text));
+  };
+  const std::string mapping = sh("__hp_mapping__"), bytes = sh("__hp_bytes__"), value = sh("__hp_value__");
+  std::string want = "8005" "4b014b0086" + mapping + sh("k") + "94" + bytes + "4b004b0187" "86" "85" "86" "86" +
+                     "4b024b0086" + mapping + "6800" + bytes + "4b014b0187" "86" + sh("z") + "94" + mapping +
+                     "6800" + value + "4e86" "86" "85" "86" "86" "86" "86" "86" +
+                     sh("k") + value + "4b0586" "86" "87" "2e";
+  auto out = encode_segment(items);
+  std::uint64_t meta = 0;
+  for (int i = 0; i < 8; ++i) meta = (meta << 8) | out[4 + i];
+  BOOST_TEST(hpref::test::hex(std::span<const std::uint8_t>(out).subspan(20, meta)) == want);
+  auto decoded = decode(out, true);
+  BOOST_REQUIRE_EQUAL(decoded.size(), items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    BOOST_TEST((decoded[i].first == items[i].first));
+    BOOST_TEST((decoded[i].second == items[i].second));
+  }
+  BOOST_TEST((encode_segment(decoded) == out));  // SPEC 2.6
+}
+
 BOOST_AUTO_TEST_CASE(unhashable_key_named_by_path_spec_2_6) {
   std::vector<Item> items = {{key(1), I(1)}, {L({I(1)}), I(2)}};
   HPREF_CHECK_ERROR(encode_segment(items), Errc::unhashable_key, "items[1].key");

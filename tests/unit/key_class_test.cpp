@@ -1,6 +1,7 @@
 // SPEC 1.4 key classes: the description (name, ordered fields, dict or values state), the
 // reader accepting exactly the described pattern, the writer's bytes (CPython's pure-Python
-// protocol-5 pickler in fast mode, FRAME cut) and the encode -> decode round trip, and the
+// protocol-5 pickler in fast mode, FRAME cut, plus the memo of the class: SPEC 2.3's MEMOIZE
+// after its first STACK_GLOBAL, BINGET after), the encode -> decode round trip, and the
 // `hpref frame --batch` members key_fields / key_state. The CPython bytes below were
 // written by CPython 3.11 for these dataclasses in a module `app.keys`:
 //   @dataclass(frozen=True)              class ShardKey: shard; sample_id; position
@@ -49,11 +50,12 @@ const auto kSlotsP5 = "\x80\x05\x95" "6\x00\x00\x00\x00\x00\x00\x00\x8c\x08" "ap
 // pickle.dumps(One(5), protocol=5): a list of one item is EMPTY_LIST item APPEND
 const auto kOneP5 = "\x80\x05\x95\x1d\x00\x00\x00\x00\x00\x00\x00\x8c\x08" "app.keys\x94\x8c\x03One\x94\x93\x94)\x81\x94]\x94K\x05" "ab."sv;
 
-// The fast-mode (no memo) protocol-5 bytes of CPython's pure-Python pickler, FRAME cut.
-const auto kShardFast = "\x80\x05\x8c\x08" "app.keys\x8c\x08ShardKey\x93)\x81}(\x8c\x05shard\x8c\x02s0\x8c\x09sample_idK\x07\x8c\x08positionK\x01ub."sv;
-const auto kSlotsFast = "\x80\x05\x8c\x08" "app.keys\x8c\x07SlotKey\x93)\x81](K\x03K\x04" "eb."sv;
-const auto kOneFast = "\x80\x05\x8c\x08" "app.keys\x8c\x03One\x93)\x81]K\x05" "ab."sv;
-const auto kOneDFast = "\x80\x05\x8c\x08" "app.keys\x8c\x04OneD\x93)\x81}\x8c\x02idK\x01\x8c\x01t\x86sb."sv;
+// The fast-mode (no memo) protocol-5 bytes of CPython's pure-Python pickler, FRAME cut, with
+// the one memo opcode SPEC 2.3 adds: MEMOIZE after the class's STACK_GLOBAL.
+const auto kShardFast = "\x80\x05\x8c\x08" "app.keys\x8c\x08ShardKey\x93\x94)\x81}(\x8c\x05shard\x8c\x02s0\x8c\x09sample_idK\x07\x8c\x08positionK\x01ub."sv;
+const auto kSlotsFast = "\x80\x05\x8c\x08" "app.keys\x8c\x07SlotKey\x93\x94)\x81](K\x03K\x04" "eb."sv;
+const auto kOneFast = "\x80\x05\x8c\x08" "app.keys\x8c\x03One\x93\x94)\x81]K\x05" "ab."sv;
+const auto kOneDFast = "\x80\x05\x8c\x08" "app.keys\x8c\x04OneD\x93\x94)\x81}\x8c\x02idK\x01\x8c\x01t\x86sb."sv;
 
 std::string short_str(std::string_view s) {
   return "\x8c"s + static_cast<char>(s.size()) + std::string(s);
@@ -203,7 +205,7 @@ BOOST_AUTO_TEST_CASE(writer_bytes_are_cpythons_fast_pickle_spec_1_4) {
   // The SampleKey overload under the default class: today's bytes.
   BOOST_TEST(written(T({S("doc"), I(3)}), KeyClass(kDefaultKeyClass)) ==
              "\x80\x05"s + short_str("hyper_parallel.distributed_data.schema") +
-                 short_str("SampleKey") + "\x93)\x81}(" + short_str("sample_id") +
+                 short_str("SampleKey") + "\x93\x94)\x81}(" + short_str("sample_id") +
                  short_str("doc") + short_str("position") + "K\x03ub.");
   // 1001 fields in the values state: a batch of 1000 (MARK ... APPENDS), then one APPEND,
   // as CPython's pure-Python pickler writes app.keys.Big(*range(1001)).
@@ -215,7 +217,7 @@ BOOST_AUTO_TEST_CASE(writer_bytes_are_cpythons_fast_pickle_spec_1_4) {
   }
   KeyClass big("app.keys.Big", names, KeyClass::State::values);
   std::string out = written(T(values), big);
-  BOOST_TEST(out.size() == 2782u - 9u);  // CPython's bytes less the 9-byte FRAME
+  BOOST_TEST(out.size() == 2782u - 9u + 1u);  // CPython's less the 9-byte FRAME, plus MEMOIZE
   BOOST_TEST(hpref::test::hex(out.substr(out.size() - 12)) == "e6034de703654de80361622e");
   BOOST_TEST((read(out, big) == T(values)));
   // Refusals: not a tuple, wrong arity, invalid class, no class.
@@ -227,6 +229,45 @@ BOOST_AUTO_TEST_CASE(writer_bytes_are_cpythons_fast_pickle_spec_1_4) {
                     "'NoDot' is not a dotted name");
   HPREF_CHECK_ERROR(written(T({I(3), I(4)}), KeyClass{}), Errc::invalid_argument,
                     "needs a key class");
+}
+
+// SPEC 2.3 memo: the key-class global is MEMOIZEd at its first STACK_GLOBAL and fetched by
+// BINGET for every later key of the same class (by dotted name); another class gets its
+// own entry; the field names (the BUILD dict's keys) are never memoized. CPython, which
+// memoizes everything (kShardP5), and our bytes read to the same value.
+BOOST_AUTO_TEST_CASE(the_key_class_global_is_memoized_spec_2_3) {
+  auto two_keys = [](const KeyClass& a, const KeyClass& b) {
+    std::string out;
+    PickleWriter w(out);
+    w.begin();
+    w.begin_tuple(3);
+    w.key_object(T({S("s0"), I(7), I(1)}), a);
+    w.key_object(T({S("s1"), S("doc"), I(2)}), b);
+    w.key_object(T({S("s2"), I(0), I(0)}), a);
+    w.end_tuple(3);
+    w.end();
+    return out;
+  };
+  auto state = [](std::string_view shard, std::string id, std::string_view pos) {
+    return "}("s + short_str("shard") + short_str(shard) + short_str("sample_id") + id +
+           short_str("position") + std::string(pos) + "ub";
+  };
+  std::string same = two_keys(kShard, kShard);
+  BOOST_TEST(hpref::test::hex(same) ==
+             hpref::test::hex(kShardNew.substr(0, kShardNew.size() - 2) + "\x94)\x81" +
+                              state("s0", "K\x07", "K\x01") + "h\x00)\x81"s +
+                              state("s1", short_str("doc"), "K\x02") + "h\x00)\x81"s +
+                              state("s2", "K\x00"s, "K\x00"s) + "\x87."));
+  Value want = T({T({S("s0"), I(7), I(1)}), T({S("s1"), S("doc"), I(2)}), T({S("s2"), I(0), I(0)})});
+  BOOST_TEST((read(same, kShard) == want));
+  BOOST_TEST((read(kShardP5, kShard) == T({want.items()[0], want.items()[1]})));
+  // A second class (same fields, another name) is entry 1; the first stays entry 0.
+  KeyClass other("app.keys.OtherKey", kShard.fields, KeyClass::State::dict);
+  std::string mixed = two_keys(kShard, other);
+  BOOST_TEST(mixed.find("\x8c\x08OtherKey\x93\x94)\x81"sv) != std::string::npos);
+  BOOST_TEST(mixed.find("h\x00)\x81"sv) > mixed.find("OtherKey"));
+  BOOST_TEST(mixed.find("h\x01"sv) == std::string::npos);
+  HPREF_CHECK_ERROR(read(mixed, kShard), Errc::pickle_global, "app.keys.OtherKey");
 }
 
 BOOST_AUTO_TEST_CASE(encode_decode_round_trip_spec_1_4_spec_2_6) {
@@ -247,7 +288,10 @@ BOOST_AUTO_TEST_CASE(encode_decode_round_trip_spec_1_4_spec_2_6) {
         std::vector<Item> some = n == 1 ? std::vector<Item>{items[1]} : items;
         auto bytes = encode_segment(some, e);
         std::string text(bytes.begin(), bytes.end());
-        BOOST_TEST(text.find("\x8c\x08ShardKey\x93)\x81") != std::string::npos);
+        BOOST_TEST(text.find("\x8c\x08ShardKey\x93\x94)\x81") != std::string::npos);
+        // The class is written once; the second instance fetches memo entry 0 (SPEC 2.3).
+        BOOST_TEST(text.find("ShardKey") == text.rfind("ShardKey"));
+        BOOST_TEST((text.find("h\x00)\x81"sv) != std::string::npos) == (n > 1));
         BOOST_TEST((text.find("\x8c\x05shard") != std::string::npos) ==
                    (kc.state == KeyClass::State::dict));
         DecodeOptions d;
@@ -296,7 +340,7 @@ BOOST_AUTO_TEST_CASE(frame_batch_key_fields_and_key_state) {
   BOOST_REQUIRE(enc["ok"].get<bool>());
   std::string hex = enc["frame_hex"].get<std::string>();
   // ... SlotKey STACK_GLOBAL EMPTY_TUPLE NEWOBJ EMPTY_LIST MARK 1 'x' None APPENDS BUILD
-  BOOST_TEST(hex.find(hpref::test::hex("\x93)\x81](K\x01\x8c\x01xNeb"s)) != std::string::npos);
+  BOOST_TEST(hex.find(hpref::test::hex("\x93\x94)\x81](K\x01\x8c\x01xNeb"s)) != std::string::npos);
   cli::Json dec = answer(R"({"op":"decode_segment","key_class":"app.keys.SlotKey",)"
                          R"("key_fields":["a","b","c"],"key_state":"values","frame_hex":")" +
                          hex + "\"}");

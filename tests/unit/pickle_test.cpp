@@ -494,7 +494,63 @@ BOOST_AUTO_TEST_CASE(key_object_pattern_reads_back) {
   writer.key_object(SampleKey::make(std::string("doc"), 3), kDefaultKeyClass);
   writer.end();
   BOOST_TEST((read_pickle(out) == Value::tuple({str("doc"), i64(3)})));
-  BOOST_TEST(out.find("\x93)\x81}(") != std::string::npos);  // STACK_GLOBAL EMPTY_TUPLE NEWOBJ
+  // STACK_GLOBAL MEMOIZE EMPTY_TUPLE NEWOBJ
+  BOOST_TEST(out.find("\x93\x94)\x81}(") != std::string::npos);
+}
+
+// SPEC 2.3 memo (revised, issue 15): a str used as a mapping key is followed by MEMOIZE at
+// its first occurrence and written as BINGET at every later one, at any depth; a str value,
+// a non-str key and the str inside a tuple key are written in full.
+BOOST_AUTO_TEST_CASE(golden_memo_of_mapping_key_strs_spec_2_3) {
+  Value inner = Value::mapping({{str("a"), str("a")},
+                                {Value::tuple({str("a")}), i64(1)},
+                                {i64(2), str("b")}});
+  Value v = Value::mapping({{str("a"), inner}, {str("b"), Value::list({str("a")})}});
+  BOOST_TEST(w(v) ==
+             "8005" "7d28" "8c0161" "94"                           // {"a": (entry 0)
+             "7d28" "6800" "8c0161" "8c016185" "4b01" "4b02" "8c0162" "75"  // {a: "a", ("a",): 1, 2: "b"}
+             "8c0162" "94" "5d8c016161" "75" "2e");                // "b" (entry 1): ["a"]
+  BOOST_TEST((read(write_pickle(v)) == v));
+  // A key equal as a Value but not a str (b"a", 1) is not a memo hit; key equality is by
+  // value, so equal strs in different mappings share one entry.
+  Value mixed = Value::list({Value::mapping({{Value::bytes("a"sv), i64(1)}, {str("1"), i64(1)}}),
+                             Value::mapping({{i64(1), i64(2)}, {str("1"), i64(3)}})});
+  BOOST_TEST(w(mixed) == "80055d28" "7d28" "430161" "4b01" "8c0131" "94" "4b01" "75"
+                         "7d28" "4b01" "4b02" "6800" "4b03" "75" "652e");
+  BOOST_TEST((read(write_pickle(mixed)) == mixed));
+}
+
+// Entry 255 is the last BINGET; from 256 on the index takes LONG_BINGET's 4 bytes.
+BOOST_AUTO_TEST_CASE(golden_memo_binget_and_long_binget_spec_2_3) {
+  std::vector<Value::Entry> entries;
+  for (int i = 0; i < 257; ++i) entries.emplace_back(str("k" + std::to_string(i)), Value());
+  Value again = Value::mapping({{str("k0"), Value()}, {str("k255"), Value()}, {str("k256"), Value()}});
+  Value v = Value::list({Value::mapping(entries), again});
+  std::string out = w(v);
+  const std::string tail = "7d28" "6800" "4e" "68ff" "4e" "6a00010000" "4e" "75" "652e";
+  BOOST_TEST(out.substr(out.size() - tail.size()) == tail);
+  BOOST_TEST(out.find("8c046b32353694") != std::string::npos);  // "k256" MEMOIZE (entry 256)
+  BOOST_TEST((read(write_pickle(v)) == v));
+}
+
+// The writer never makes more memo entries than the reader's limit (max_memo_entries): a
+// new key past it is written in full, without MEMOIZE; the reader, with the same limit,
+// reads it back, and with a smaller limit refuses it (the limit is the one that binds).
+BOOST_AUTO_TEST_CASE(memo_stays_within_the_readers_limit_spec_2_3) {
+  Value abc = Value::mapping({{str("a"), i64(1)}, {str("b"), i64(2)}, {str("c"), i64(3)}});
+  Value v = Value::list({abc, abc});
+  PickleLimits limits;
+  limits.max_memo_entries = 2;
+  std::string out = write_pickle(v, limits);
+  BOOST_TEST(hex(out) == "80055d28" "7d28" "8c016194" "4b01" "8c016294" "4b02" "8c0163" "4b03" "75"
+                         "7d28" "6800" "4b01" "6801" "4b02" "8c0163" "4b03" "75" "652e");
+  PickleReadOptions options;
+  options.limits = limits;
+  BOOST_TEST((read_pickle(out, options) == v));
+  options.limits.max_memo_entries = 1;
+  HPREF_CHECK_ERROR(read_pickle(out, options), Errc::pickle_memo_limit, "more than 1");
+  // Under the default limit every distinct key is an entry.
+  BOOST_TEST(hex(write_pickle(v)).find("8c016394") != std::string::npos);
 }
 
 Value nested(int depth) {

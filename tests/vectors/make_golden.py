@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
 """Regenerates tests/vectors/golden.jsonl: the item lists of the golden vectors and the
-segment bytes `hpref frame --batch` (our writer) produces for them.
+segment bytes `hpref frame --batch` (our writer) produces for them, and section 5 of
+docs/wire-format.md, which shows them (the unit test golden_vectors checks both).
 
-Run only when the wire format deliberately changes (then update docs/wire-format.md too):
+Run only when the wire format deliberately changes:
     python3 tests/vectors/make_golden.py build/release/tools/hpref
-It also checks, with CPython's pickle, that every metadata pickle loads."""
+It also checks, with CPython's pickle, that every metadata pickle loads.
+
+tests/vectors/old_writer.jsonl is not regenerated: it keeps segments the first writer (no
+memo, before issue 15) wrote, which must still decode to their items."""
 import json
 import pickle
 import struct
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 SAMPLE_KEY = "hyper_parallel.distributed_data.schema.SampleKey"
@@ -59,6 +64,26 @@ VECTORS = [
     ("framed with Python key class", [[{"key": [11, 0]}, {"bytes": "01"}],
                                       [{"key": ["doc", 2]}, {"dict": [["x", 1]]}]],
      SAMPLE_KEY),
+    # SPEC 2.3 memo (issue 15): str mapping keys and the key-class global, nothing else
+    ("legacy repeated mapping keys", [
+        ["text", {"dict": [["text", "text"], ["n", 1], [{"tuple": ["text", 1]}, 2],
+                           ["inner", {"dict": [["n", 2], ["text", None]]}]]}],
+        [{"key": [1, 0]}, {"dict": [["inner", {"list": [{"dict": [["text", 3]]}]}],
+                                    [1, "n"], [None, {"dict": [["n", "inner"]]}]]}]]),
+    ("framed repeated mapping keys", [
+        [{"key": [i, 0]}, {"dict": [["tokens", 100 + i], ["score", {"float": i / 4}],
+                                    ["ok", i % 2 == 0],
+                                    ["emb", {"tensor": {"dtype": "torch.float32", "shape": [2],
+                                                        "hex": struct.pack("<2f", i, -i).hex()}}]]}]
+        for i in range(3)]),
+    ("framed repeated keys with Python key class", [
+        [{"key": [i, 0]}, {"dict": [["tokens", i], ["emb", {"bytes": "%02x" % i}]]}]
+        for i in range(3)] + [
+        [{"key": ["doc", 2]}, {"list": [{"dict": [["tokens", 7]]}, {"bytearray": "ff"}]}]],
+     SAMPLE_KEY),
+    ("legacy 300 distinct keys, LONG_BINGET", [
+        [{"key": [1, 0]}, {"dict": [[str(i), i % 3] for i in range(300)]}],
+        [{"key": [2, 0]}, {"dict": [["0", None], ["255", None], ["256", None], ["299", None]]}]]),
 ]
 
 
@@ -89,7 +114,38 @@ def main():
             entry["key_class"] = v[2]
         lines.append(json.dumps(entry, ensure_ascii=False))
     Path(__file__).with_name("golden.jsonl").write_text("\n".join(lines) + "\n")
+    write_doc([json.loads(line) for line in lines])
     print(f"wrote {len(lines)} vectors")
+
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "wire-format.md"
+SHOWN_HEX_MAX = 2000  # longer vectors live in golden.jsonl only (golden_vectors skips them too)
+
+
+def write_doc(vectors):
+    """Rewrites docs/wire-format.md from "## 5. Golden vectors" to its end."""
+    text = DOC.read_text()
+    head = text[:text.index("## 5. Golden vectors")]
+    hidden = [v for v in vectors if len(v["frame_hex"]) > SHOWN_HEX_MAX]
+    shown = ['the %s-byte "%s" vector' % (f"{len(v['frame_hex']) // 2:,}", v["name"])
+             for v in hidden]
+    names = " and ".join([", ".join(shown[:-1]), shown[-1]] if len(shown) > 1 else shown)
+    out = ["## 5. Golden vectors", "", textwrap.fill(
+        "Each vector: the items (JSON, as above) and the exact segment our writer produces. "
+        "The complete set, including %s, is `tests/vectors/golden.jsonl`; "
+        "`tests/vectors/make_golden.py` regenerates it and this section." % names, 92)]
+    for v in vectors:
+        if len(v["frame_hex"]) > SHOWN_HEX_MAX:
+            continue
+        out += ["", "### " + v["name"], ""]
+        if "key_class" in v:
+            out += ["Writer option `key_class = %s`." % v["key_class"], ""]
+        out += ["```json", json.dumps(v["items"], ensure_ascii=False), "```", ""]
+        h = v["frame_hex"]
+        out += ["%d bytes:" % (len(h) // 2), "", "```"]
+        out += [h[i:i + 96] for i in range(0, len(h), 96)] if h else ["(empty: 0 bytes)"]
+        out += ["```"]
+    DOC.write_text(head + "\n".join(out) + "\n")
 
 
 if __name__ == "__main__":

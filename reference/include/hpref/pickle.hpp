@@ -1,13 +1,15 @@
 // The metadata pickle (SPEC 2.3): a strict subset of Python's pickle that builds plain
 // Values and never runs code. The reader accepts what CPython's pickle.dumps writes at
 // protocols 2-5 for Value types; the writer produces fixed "golden" bytes (PROTO 5, no
-// FRAME, no memo) that CPython's pickle.loads reads back.
+// FRAME, a memo only for mapping-key strings and the key-class global) that CPython's
+// pickle.loads reads back.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 
 #include "hpref/sample_key.hpp"
@@ -45,10 +47,19 @@ Value read_pickle(std::string_view data, const PickleReadOptions& options = {});
 // would refuse under the same `limits` (SPEC 2.3: whatever encodes decodes): a stack of
 // more than max_stack entries (Error pickle_stack_limit); write_pickle also refuses a Value
 // deeper than max_depth (Error depth_limit).
+//
+// The memo (SPEC 2.3, revised by issue 15): a str used as a mapping key (mapping_key, and
+// the keys of every mapping value() writes) and the key-class global (key_object) are
+// followed by MEMOIZE at their first occurrence and written as BINGET (index < 256) or
+// LONG_BINGET at every later one; strs compare by value, globals by dotted name, indices
+// count from 0 in order of first occurrence across both. Nothing else is memoized. At most
+// limits.max_memo_entries entries are made (the reader's limit): a new key past that is
+// written in full without MEMOIZE (ours; no segment reaches it short of a mapping of 1 Mi
+// distinct keys). The memo lives as long as the writer: one writer, one pickle.
 class PickleWriter {
  public:
   explicit PickleWriter(std::string& out, const PickleLimits& limits = {})
-      : out_(out), max_stack_(limits.max_stack) {}
+      : out_(out), max_stack_(limits.max_stack), max_memo_(limits.max_memo_entries) {}
 
   void begin();  // PROTO 5
   void end();    // STOP
@@ -67,22 +78,43 @@ class PickleWriter {
   // A tuple of n items is written begin_tuple(n), the n items, end_tuple(n).
   void begin_tuple(std::size_t n);
   void end_tuple(std::size_t n);
+  // A mapping key: a str through the memo (above), any other key as value(key). value()
+  // writes a mapping's keys with it; the segment encoder also writes the keys of a framed
+  // __hp_mapping__ node's (key, child) pairs with it (SPEC 2.2: a user mapping's keys).
+  void mapping_key(const Value& key);
   // The SPEC 1.4 key-class object pattern of `key_class` (validated: invalid_argument)
   // for a key whose field values, in field order, are the items of the tuple `key`
-  // (invalid_argument unless it has exactly one per field): STACK_GLOBAL, EMPTY_TUPLE,
+  // (invalid_argument unless it has exactly one per field): the class by STACK_GLOBAL
+  // then MEMOIZE the first time, by BINGET/LONG_BINGET of that entry later; EMPTY_TUPLE,
   // NEWOBJ, BUILD with a dict {field: value} in field order (dict state) or the list of
-  // the values (values state), each container in the batches value() writes — the bytes
-  // CPython's protocol-5 pickler writes for that object without memo and FRAMEs.
+  // the values (values state), each container in the batches value() writes, field names
+  // never memoized — the bytes CPython's protocol-5 pickler writes for that object in fast
+  // mode (no memo), FRAMEs cut, but for the class's memo entry.
   void key_object(const Value& key, const KeyClass& key_class);
   void key_object(const SampleKey& key, const KeyClass& key_class) {
     key_object(key.to_value(), key_class);
   }
 
+  // Memo entries made so far (the next MEMOIZE's index).
+  std::uint64_t memo_size() const noexcept { return memo_size_; }
+
  private:
+  // Hashes text with the process's keyed hash (SPEC 2.3 "Hashing"), looked up by view.
+  struct TextHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept { return seeded_hash(s); }
+  };
+  using MemoTable = std::unordered_map<std::string, std::uint64_t, TextHash, std::equal_to<>>;
+
   void opcode(std::uint8_t op) { out_.push_back(static_cast<char>(op)); }
   // The reader's stack, mirrored: an opcode that pushes, one that pops n entries.
   void pushes();
   void pops(std::size_t n) noexcept { height_ -= n; }
+  // BINGET/LONG_BINGET of `name`'s entry in `table` if it has one (true), else false.
+  bool fetch(const MemoTable& table, std::string_view name);
+  // MEMOIZE the object on top of the stack as `name`'s entry in `table`, unless the memo
+  // is full (then nothing is written).
+  void memoize(MemoTable& table, std::string_view name);
   // EMPTY_LIST / EMPTY_DICT, then `n` items (`item(i)` writes item i, pushing `per_item`
   // entries) in batches of at most 1000: APPEND/SETITEM for one, MARK ... APPENDS/SETITEMS.
   template <typename WriteItem>
@@ -93,6 +125,10 @@ class PickleWriter {
   std::string& out_;
   std::uint64_t max_stack_;
   std::uint64_t height_ = 0;
+  std::uint64_t max_memo_;
+  std::uint64_t memo_size_ = 0;
+  MemoTable memo_keys_;     // mapping-key strs by value
+  MemoTable memo_globals_;  // key-class globals by dotted name
   KeyClass checked_key_class_;  // the last key class key_object validated
 };
 
