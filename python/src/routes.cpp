@@ -357,38 +357,29 @@ void bind_routes(nb::module_& m) {
       },
       nb::arg("local_length"), nb::arg("intervals"), nb::arg("owner_offsets").none(),
       "Every rank's interval route (index = rank).");
-  m.def(
-      "sliding_window_routes",
-      [](nb::handle boundaries, nb::handle local_length, nb::handle size, nb::handle window) {
-        auto b = to_i64s(boundaries, "boundaries");
-        std::int64_t l = to_i64(local_length.ptr(), "local_length");
-        std::int64_t s = to_i64(size.ptr(), "size");
-        std::int64_t w = to_i64(window.ptr(), "window");
-        std::vector<Route> routes;
-        {
-          nb::gil_scoped_release release;
-          routes = sliding_window_routes(b, l, s, w);
-        }
-        return wrap_all(std::move(routes));
-      },
-      nb::arg("boundaries"), nb::arg("local_length"), nb::arg("size"), nb::arg("window"),
-      "Every rank's sliding-window route (index = rank).");
-  m.def(
-      "document_prefix_routes",
-      [](nb::handle boundaries, nb::handle local_length, nb::handle size, nb::handle ratio) {
-        auto b = to_i64s(boundaries, "boundaries");
-        std::int64_t l = to_i64(local_length.ptr(), "local_length");
-        std::int64_t s = to_i64(size.ptr(), "size");
-        std::int64_t r = to_i64(ratio.ptr(), "ratio");
-        std::vector<Route> routes;
-        {
-          nb::gil_scoped_release release;
-          routes = document_prefix_routes(b, l, s, r);
-        }
-        return wrap_all(std::move(routes));
-      },
-      nb::arg("boundaries"), nb::arg("local_length"), nb::arg("size"), nb::arg("ratio"),
-      "Every rank's document-prefix route (index = rank).");
+  // The all-rank window and prefix planners share their arguments but the last one.
+  using Planner = std::vector<Route> (*)(std::span<const std::int64_t>, std::int64_t, std::int64_t, std::int64_t);
+  auto bind_planner = [&m](const char* name, Planner planner, const char* last, const char* doc) {
+    m.def(
+        name,
+        [planner, last](nb::handle boundaries, nb::handle local_length, nb::handle size, nb::handle param) {
+          auto b = to_i64s(boundaries, "boundaries");
+          std::int64_t l = to_i64(local_length.ptr(), "local_length");
+          std::int64_t s = to_i64(size.ptr(), "size");
+          std::int64_t p = to_i64(param.ptr(), last);
+          std::vector<Route> routes;
+          {
+            nb::gil_scoped_release release;
+            routes = planner(b, l, s, p);
+          }
+          return wrap_all(std::move(routes));
+        },
+        nb::arg("boundaries"), nb::arg("local_length"), nb::arg("size"), nb::arg(last), doc);
+  };
+  bind_planner("sliding_window_routes", &sliding_window_routes, "window",
+               "Every rank's sliding-window route (index = rank).");
+  bind_planner("document_prefix_routes", &document_prefix_routes, "ratio",
+               "Every rank's document-prefix route (index = rank).");
   m.def(
       "compressed_document_offsets",
       [](nb::handle boundaries, nb::handle ratio) {
