@@ -39,6 +39,7 @@ NB_MODULE(_core, m) {
   hpref::py::bind_routes(m);
   hpref::py::bind_oracle(m);
   hpref::py::bind_planning(m);
+  hpref::py::bind_checked(m);
 #if HPREF_PY_SIM
   hpref::py::bind_sim(m);
 #endif

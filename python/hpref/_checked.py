@@ -1,0 +1,281 @@
+"""SPEC 9.2's checked mode over any Python communicator (issue 13; docs/backends.md, "From
+Python: hpref.torch's checked process groups").
+
+:class:`CheckedComm` wraps an object with the Communicator seam's Python interface (a
+:class:`hpref._torch_comm.GlooComm` over real gloo) and, before each operation:
+
+1. numbers it (a sequence number per group, the same on every member when the code is
+   right) and records it as this rank's last launch — in the job's store (so a rank whose
+   wait times out can say what every rank last launched) and, with ``log_dir``, as one JSON
+   line of ``<log_dir>/rank<R>.jsonl`` (what ``hpref verify`` reads);
+2. makes its SPEC 9.2 signature with the C++ checked mode's code (``_core.op_signature``:
+   kind, root, reduce op, dtype, byte counts, and for all_to_all_v the bytes to and from
+   every member) and all-gathers it over the group;
+3. raises ``CommMismatch`` on every member, with the C++ message
+   (``_core.check_signatures``: ``all_to_all_v counts disagree on group 1 seq 3: rank 1
+   sends 96 bytes to rank 3, which expects 64``), instead of running a mismatched
+   collective;
+4. takes the send buffer's checksum (``_core.buffer_checksum``), runs the operation, and at
+   ``wait()`` compares it again: a change is ``BufferMutated``.
+
+Every wait has a deadline (``timeout_s``): past it, ``CommTimeout`` names what each member
+last launched. A peer that went away is ``PeerFailed``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from . import _core
+from .errors import _from_core
+
+__all__ = ["CheckedComm", "CheckedWork", "LAST_KEY"]
+
+# The store key each member sets at every launch: LAST_KEY + str(group index).
+LAST_KEY = "hpref_checked/last/"
+
+
+def _u8(nbytes: int):
+    import torch
+    return torch.empty(nbytes, dtype=torch.uint8)
+
+
+class CheckedWork:
+    """A checked operation: ``wait()`` completes the inner operation within the deadline
+    (``CommTimeout``/``PeerFailed`` otherwise), then compares the send buffer with its
+    checksum at launch (``BufferMutated``)."""
+
+    def __init__(self, comm: "CheckedComm", inner: Any, what: str, send: Optional[Tuple[int, int, int]]):
+        """``send``: (address, bytes, checksum at launch), or None when nothing is checked."""
+        self._comm = comm
+        self._inner = inner
+        self._what = what
+        self._send = send
+        self._done = False
+        self._error: Optional[BaseException] = None
+
+    def wait(self) -> None:
+        """Completes the operation or raises its error (the same one on every call)."""
+        if self._error is not None:
+            raise self._error
+        if self._done:
+            return
+        try:
+            self._comm._wait(self._inner, self._what)
+            if self._send is not None:
+                addr, nbytes, before = self._send
+                if _core.buffer_checksum(addr, nbytes) != before:
+                    raise _from_core("comm_buffer_mutated",
+                                     f"{self._what}: rank {self._comm._me} changed its send buffer of {nbytes} bytes "
+                                     "between launch and wait() (the backend may read it at any time before wait)")
+        except BaseException as e:
+            self._error = e
+            raise
+        finally:
+            self._send = None
+        self._done = True
+
+
+class CheckedComm:
+    """SPEC 9.2's checked mode around ``inner`` (an object with the Communicator seam's
+    Python interface).
+
+    ``names``: ``names(group) -> (group id, world ranks)`` for the messages — the ids and
+    ranks the code knows the group by (torch's group name and global ranks), called at the
+    group's first operation. ``store``: a store every member shares (each member's last
+    launch is kept there, read when a wait times out); None: not kept. ``timeout_s``: the
+    deadline of every wait (the inner communicator must enforce it too: gloo groups are
+    made with it). ``log_dir``: one JSON line per operation per rank, or None.
+    ``check_buffers``: compare send buffers at wait() (host memory only: an accelerator
+    buffer would cost a device sync, so it is off on accelerator groups).
+    """
+
+    def __init__(self, inner: Any, *, names: Optional[Callable[[Any], Tuple[int, Sequence[int]]]] = None,
+                 store: Any = None, timeout_s: float = 1800.0, log_dir: Optional[str] = None,
+                 check_buffers: bool = True):
+        """See the class docstring."""
+        self._inner = inner
+        self._names = names
+        self._store = store
+        self._timeout_s = float(timeout_s)
+        self._check_buffers = bool(check_buffers)
+        self._seq: Dict[int, int] = {}
+        self._labels: Dict[int, Tuple[int, Tuple[int, ...]]] = {}
+        self._log = None
+        self._log_dir = log_dir
+        self._me = inner.rank()
+
+    # ---- the Communicator seam ---------------------------------------------------------
+
+    def rank(self) -> int:
+        """The inner communicator's world rank."""
+        return self._inner.rank()
+
+    def size(self) -> int:
+        """The inner communicator's world size."""
+        return self._inner.size()
+
+    def world(self) -> Any:
+        """The inner communicator's world group."""
+        return self._inner.world()
+
+    def world_backend(self) -> str:
+        """The inner communicator's backend name."""
+        return self._inner.world_backend()
+
+    def new_group(self, ranks: Sequence[int], backend: str) -> Any:
+        """The inner communicator's new_group (it checks its own agreement, SPEC 9.1)."""
+        return self._inner.new_group(ranks, backend)
+
+    def all_gather(self, group: Any, in_addr: int, in_bytes: int, out_addr: int, out_bytes: int,
+                   space: str = "host") -> CheckedWork:
+        """Checked all_gather (signature: the bytes each member sends)."""
+        return self._launch(group, "all_gather", dict(bytes=in_bytes), (in_addr, in_bytes), space,
+                            lambda: self._inner.all_gather(group, in_addr, in_bytes, out_addr, out_bytes, space))
+
+    def broadcast(self, group: Any, addr: int, nbytes: int, root: int, space: str = "host") -> CheckedWork:
+        """Checked broadcast (signature: root as a world rank of the messages, bytes); the
+        root's buffer is its send buffer."""
+        _, ranks = self._label(group)
+        index = group.index_of(int(root))
+        label_root = ranks[index] if 0 <= index < len(ranks) else int(root)
+        send = (addr, nbytes) if int(root) == self._me else None
+        return self._launch(group, "broadcast", dict(root=label_root, bytes=nbytes), send, space,
+                            lambda: self._inner.broadcast(group, addr, nbytes, root, space))
+
+    def all_reduce(self, group: Any, addr: int, nbytes: int, dtype: str, op: str,
+                   space: str = "host") -> CheckedWork:
+        """Checked all_reduce (signature: op, dtype, bytes); in place, so no send-buffer
+        check (the backend itself writes the buffer)."""
+        return self._launch(group, "all_reduce", dict(op=op, dtype=dtype, bytes=nbytes), None, space,
+                            lambda: self._inner.all_reduce(group, addr, nbytes, dtype, op, space))
+
+    def all_to_all_v(self, group: Any, in_addr: int, in_counts: Sequence[int], out_addr: int,
+                     out_counts: Sequence[int], space: str = "host") -> CheckedWork:
+        """Checked all_to_all_v: the signature holds the bytes to and from every member, so
+        every member sees the whole count matrix and the first pair i -> j where i sends
+        another count than j expects."""
+        ins, outs = [int(c) for c in in_counts], [int(c) for c in out_counts]
+        sent = sum(ins)
+        return self._launch(group, "all_to_all_v", dict(bytes=sent, counts_in=ins, counts_out=outs),
+                            (in_addr, sent), space,
+                            lambda: self._inner.all_to_all_v(group, in_addr, ins, out_addr, outs, space))
+
+    def barrier(self, group: Any) -> CheckedWork:
+        """Checked barrier."""
+        return self._launch(group, "barrier", {}, None, getattr(group, "memory", "host"),
+                            lambda: self._inner.barrier(group))
+
+    # ---- checked mode -------------------------------------------------------------------
+
+    def _label(self, group: Any) -> Tuple[int, Tuple[int, ...]]:
+        label = self._labels.get(group.id)
+        if label is None:
+            gid, ranks = self._names(group) if self._names is not None else (group.id, group.ranks)
+            label = (int(gid), tuple(int(r) for r in ranks))
+            self._labels[group.id] = label
+        return label
+
+    def _launch(self, group: Any, kind: str, fields: Dict[str, Any], send: Optional[Tuple[int, int]],
+                space: str, run: Callable[[], Any]) -> CheckedWork:
+        gid, ranks = self._label(group)
+        seq = self._seq.get(group.id, 0)
+        self._seq[group.id] = seq + 1
+        what = f"{kind} on group {gid} seq {seq} {list(ranks)}"
+        me = ranks[group.index] if 0 <= group.index < len(ranks) else self._me
+        self._record(group, gid, ranks, me, seq, kind, fields)
+        sig = _core.op_signature(kind, group.size, **fields)
+        gathered = self._exchange(group, sig, space, what)
+        _core.check_signatures(gathered, gid, list(ranks), seq)
+        checked = None
+        if send is not None and self._check_buffers and space == "host":
+            checked = (send[0], send[1], _core.buffer_checksum(send[0], send[1]))
+        return CheckedWork(self, run(), what, checked)
+
+    def _exchange(self, group: Any, sig: bytes, space: str, what: str) -> bytes:
+        """All-gathers this member's signature over the group (the inner communicator's own
+        all_gather, so a hang here is a hang of the group: it times out like any wait)."""
+        n = len(sig)
+        src = _u8(n)
+        src.numpy()[:] = memoryview(sig)
+        out = _u8(n * group.size)
+        work = self._inner.all_gather(group, src.data_ptr(), n, out.data_ptr(), n * group.size, space)
+        self._wait(work, f"the signature exchange of {what}")
+        return out.numpy().tobytes()
+
+    def _wait(self, work: Any, what: str) -> None:
+        start = time.monotonic()
+        try:
+            work.wait()
+        except Exception as e:  # noqa: BLE001 - translated into the comm error it is
+            text = str(e)
+            lowered = text.lower()
+            if "timed out" in lowered or "timeout" in lowered:
+                waited = time.monotonic() - start
+                raise _from_core("comm_timeout",
+                                 f"{what}: rank {self._me} waited {waited:.1f} s past the {self._timeout_s:g} s "
+                                 f"deadline; last launches: {self.last_launches(what)}") from e
+            if any(s in lowered for s in ("connection closed", "connection reset", "broken pipe", "peer")):
+                raise _from_core("comm_peer_failed", f"{what}: a peer went away ({text.strip()})") from e
+            raise
+
+    def _record(self, group: Any, gid: int, ranks: Tuple[int, ...], me: int, seq: int, kind: str,
+                fields: Dict[str, Any]) -> None:
+        entry = {"rank": me, "group": gid, "ranks": list(ranks), "seq": seq, "kind": kind}
+        entry.update(fields)
+        line = json.dumps(entry, separators=(",", ":"))
+        if self._store is not None:
+            try:
+                self._store.set(f"{LAST_KEY}{group.index}", line)
+            except Exception:  # noqa: BLE001 - a store gone with a peer: the operation says so
+                pass
+        if self._log_dir is not None:
+            if self._log is None:
+                os.makedirs(self._log_dir, exist_ok=True)
+                self._log = open(os.path.join(self._log_dir, f"rank{me}.jsonl"), "a", buffering=1)
+            self._log.write(line + "\n")
+
+    def last_launches(self, what: str = "") -> str:
+        """What every member of the world group last launched, as its store keys say
+        ("rank 0: all_to_all_v seq 3 (...); rank 2: nothing"), or why they cannot be read."""
+        if self._store is None:
+            return "unknown (no store)"
+        group = self._inner.world()
+        gid, ranks = self._label(group)
+        parts: List[str] = []
+        for index, rank in enumerate(ranks):
+            key = f"{LAST_KEY}{index}"
+            try:
+                if not self._has(key):
+                    parts.append(f"rank {rank}: nothing")
+                    continue
+                entry = json.loads(bytes(self._store.get(key)).decode())
+            except Exception as e:  # noqa: BLE001 - the store may have died with its host
+                parts.append(f"rank {rank}: unreadable ({type(e).__name__})")
+                continue
+            detail = ", ".join(f"{k} {v}" for k, v in entry.items()
+                               if k not in ("rank", "group", "ranks", "seq", "kind"))
+            parts.append(f"rank {rank}: {entry['kind']} seq {entry['seq']}" + (f" ({detail})" if detail else ""))
+        return "; ".join(parts)
+
+    def _has(self, key: str) -> bool:
+        """Whether the store holds ``key``, without waiting for it: ``check`` where the store
+        has it (torch 2.x), else a get under a short store timeout (torch 1.13's PrefixStore)."""
+        if hasattr(self._store, "check"):
+            return bool(self._store.check([key]))
+        from datetime import timedelta
+        self._store.set_timeout(timedelta(seconds=0.5))
+        try:
+            self._store.get(key)
+            return True
+        except Exception:  # noqa: BLE001 - absent: the get timed out
+            return False
+
+    def close(self) -> None:
+        """Closes the log file."""
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+

@@ -1,0 +1,208 @@
+"""Checked mode for real PyTorch jobs (issue 13; README "Check a real job"; docs/backends.md,
+"From Python: hpref.torch's checked process groups").
+
+Importing this module registers the torch.distributed backend ``"hpref_checked"``: a
+process group made with it (``init_process_group("hpref_checked", ...)``,
+``new_group(ranks, backend="hpref_checked")``, or :func:`checked`) runs every operation on
+a real gloo group of the same ranks, under SPEC 9.2's checked mode
+(:class:`hpref._checked.CheckedComm`): before each collective the members all-gather its
+signature — kind, root, reduce op, dtype, byte counts, and for all-to-all the bytes to and
+from every member — and a disagreement raises ``hpref.CommMismatch`` on every member
+(naming group, sequence number, ranks and, for all-to-all, the first pair: ``rank 1 sends 96
+bytes to rank 3, which expects 64``) instead of hanging or corrupting data; a send buffer
+changed before ``wait()`` raises ``BufferMutated``; a wait past the deadline raises
+``CommTimeout`` naming what each member last launched.
+
+The operations are those of :mod:`hpref._torch_pg` (all_reduce sum/min/max over int32,
+int64, float32, float64; broadcast; all_gather; all_to_all_single; all_to_all; barrier;
+and the object collectives built on them); the others are refused at once, naming them.
+
+Options (:func:`configure`, or the environment of every rank): ``timeout_s``
+(``HPREF_CHECKED_TIMEOUT_S``; default: the group's torch timeout), ``log_dir``
+(``HPREF_CHECKED_LOG``: one JSON line per operation in ``<dir>/rank<R>.jsonl``, read by
+``hpref verify``), ``check_buffers`` (``HPREF_CHECKED_BUFFERS=0`` turns the send-buffer
+check off).
+"""
+from __future__ import annotations
+
+import functools
+import os
+import zlib
+from datetime import timedelta
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+import torch.distributed as dist
+import torch.distributed.distributed_c10d as _c10d
+
+from ._checked import CheckedComm
+from ._torch_comm import GlooComm
+from ._torch_pg import _TORCH2, HprefProcessGroup, _relabel
+from .errors import _from_core
+
+__all__ = ["BACKEND", "checked", "configure", "options", "comm_of", "enable", "disable"]
+
+BACKEND = "hpref_checked"
+
+_OPTIONS: Dict[str, Any] = {"timeout_s": None, "log_dir": None, "check_buffers": None}
+
+
+def configure(*, timeout_s: Optional[float] = None, log_dir: Optional[str] = None,
+              check_buffers: Optional[bool] = None) -> None:
+    """Sets the options of the checked groups this process makes from now on (None: the
+    environment's, then the default): ``timeout_s``, the deadline of every wait (default:
+    the group's torch timeout); ``log_dir``, where each rank appends one JSON line per
+    operation (default: none); ``check_buffers``, whether send buffers are compared at
+    ``wait()`` (default: True)."""
+    if timeout_s is not None and not float(timeout_s) > 0:
+        raise _from_core("invalid_argument", f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
+    _OPTIONS.update(timeout_s=timeout_s, log_dir=log_dir, check_buffers=check_buffers)
+
+
+def options(torch_timeout: Optional[timedelta] = None) -> Dict[str, Any]:
+    """The options a checked group made now gets: configure()'s, else the environment's
+    (``HPREF_CHECKED_TIMEOUT_S``, ``HPREF_CHECKED_LOG``, ``HPREF_CHECKED_BUFFERS``), else
+    the defaults (``torch_timeout``, no log, buffers checked)."""
+    timeout_s = _OPTIONS["timeout_s"]
+    if timeout_s is None and os.environ.get("HPREF_CHECKED_TIMEOUT_S"):
+        timeout_s = float(os.environ["HPREF_CHECKED_TIMEOUT_S"])
+    if timeout_s is None:
+        timeout_s = torch_timeout.total_seconds() if torch_timeout is not None else 1800.0
+    log_dir = _OPTIONS["log_dir"] or os.environ.get("HPREF_CHECKED_LOG") or None
+    check = _OPTIONS["check_buffers"]
+    if check is None:
+        check = os.environ.get("HPREF_CHECKED_BUFFERS", "1") not in ("0", "false", "no", "off")
+    return {"timeout_s": float(timeout_s), "log_dir": log_dir, "check_buffers": bool(check)}
+
+
+def _group_names(pg: Any) -> Tuple[int, Tuple[int, ...]]:
+    """torch's id and global ranks of ``pg``: the group name torch gives every group (a
+    counter all ranks agree on; a hash of it when the name is not a number) and its global
+    ranks in group order."""
+    if _TORCH2:
+        name = _c10d._world.pg_names.get(pg, "")
+        ranks = tuple(dist.get_process_group_ranks(pg))
+    else:
+        name = _c10d._pg_names.get(pg, "")
+        table = _c10d._pg_group_ranks.get(pg, {})
+        ranks = tuple(g for g, _ in sorted(table.items(), key=lambda kv: kv[1]))
+    gid = int(name) if str(name).isdigit() else zlib.crc32(str(name).encode()) & 0x7FFFFFFF
+    return gid, ranks
+
+
+def _create(store: Any, rank: int, size: int, timeout: Any) -> HprefProcessGroup:
+    """The creator registered for "hpref_checked": a gloo group of the same ranks over
+    ``store``, served through a CheckedComm."""
+    opts = options(timeout if isinstance(timeout, timedelta) else None)
+    deadline = timedelta(seconds=opts["timeout_s"])
+    inner = dist.ProcessGroupGloo(dist.PrefixStore("hpref_checked/gloo/", store), rank, size, deadline)
+    gloo = GlooComm(inner, store=store, timeout=deadline)
+    holder: Dict[str, Any] = {}
+
+    def names(group: Any) -> Tuple[int, Tuple[int, ...]]:
+        pg = holder.get("pg")
+        gid, ranks = _group_names(pg) if pg is not None else (group.id, group.ranks)
+        return gid, (ranks if len(ranks) == group.size else tuple(group.ranks))
+
+    comm = CheckedComm(gloo, names=names, store=store, timeout_s=opts["timeout_s"], log_dir=opts["log_dir"],
+                       check_buffers=opts["check_buffers"])
+    pg = HprefProcessGroup(comm, gloo.world(), BACKEND, device_tensors="cpu")
+    holder["pg"] = pg
+    return pg
+
+
+def _register() -> None:
+    if BACKEND.upper() in getattr(dist.Backend, "_plugins", {}):
+        return
+    if _TORCH2:
+        dist.Backend.register_backend(BACKEND, _create, devices=["cpu"])
+    else:
+        dist.Backend.register_backend(BACKEND, _create)
+
+
+def comm_of(group: Any) -> CheckedComm:
+    """The CheckedComm serving a checked process group (for its ``last_launches()``)."""
+    if not isinstance(group, HprefProcessGroup) or not isinstance(group._comm, CheckedComm):
+        raise _from_core("invalid_argument", f"{group!r} is not a process group of the hpref_checked backend")
+    return group._comm
+
+
+def checked(group: Any = None, *, ranks: Optional[Sequence[int]] = None, timeout_s: Optional[float] = None,
+            log_dir: Optional[str] = None, check_buffers: Optional[bool] = None) -> Any:
+    """A checked twin of ``group``: ``new_group`` over the same ranks with the
+    ``hpref_checked`` backend (real gloo underneath, every operation's signature agreed
+    first). Like ``new_group`` it is a call every rank of the world makes, in the same
+    order; a rank outside ``group`` passes ``ranks=`` (the group's global ranks) and gets
+    torch's non-member handle. ``group=None`` (and no ``ranks``): the whole world. The
+    keyword options override :func:`configure`'s for this group."""
+    if ranks is None and group is not None:
+        if group is _c10d.GroupMember.NON_GROUP_MEMBER:
+            raise _from_core("invalid_argument", "checked(group) on a rank outside the group needs ranks= "
+                                                 "(the group's global ranks): it is a new_group every rank makes")
+        ranks = _group_names(group)[1]
+    saved = dict(_OPTIONS)
+    if timeout_s is not None:
+        configure(timeout_s=timeout_s, log_dir=saved["log_dir"], check_buffers=saved["check_buffers"])
+    if log_dir is not None:
+        _OPTIONS["log_dir"] = log_dir
+    if check_buffers is not None:
+        _OPTIONS["check_buffers"] = check_buffers
+    try:
+        kwargs: Dict[str, Any] = {"backend": BACKEND}
+        if timeout_s is not None:
+            kwargs["timeout"] = timedelta(seconds=float(timeout_s))
+        return dist.new_group(ranks=None if ranks is None else sorted(int(r) for r in ranks), **kwargs)
+    finally:
+        _OPTIONS.clear()
+        _OPTIONS.update(saved)
+
+
+_ENABLED: Dict[str, Any] = {}
+
+
+def enable(backends: Sequence[str] = ("gloo",), *, timeout_s: Optional[float] = None,
+           log_dir: Optional[str] = None, check_buffers: Optional[bool] = None) -> None:
+    """Checks the code's own groups, unmodified: from now on every process group made with
+    one of ``backends`` (``init_process_group("gloo")``, ``new_group(..., backend="gloo")``,
+    torch's default ``None`` when it resolves to a listed name) is an ``hpref_checked``
+    group, while ``dist.get_backend(group)`` still answers the name the code asked for.
+    Wraps torch's group helper (``distributed_c10d._new_process_group_helper``, torch 1.13
+    and 2.x); :func:`disable` undoes it. Options as :func:`configure`. Only host backends
+    are wrapped today: an nccl group needs an nccl communicator underneath (not built)."""
+    names = {str(b).lower() for b in backends}
+    bad = sorted(n for n in names if "nccl" in n or "hccl" in n)
+    if bad:
+        raise _from_core("comm_usage", f"hpref.torch.enable({bad}): checked mode wraps gloo groups only so far "
+                                       "(an accelerator group would need an nccl communicator underneath)")
+    configure(timeout_s=timeout_s, log_dir=log_dir, check_buffers=check_buffers)
+    if "original" in _ENABLED:
+        _ENABLED["names"] = names
+        return
+    original = _c10d._new_process_group_helper
+
+    @functools.wraps(original)
+    def helper(group_size: int, group_rank: Any, ranks: Sequence[int], backend: Any, store: Any,
+               *args: Any, **kwargs: Any) -> Any:
+        name = str(backend)
+        if name.lower() not in _ENABLED.get("names", ()):
+            return original(group_size, group_rank, ranks, backend, store, *args, **kwargs)
+        result = original(group_size, group_rank, ranks, BACKEND, store, *args, **kwargs)
+        pg = result[0] if _TORCH2 else result
+        if pg is not _c10d.GroupMember.NON_GROUP_MEMBER:
+            _relabel(pg, name)
+        return result
+
+    _ENABLED.update(original=original, names=names)
+    _c10d._new_process_group_helper = helper
+
+
+def disable() -> None:
+    """Undoes :func:`enable` (groups made meanwhile stay checked) and resets
+    :func:`configure`'s options."""
+    original = _ENABLED.pop("original", None)
+    _ENABLED.clear()
+    if original is not None:
+        _c10d._new_process_group_helper = original
+    configure()
+
+
+_register()
