@@ -6,10 +6,12 @@ backend name the original asks for.
 1. Data step: 8 ranks, mesh dp=2 x cp=4, 5 steps of `hpref demo`'s corpus through the
    original's transport (groups with cpu_backend="gloo", metadata gather to the planner,
    plan broadcast, payload all-to-all, model-parallel batch broadcast) and its dispatch of
-   each batch: every rank's sent bytes, received items, batch and dispatch results equal
-   hpref's (codec, planning, oracle; tensors bitwise), the data checksum equals the one
-   `hpref demo` computes with hpref's C++ transports, and a second run has the same trace
-   hash.
+   each batch: per rank and step, the received items, the batch and the dispatch results
+   (and the planner's plan) equal what hpref's own C++ transports produced for the same
+   inputs and seed (`hpref demo --dump`, decoded by hpref.codec; by value, tensors
+   bitwise); every rank's sent bytes, received items, batch and dispatch results also equal
+   hpref's Python pieces (codec, planning, oracle), the data checksum equals the demo's,
+   and a second run has the same trace hash.
 2. Dispatch: async_sequence_dispatch forward and backward, window and document-prefix
    routes, 4 and 8 ranks, float32, bfloat16 and float16, bitwise equal to hpref.oracle.
 3. Planted bugs: copies of the original with one bug each (textual substitutions that must
@@ -24,6 +26,7 @@ Skips, saying why, where ../shared/original, torch or hpref._torch_pg is absent.
 from __future__ import annotations
 
 import json
+import pathlib
 import struct
 import subprocess
 import time
@@ -106,15 +109,70 @@ def data_run():
 
 
 @pytest.fixture(scope="module")
-def demo_json():
-    """`hpref demo --json` (hpref's C++ transports on the simulator) for the same corpus."""
+def demo_run(tmp_path_factory):
+    """`hpref demo --json --dump DIR` (hpref's C++ transports on the simulator) for the same
+    mesh, steps, seed and corpus: its JSON report, the dump folder and its manifest."""
     if not H.CLI.exists():
         pytest.skip(f"the hpref command is not built at {H.CLI}")
+    folder = tmp_path_factory.mktemp("demo-dump")
     run = subprocess.run([str(H.CLI), "demo", "--json", "--seed", str(SEED), "--steps", str(STEPS), "--ranks",
-                          str(MESH.world), "--dp", str(MESH.dp)], capture_output=True, text=True, timeout=120)
+                          str(MESH.world), "--dp", str(MESH.dp), "--dump", str(folder)],
+                         capture_output=True, text=True, timeout=120)
     report = json.loads(run.stdout)
     assert report["ok"] and report["exit_code"] == 0, run.stdout + run.stderr
-    return report
+    assert report["dump"] == str(folder / "manifest.json")
+    return report, folder, json.loads((folder / "manifest.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def demo_json(demo_run):
+    """The JSON report of `hpref demo` (the run that wrote the dump)."""
+    return demo_run[0]
+
+
+class CppDump:
+    """What `hpref demo --dump` wrote: per step and rank, the C++ transports' received items,
+    batch and dispatch results, and the planner's plan, decoded by hpref.codec."""
+
+    def __init__(self, folder: pathlib.Path, manifest):
+        self.folder = folder
+        self.manifest = manifest
+
+    def _decode(self, relative: str):
+        return codec.decode((self.folder / relative).read_bytes(), strict=True, key_class=STUBS.SampleKey)
+
+    def _entry(self, step: int, rank: int):
+        entry = self.manifest["files"][step]["ranks"][rank]
+        assert entry["rank"] == rank
+        return entry
+
+    def items(self, step: int, rank: int):
+        """The items rank's exchange returned, in its order (None: not a data-plane rank)."""
+        relative = self._entry(step, rank)["items"]
+        return None if relative is None else self._decode(relative)
+
+    def batch(self, step: int, rank: int):
+        """The model-parallel batch the rank ended the step with."""
+        [(key, batch)] = self._decode(self._entry(step, rank)["batch"])
+        assert key == "batch"
+        return batch
+
+    def dispatch(self, step: int, rank: int):
+        """Window forward, window input gradient, prefix forward, prefix input gradient."""
+        items = self._decode(self._entry(step, rank)["dispatch"])
+        assert [k for k, _ in items] == ["window_forward", "window_backward", "prefix_forward", "prefix_backward"]
+        return [v for _, v in items]
+
+    def plan(self, step: int):
+        """The plan the planner broadcast: ([((sample_id, position), constructor)], before, after)."""
+        [(key, plan)] = self._decode(self.manifest["files"][step]["plan"])
+        assert key == "plan"
+        return plan
+
+
+@pytest.fixture(scope="module")
+def cpp_dump(demo_run):
+    return CppDump(demo_run[1], demo_run[2])
 
 
 def oracle_dispatch(batch, seed=SEED):
@@ -148,6 +206,73 @@ def test_the_harness_corpus_is_hpref_demos(expected, demo_json):
     assert sum(len(s.plan) for s in expected) == demo_json["samples"]
     assert sum(s.before for s in expected) / STEPS == demo_json["imbalance_before"]
     assert sum(s.after for s in expected) / STEPS == demo_json["imbalance_after"]
+
+
+def test_the_cpp_dump_covers_the_same_run(demo_run):
+    """The dump is of the harness's mesh, seed and steps, lists every rank of every step and
+    nothing else is in its folders."""
+    _, folder, manifest = demo_run
+    assert (manifest["seed"], manifest["steps"], manifest["ranks"], manifest["dp"], manifest["cp"]) == (
+        SEED, STEPS, MESH.world, MESH.dp, MESH.cp)
+    assert tuple(manifest["data_plane"]) == MESH.data_plane
+    listed = {"manifest.json"}
+    for step, files in enumerate(manifest["files"]):
+        assert files["step"] == step and [e["rank"] for e in files["ranks"]] == list(range(MESH.world))
+        listed.add(files["plan"])
+        for e in files["ranks"]:
+            assert (e["items"] is not None) == (e["rank"] in MESH.data_plane)
+            listed.update(v for k, v in e.items() if k != "rank" and v is not None)
+    assert len(manifest["files"]) == STEPS
+    assert {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()} == listed
+
+
+def test_every_rank_receives_the_items_hprefs_cpp_transports_received(data_run, cpp_dump):
+    """Acceptance 1: per step and rank, the items the original's exchange returned equal, in
+    order and by value (tensors bitwise), those hpref's C++ DataPlaneTransport returned."""
+    values = data_run[0].values()
+    for step in range(STEPS):
+        received = 0
+        for rank in range(MESH.world):
+            got = values[rank]["steps"][step]
+            cpp = cpp_dump.items(step, rank)
+            if rank not in MESH.data_plane:
+                assert cpp is None and "received" not in got, (step, rank)
+                continue
+            assert same_items(got["received"], cpp), (step, rank)
+            received += len(cpp)
+        assert received == len(MESH.readers) * H.SAMPLES_PER_READER  # every sample arrived once
+
+
+def test_every_rank_ends_with_the_batch_hprefs_cpp_transports_produced(data_run, cpp_dump):
+    """Acceptance 1: per step and rank, the model-parallel batch equals the C++ one (field
+    order, dtype, shape, bits)."""
+    values = data_run[0].values()
+    for step in range(STEPS):
+        for rank in range(MESH.world):
+            cpp = cpp_dump.batch(step, rank)
+            assert list(cpp) == ["tokens", "doc_lens", "images"] and cpp["tokens"].numel() > 0
+            assert same_value(values[rank]["steps"][step]["batch"], cpp), (step, rank)
+
+
+def test_every_rank_dispatches_what_hprefs_cpp_dispatch_produced(data_run, cpp_dump):
+    """Per step and rank, the original's dispatch outputs and input gradients are the C++
+    sequence_dispatch's, bitwise."""
+    values = data_run[0].values()
+    for step in range(STEPS):
+        for rank in range(MESH.world):
+            got = values[rank]["steps"][step]["dispatch"]
+            for name, a, b in zip(("window out", "window grad", "prefix out", "prefix grad"), got,
+                                  cpp_dump.dispatch(step, rank)):
+                assert same_tensor(a, b), (step, rank, name)
+
+
+def test_the_planner_broadcasts_the_cpp_planners_plan(data_run, cpp_dump):
+    values = data_run[0].values()
+    for step in range(STEPS):
+        targets, before, after = values[0]["steps"][step]["plan"]
+        cpp_targets, cpp_before, cpp_after = cpp_dump.plan(step)
+        assert [((k.sample_id, k.position), t) for k, t in targets] == [tuple(e) for e in cpp_targets]
+        assert (before, after) == (cpp_before, cpp_after)
 
 
 def test_the_data_step_runs_on_8_simulated_ranks(data_run):

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <numeric>
 #include <ostream>
 #include <functional>
@@ -18,6 +19,7 @@
 #include <sys/mman.h>
 
 #include "hpref/cli/json_value.hpp"
+#include "hpref/codec.hpp"
 #include "hpref/data_plane.hpp"
 #include "hpref/dispatch.hpp"
 #include "hpref/error.hpp"
@@ -195,9 +197,11 @@ Tensor row_slice(const Tensor& t, std::int64_t start, std::int64_t count) {
                 t.storage().slice(static_cast<std::size_t>(start * kWidth) * 4, static_cast<std::size_t>(count * kWidth) * 4));
 }
 
-// Forward and backward of one route family against the oracle; returns the checks' results.
+// Forward and backward of one route family against the oracle; appends the output and the
+// input gradient to `results`.
 void dispatch_and_check(Communicator& c, const Group& cp, int k, const std::vector<Route>& routes, const Tensor& bank,
-                        std::uint64_t seed, Checks& check, Counters& total, Device device, const char* name) {
+                        std::uint64_t seed, Checks& check, Counters& total, Device device, const char* name,
+                        std::vector<Tensor>& results) {
   auto owners = route_owner_offsets(routes);
   Tensor shard =
       row_slice(bank, owners[static_cast<std::size_t>(k)], routes[static_cast<std::size_t>(k)].local_length).on(device);
@@ -205,6 +209,7 @@ void dispatch_and_check(Communicator& c, const Group& cp, int k, const std::vect
   check(out == oracle_forward(bank, routes)[static_cast<std::size_t>(k)], std::string(name) + " forward differs from the oracle",
         c.rank());
   total.fold(out);
+  results.push_back(out);
   std::vector<Tensor> grads;
   for (std::size_t r = 0; r < routes.size(); ++r) {
     grads.push_back(float_rows(routes[r].global_end - routes[r].global_start, [&](std::int64_t row, std::int64_t j) {
@@ -216,6 +221,120 @@ void dispatch_and_check(Communicator& c, const Group& cp, int k, const std::vect
   check(grad == oracle_backward(grads, routes)[static_cast<std::size_t>(k)],
         std::string(name) + " backward differs from the oracle", c.rank());
   total.fold(grad);
+  results.push_back(grad);
+}
+
+// ---- --dump DIR: what hpref's transports produced on each rank ------------------------------
+//
+// DIR/step<S>/rank<R>.items.hpb1     the payload items the exchange returned (data-plane
+//                                    members only), in its order, keys in the SampleKey
+//                                    object pattern (kDefaultKeyClass)
+// DIR/step<S>/rank<R>.batch.hpb1     one item ("batch", the model-parallel batch the rank
+//                                    ends the step with: tokens, doc_lens, images)
+// DIR/step<S>/rank<R>.dispatch.hpb1  four items: window_forward, window_backward,
+//                                    prefix_forward, prefix_backward (this rank's shard)
+// DIR/step<S>/plan.hpb1              one item ("plan", the plan the planner broadcast:
+//                                    ([(key, constructor rank)], imbalance before, after))
+// DIR/manifest.json                  the run and every file above; written last, by rank 0
+//                                    after the closing collectives (every rank has written
+//                                    every step then): no manifest, no complete dump.
+// Every file goes to a ".part" name first and is renamed when complete.
+
+std::filesystem::path step_dir(const std::string& dir, int step) {
+  return std::filesystem::path(dir) / ("step" + std::to_string(step));
+}
+
+std::string rank_file(int rank, const char* what) { return "rank" + std::to_string(rank) + "." + what + ".hpb1"; }
+
+void write_dump_file(const std::filesystem::path& path, std::span<const std::uint8_t> bytes) {
+  std::filesystem::path part = path;
+  part += ".part";
+  std::FILE* f = std::fopen(part.c_str(), "wb");
+  if (f == nullptr) {
+    throw Error(Errc::io, "--dump: cannot create '" + part.string() + "': " + std::strerror(errno));
+  }
+  bool ok = bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  int saved = errno;
+  if (std::fclose(f) != 0 && ok) {
+    ok = false;
+    saved = errno;
+  }
+  if (!ok || std::rename(part.c_str(), path.c_str()) != 0) {
+    if (ok) saved = errno;
+    std::remove(part.c_str());
+    throw Error(Errc::io, "--dump: cannot write '" + path.string() + "': " + std::strerror(saved));
+  }
+}
+
+void write_dump_segment(const std::filesystem::path& path, std::span<const Item> items) {
+  EncodeOptions options;
+  options.key_class = KeyClass(kDefaultKeyClass);  // keys as the Python original's SampleKey
+  write_dump_file(path, encode_segment(items, options));
+}
+
+// The batch with every tensor on the host (an accelerator world's tokens are on the GPU).
+Value host_batch(const Value& batch) {
+  std::vector<Value::Entry> entries;
+  for (const auto& [k, v] : batch.entries()) entries.emplace_back(k, Value::tensor(v.as_tensor().on(Device{})));
+  return Value::mapping(std::move(entries));
+}
+
+// DIR/manifest.json: the run's parameters, the data-plane ranks and every file, per step.
+void write_dump_manifest(const DemoArgs& a, int cp, std::span<const int> data_plane) {
+  Json steps = Json::array();
+  for (int step = 0; step < a.steps; ++step) {
+    Json ranks = Json::array();
+    for (int r = 0; r < a.ranks; ++r) {
+      bool member = std::find(data_plane.begin(), data_plane.end(), r) != data_plane.end();
+      std::string dir = "step" + std::to_string(step) + "/";
+      ranks.push_back({{"rank", r},
+                       {"items", member ? Json(dir + rank_file(r, "items")) : Json(nullptr)},
+                       {"batch", dir + rank_file(r, "batch")},
+                       {"dispatch", dir + rank_file(r, "dispatch")}});
+    }
+    steps.push_back({{"step", step}, {"plan", "step" + std::to_string(step) + "/plan.hpb1"}, {"ranks", ranks}});
+  }
+  Json j = {{"format", "hpref demo --dump 1"},
+            {"backend", a.backend},
+            {"seed", a.seed},
+            {"ranks", a.ranks},
+            {"dp", a.dp},
+            {"cp", cp},
+            {"steps", a.steps},
+            {"window", a.window},
+            {"ratio", a.ratio},
+            {"data_plane", std::vector<int>(data_plane.begin(), data_plane.end())},
+            {"key_class", std::string(kDefaultKeyClass)},
+            {"files", steps}};
+  std::string text = dump_json(j) + "\n";
+  write_dump_file(std::filesystem::path(a.dump) / "manifest.json",
+                  std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
+}
+
+// Checks --dump's directory and makes it and its step folders (Error invalid_argument or io
+// naming it); removes the manifest of an earlier dump there, so that a failing run leaves
+// none. Every MPI rank calls it (create_directories accepts a folder another rank made)
+// before its first collective, so no rank can remove the manifest rank 0 writes after the
+// closing ones.
+void prepare_dump(const DemoArgs& a) {
+  if (a.dump.empty()) return;
+  namespace fs = std::filesystem;
+  fs::path dir(a.dump);
+  std::error_code ec;
+  fs::file_status st = fs::status(dir, ec);
+  if (fs::exists(st) && !fs::is_directory(st)) {
+    throw Error(Errc::invalid_argument, "--dump '" + a.dump + "' exists and is not a directory");
+  }
+  for (int step = -1; step < a.steps; ++step) {
+    fs::path p = step < 0 ? dir : step_dir(a.dump, step);
+    fs::create_directories(p, ec);
+    if (ec || !fs::is_directory(p)) {
+      throw Error(Errc::io, "--dump '" + a.dump + "': cannot create the directory '" + p.string() +
+                                "': " + (ec ? ec.message() : std::string("not a directory")));
+    }
+  }
+  fs::remove(dir / "manifest.json", ec);
+  if (ec) throw Error(Errc::io, "--dump '" + a.dump + "': cannot remove the old manifest.json: " + ec.message());
 }
 
 // What the world has completed, written by rank 0 after each step's closing all-reduce:
@@ -291,6 +410,10 @@ std::string rank_main(Communicator& c, const Config& cfg) {
         total.samples += static_cast<std::int64_t>(plan.targets.size());
       }
       plan_value = data.broadcast_from_planner(plan_value);
+      if (!a.dump.empty() && c.rank() == 0) {
+        Item plan_item{Value::string("plan"), plan_value};
+        write_dump_segment(step_dir(a.dump, step) / "plan.hpb1", std::span<const Item>(&plan_item, 1));
+      }
       std::map<int, std::vector<Item>> outgoing;
       for (const Value& e : plan_value.items()[0].items()) {
         int target = static_cast<int>(e.items()[1].as_int());
@@ -304,6 +427,7 @@ std::string rank_main(Communicator& c, const Config& cfg) {
         if (data.ranks()[i] != c.rank()) total.bytes += static_cast<std::int64_t>(prepared.input_splits[i]);
       }
       std::vector<Item> arrived = data.exchange(std::move(prepared));
+      if (!a.dump.empty()) write_dump_segment(step_dir(a.dump, step) / rank_file(c.rank(), "items"), arrived);
       // Every sample arrives exactly once, where the plan put it, with the reader's bytes.
       bool exact = arrived.size() == planned_here.size();
       for (const Item& item : arrived) {
@@ -320,6 +444,10 @@ std::string rank_main(Communicator& c, const Config& cfg) {
     // The constructor's batch to its model-parallel peers, bit for bit.
     std::optional<Value> got = model.broadcast(model.is_constructor() ? batch : std::nullopt);
     check(got.has_value(), "a batch step ended as end of data", c.rank());
+    if (!a.dump.empty() && got) {
+      Item batch_item{Value::string("batch"), host_batch(*got)};
+      write_dump_segment(step_dir(a.dump, step) / rank_file(c.rank(), "batch"), std::span<const Item>(&batch_item, 1));
+    }
     std::uint64_t digest = batch_digest(*got);
     total.data = fnv1a64(&digest, 8, total.data);
     std::vector<std::uint64_t> digests(static_cast<std::size_t>(cp_group.size()));
@@ -339,14 +467,23 @@ std::string rank_main(Communicator& c, const Config& cfg) {
       std::int64_t token = row < n_tokens ? tokens.element<std::int64_t>(row) : 0;
       return static_cast<float>((token * 31 + j * 7) % 1000) / 8.0f;
     });
+    std::vector<Tensor> results;  // window forward, window backward, prefix forward, prefix backward
     dispatch_and_check(c, cp_group, k, sliding_window_routes(boundaries, local, cfg.cp, a.window), bank, a.seed, check, total,
-                       device, "sliding-window");
+                       device, "sliding-window", results);
     auto keys = compressed_document_offsets(boundaries, a.ratio);
     Tensor compressed = float_rows(keys.back(), [&](std::int64_t block, std::int64_t j) {
       return static_cast<float>((block * 17 + j) % 251) / 4.0f;
     });
     dispatch_and_check(c, cp_group, k, document_prefix_routes(boundaries, local, cfg.cp, a.ratio), compressed, a.seed,
-                       check, total, device, "document-prefix");
+                       check, total, device, "document-prefix", results);
+    if (!a.dump.empty()) {
+      std::vector<Item> items;
+      const char* names[] = {"window_forward", "window_backward", "prefix_forward", "prefix_backward"};
+      for (std::size_t i = 0; i < results.size(); ++i) {
+        items.emplace_back(Value::string(names[i]), Value::tensor(results[i].on(Device{})));
+      }
+      write_dump_segment(step_dir(a.dump, step) / rank_file(c.rank(), "dispatch"), items);
+    }
     // A progress line per step from rank 0, with the world's totals so far.
     std::int64_t sums[3] = {total.passed, total.failed, total.bytes - bytes_before};
     c.all_reduce(c.world(), {sums, 24, c.world().memory()}, DType::int64, ReduceOp::sum).wait();
@@ -375,6 +512,8 @@ std::string rank_main(Communicator& c, const Config& cfg) {
   std::vector<std::uint64_t> digests(static_cast<std::size_t>(c.size()));
   c.all_gather(c.world(), {&total.data, 8, c.world().memory()}, {digests.data(), digests.size() * 8, c.world().memory()})
       .wait();
+  // Every rank wrote every step's files before the closing collectives: the manifest last.
+  if (!a.dump.empty() && c.rank() == 0) write_dump_manifest(a, cfg.cp, data.ranks());
   char text[256];
   std::snprintf(text, sizeof text, "%lld %lld %lld %lld %.17g %.17g %016llx", static_cast<long long>(sums[0]),
                 static_cast<long long>(sums[1]), static_cast<long long>(sums[2]), static_cast<long long>(sums[3]),
@@ -457,11 +596,24 @@ Json report_json(const DemoArgs& a, const Config& cfg, const Outcome& o) {
               {"ok", o.failure == sim::Failure::none}};
 }
 
+// --dump's manifest when the run wrote it ("" otherwise: no dump, or an incomplete one).
+std::string dump_manifest(const DemoArgs& a) {
+  if (a.dump.empty()) return "";
+  std::filesystem::path manifest = std::filesystem::path(a.dump) / "manifest.json";
+  std::error_code ec;
+  return std::filesystem::is_regular_file(manifest, ec) ? manifest.string() : "";
+}
+
 // The table (or the JSON object); returns the exit status.
 int report(const DemoArgs& a, const Config& cfg, const Outcome& o, std::ostream& out) {
   int code = sim::exit_code(o.failure);
   if (a.json) {
-    out << dump_json(report_json(a, cfg, o)) << "\n";
+    Json j = report_json(a, cfg, o);
+    if (!a.dump.empty()) {  // only with --dump: the default object is unchanged
+      std::string manifest = dump_manifest(a);
+      j["dump"] = manifest.empty() ? Json(nullptr) : Json(manifest);
+    }
+    out << dump_json(j) << "\n";
     out.flush();
     return code;
   }
@@ -487,6 +639,11 @@ int report(const DemoArgs& a, const Config& cfg, const Outcome& o, std::ostream&
   row("trace hash", o.trace_hash ? hex(*o.trace_hash) : std::string("none (simulator only)"));
   row("wall time", wall);
   out << rule;
+  if (!a.dump.empty()) {
+    std::string manifest = dump_manifest(a);
+    out << "dump: " << (manifest.empty() ? a.dump + " is incomplete (no manifest.json: not every step completed)"
+                                         : manifest) << "\n";
+  }
   if (o.failure == sim::Failure::none) {
     out << "every check passed\n";
   } else {
@@ -515,6 +672,7 @@ Config configure(DemoArgs a) {
                                             std::to_string(a.steps) + ", " + std::to_string(a.window) + " and " +
                                             std::to_string(a.ratio));
   }
+  prepare_dump(a);
   return Config{a, a.ranks / a.dp, std::nullopt};
 }
 
@@ -734,8 +892,18 @@ void add_demo_sim_options(CLI::App& demo, DemoArgs& a) {
       "--json", a.json,
       "Print one JSON object whatever happens: the summary (steps completed, checks, checksums), the failure "
       "class and exit code, each rank's error, the fault plan, the faults that never fired and the replay line");
+  CLI::Option* dump = demo.add_option(
+      "--dump", a.dump,
+      "Write what hpref's transports produced on every rank, per step, as HPB1 segments of the C++ encoder: "
+      "DIR/step<S>/rank<R>.items.hpb1 (the received payload items, in the exchange's order; data-plane ranks), "
+      "rank<R>.batch.hpb1 (one item: the model-parallel batch), rank<R>.dispatch.hpb1 (the four dispatch results), "
+      "plan.hpb1 (the broadcast plan), then DIR/manifest.json once every rank wrote every step. DIR is created; "
+      "under mpirun every rank writes its own files (a directory all ranks see)");
+  dump->type_name("DIR")->check(
+      [](const std::string& dir) { return dir.empty() ? std::string("the directory name is empty") : std::string(); });
   demo.add_flag("--codec", a.codec, "Instead: the codec demonstration (encode, inspect, decode one segment)")
-      ->excludes(json);
+      ->excludes(json)
+      ->excludes(dump);
 }
 
 }  // namespace hpref::cli

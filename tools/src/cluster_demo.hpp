@@ -28,10 +28,14 @@ struct DemoArgs {
   std::int64_t timeout_ms = 600000;  // mpi and nccl: SPEC 9.2's deadline on every wait
   int turn_timeout_ms = 120000;      // sim: the simulator's Options::turn_timeout_ms (add_demo_sim_options)
   bool codec = false;                // the codec demonstration instead
+  // --dump DIR: each rank writes what hpref's transports produced on it, per step (HPB1
+  // segments by the C++ encoder; layout in add_demo_sim_options' help and the README).
+  std::string dump;
 };
 
-// The demo's simulator options, JSON output and --codec: --turn-timeout-ms (default the
-// simulator's, shown in --help), --fault, --json, --codec (excludes --json).
+// The demo's simulator options, JSON output, --dump and --codec: --turn-timeout-ms
+// (default the simulator's, shown in --help), --fault, --json, --dump DIR, --codec
+// (excludes --json and --dump).
 void add_demo_sim_options(CLI::App& demo, DemoArgs& args);
 
 // Returns the exit status, the failure classes of `hpref sim`: 0 every check passed, 1 a
