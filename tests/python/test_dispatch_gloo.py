@@ -19,6 +19,7 @@ import torch.multiprocessing as mp  # noqa: E402
 
 import hpref.oracle as oracle  # noqa: E402
 import hpref.routes as routes  # noqa: E402
+from tensor_cases import bank_and_grads, bits  # noqa: E402
 
 ORIGINAL = pathlib.Path(__file__).resolve().parents[3] / "shared" / "original"
 if not (ORIGINAL / "seed_sequence_dispatch.py").exists():
@@ -35,25 +36,6 @@ CASES = [("window", "sliding_window", 11, 0, (None, 5)),
          ("prefix", "document_prefix", 2, 0, (None, 5)),
          ("prefix-dim-2", "document_prefix", 1, -2, (None, 4))]
 DTYPES = ("float32", "bfloat16", "float16")
-
-
-def bank_and_grads(shape, dim, dtype, plan, seed):
-    """The global bank and every rank's output gradient, the same on every process: values
-    of mixed magnitude, so float sums depend on their order."""
-    g = torch.Generator().manual_seed(seed)
-    shape = [sum(r.local_length for r in plan) if d is None else d for d in shape]
-
-    def values(s):
-        scale = torch.pow(10.0, torch.randint(-3, 3, s, generator=g).double())
-        return (torch.randn(s, generator=g, dtype=torch.float64) * scale).to(getattr(torch, dtype))
-
-    bank = values(shape)
-    grads = []
-    for r in plan:
-        s = list(shape)
-        s[dim % len(s)] = r.global_end - r.global_start
-        grads.append(values(s))
-    return bank, grads
 
 
 def plan_of(kind, last):
@@ -100,11 +82,6 @@ def _worker(rank, store, out_dir):
     finally:
         dist.destroy_process_group()
     torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
-
-
-def bits(t):
-    """t's bits as ints of its width (torch.equal on them is bitwise, NaN included)."""
-    return t.contiguous().view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ import numpy as np  # noqa: E402
 import hpref  # noqa: E402
 import hpref.oracle as oracle  # noqa: E402
 import hpref.routes as routes  # noqa: E402
+from tensor_cases import bits  # noqa: E402
 
 ORIGINAL = pathlib.Path(__file__).resolve().parents[3] / "shared" / "original"
 if (ORIGINAL / "seed_sequence_dispatch.py").exists():
@@ -39,11 +40,6 @@ needs_hypothesis = pytest.mark.skipif(given is None, reason="hypothesis is not i
 FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 INTS = [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8]
 DTYPES = FLOATS + INTS + [torch.complex64, torch.bool]
-
-
-def bits(t):
-    """t's bytes as a uint8 tensor: equal bits, NaN and -0.0 included."""
-    return t.contiguous().reshape(-1).view(torch.uint8)
 
 
 def assert_bitwise(got, want):

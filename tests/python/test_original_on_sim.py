@@ -43,6 +43,7 @@ import hpref.sim as sim  # noqa: E402
 
 import original_harness as H  # noqa: E402
 from original_harness import Substitution as Sub  # noqa: E402
+from tensor_cases import bank_and_grads, bits  # noqa: E402
 
 if not H.original_present():
     pytest.skip(f"the original implementation is absent ({H.ORIGINAL})", allow_module_level=True)
@@ -59,12 +60,6 @@ SEED = 7       # corpus, gradients and schedule of the data step
 STEPS = 5
 TIMEOUT_S = 60.0
 MESH = H.Mesh(dp=2, cp=4)
-
-
-def bits(t):
-    """t's bits as ints of its width (torch.equal on them is bitwise, NaN included)."""
-    t = t.detach().contiguous()
-    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
 
 
 def same_tensor(a, b) -> bool:
@@ -373,25 +368,6 @@ CASES = [("window", "sliding_window", 11, 0, (None, 5)),
 LOCAL = 8
 # documents over 4 and 8 ranks of 8 rows, some across three or more ranks
 BOUNDARIES = {4: (0, 3, 27, 28, 32), 8: (0, 3, 27, 28, 45, 46, 64)}
-
-
-def bank_and_grads(shape, dim, dtype, plan, seed):
-    """The global bank and every rank's output gradient, the same in every process: values
-    of mixed magnitude, so float sums depend on their order."""
-    g = torch.Generator().manual_seed(seed)
-    shape = [sum(r.local_length for r in plan) if d is None else d for d in shape]
-
-    def values(s):
-        scale = torch.pow(10.0, torch.randint(-3, 3, s, generator=g).double())
-        return (torch.randn(s, generator=g, dtype=torch.float64) * scale).to(getattr(torch, dtype))
-
-    bank = values(shape)
-    grads = []
-    for r in plan:
-        s = list(shape)
-        s[dim % len(s)] = r.global_end - r.global_start
-        grads.append(values(s))
-    return bank, grads
 
 
 @pytest.fixture(scope="module", params=[4, 8])

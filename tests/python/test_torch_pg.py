@@ -27,6 +27,7 @@ import hpref  # noqa: E402
 from hpref import _torch_pg  # noqa: E402
 from hpref._torch_comm import CommGroup, GlooComm, is_accelerator_backend_name  # noqa: E402
 from hpref.errors import CommBufferMutatedError, CommMemorySpaceError, CommUsageError  # noqa: E402
+from tensor_cases import bits  # noqa: E402
 
 TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 WORLD = 4
@@ -117,10 +118,6 @@ def loop():
         yield comm
     finally:
         _torch_pg.uninstall()
-
-
-def bits(t):
-    return t.contiguous().reshape(-1).view(torch.uint8)
 
 
 def data(seed, dtype, shape=(6,)):
