@@ -1,4 +1,4 @@
-// The hpref command: frame, route, sim, demo.
+// The hpref command: frame, route, sim, demo, verify.
 // Exit codes: 0 success, 1 a check failed, 2 bad usage or bad input, 3-6 simulator failure classes.
 #include <CLI/CLI.hpp>
 #include <charconv>
@@ -14,6 +14,7 @@
 #include "hpref/cli/frame.hpp"
 #include "hpref/cli/integer_option.hpp"
 #include "hpref/cli/route.hpp"
+#include "hpref/cli/verify.hpp"
 #include "hpref/error.hpp"
 #include "hpref/version.hpp"
 #include "cluster_demo.hpp"
@@ -389,6 +390,9 @@ int main(int argc, char** argv) {
   demo->add_option("--timeout-ms", da.timeout_ms, "mpi and nccl: the deadline of every wait in ms")->check(integer_of(da.timeout_ms))->capture_default_str();
   cli::add_demo_sim_options(*demo, da);  // --turn-timeout-ms, --fault, --json, --codec (cluster_demo.cpp)
 
+  cli::VerifyArgs va;
+  CLI::App* verify = cli::add_verify_command(app, va);  // verify.cpp
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -403,6 +407,7 @@ int main(int argc, char** argv) {
     if (frame->parsed()) return run_frame(*frame, *encode, *decode, *inspect, fa);
     if (rc.route->parsed()) return run_route(rc, ra);
     if (sc.sim->parsed()) return cli::run_sim(sc, sa);
+    if (verify->parsed()) return cli::run_verify(va, std::cout);
     if (demo->parsed()) {
       if (da.codec) return cli::run_codec_demo(da.seed, std::cout) == 0 ? 0 : kExitCheckFailed;
       return cli::run_cluster_demo(da, std::cout);  // the failure classes of hpref sim
