@@ -5,7 +5,9 @@ ratios measured in the same run.
      small dict: per operation through torch.distributed on the simulator (hpref.sim.run +
      hpref._torch_pg), through hpref.sim.communicator() from Python (no torch), and the C++
      simulator's time for the same operation (bench_sim_collectives, same machine, same
-     method: 3 operations to warm up, then rank 0 times N operations between barriers).
+     method: 3 operations to warm up, then rank 0 times N operations between barriers, and a
+     last barrier keeps every rank alive until rank 0 has read its clock: a rank process's
+     exit, on the CPU the run is pinned to, is per-run cost, not the operation's).
      Target: Python/torch <= 1.5x C++.
   2. The original's 5-step data step (8 ranks, dp=2 x cp=4; tests/python/original_harness.py)
      on the simulator and on 8 real gloo processes (torch.multiprocessing), timed inside
@@ -73,6 +75,7 @@ def torch_all_to_all(rank: int, nbytes: int) -> float:
         dist.all_to_all_single(recv, send)
     dist.barrier()
     elapsed = time.perf_counter() - start
+    dist.barrier()  # no rank exits (a process teardown on the shared CPU) before rank 0's clock
     assert recv[:: nbytes // WORLD].tolist() == list(range(WORLD))
     return elapsed / n * 1e6
 
@@ -91,7 +94,9 @@ def raw_all_to_all(rank: int, nbytes: int) -> float:
     for _ in range(n):
         c.all_to_all_v(w, send.ctypes.data, counts, recv.ctypes.data, counts).wait()
     c.barrier(w).wait()
-    return (time.perf_counter() - start) / n * 1e6
+    elapsed = time.perf_counter() - start
+    c.barrier(w).wait()
+    return elapsed / n * 1e6
 
 
 def torch_all_gather_object(rank: int) -> float:
@@ -105,8 +110,10 @@ def torch_all_gather_object(rank: int) -> float:
     for _ in range(n):
         dist.all_gather_object(out, item)
     dist.barrier()
+    elapsed = time.perf_counter() - start
+    dist.barrier()
     assert [o["rank"] for o in out] == list(range(WORLD))
-    return (time.perf_counter() - start) / n * 1e6
+    return elapsed / n * 1e6
 
 
 def on_sim(fn, *args) -> float:
@@ -128,7 +135,9 @@ def timed_data_step(rank: int, options) -> float:
     start = time.perf_counter()
     H.data_step(rank, options)
     dist.barrier()
-    return time.perf_counter() - start
+    elapsed = time.perf_counter() - start
+    dist.barrier()
+    return elapsed
 
 
 def _gloo_rank(rank: int, store: str, out: str, options) -> None:
