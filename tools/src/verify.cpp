@@ -492,8 +492,11 @@ int verify(const VerifyArgs& a, std::ostream& out) {
     if (first) out << first->message << "\n";
     if (routes && routes->first) out << routes->first->message << "\n";
     if (ok) {
-      out << "hpref verify: " << ranks.size() << " rank logs, " << groups.size() << " groups, " << operations
-          << " operations agree";
+      auto n = [](std::size_t k, const char* what) {
+        return std::to_string(k) + " " + what + (k == 1 ? "" : "s");
+      };
+      out << "hpref verify: " << n(ranks.size(), "rank log") << ", " << n(groups.size(), "group") << ", "
+          << n(operations, "operation") << (operations == 1 ? " agrees" : " agree");
       if (routes) out << "; " << routes->checked << " all_to_all_v records match the " << routes->pattern << " routes";
       out << "\n";
     }
