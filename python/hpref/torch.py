@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import os
+import weakref
 import zlib
 from datetime import timedelta
 from typing import Any, Dict, Optional, Sequence, Tuple
@@ -99,14 +100,18 @@ def _create(store: Any, rank: int, size: int, timeout: Any) -> HprefProcessGroup
     holder: Dict[str, Any] = {}
 
     def names(group: Any) -> Tuple[int, Tuple[int, ...]]:
-        pg = holder.get("pg")
+        # A weak reference: a strong one would make a cycle (pg -> comm -> names -> pg) that
+        # keeps the group, and its inner gloo group with its threads, alive until interpreter
+        # shutdown, where torch 1.13's gloo aborts ("terminate called without an active
+        # exception") instead of being released by destroy_process_group.
+        pg = holder["pg"]() if "pg" in holder else None
         gid, ranks = _group_names(pg) if pg is not None else (group.id, group.ranks)
         return gid, (ranks if len(ranks) == group.size else tuple(group.ranks))
 
     comm = CheckedComm(gloo, names=names, store=store, timeout_s=opts["timeout_s"], log_dir=opts["log_dir"],
                        check_buffers=opts["check_buffers"])
     pg = HprefProcessGroup(comm, gloo.world(), BACKEND, device_tensors="cpu")
-    holder["pg"] = pg
+    holder["pg"] = weakref.ref(pg)
     return pg
 
 
