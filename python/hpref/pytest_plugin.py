@@ -33,6 +33,7 @@ DEFAULTS = {"world_size": 4, "seeds": (1,), "faults": (), "timeout_s": 120.0}
 
 
 def pytest_addoption(parser):
+    """The replay options: --hpref-seed, --hpref-fault, --hpref-no-reexec."""
     group = parser.getgroup("hpref", "hpref simulated cluster")
     group.addoption("--hpref-seed", type=int, default=None, metavar="SEED",
                     help="run hpref_cluster tests with this seed only (a replay)")
@@ -44,6 +45,7 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    """Registers the hpref_cluster marker."""
     config.addinivalue_line(
         "markers",
         "hpref_cluster(world_size=4, seeds=(1,), faults=(), timeout_s=120): run the test body "
@@ -63,6 +65,7 @@ def _hash_seed_random() -> bool:
 
 
 def pytest_collection_modifyitems(session, config, items):
+    """Re-runs pytest with PYTHONHASHSEED=0 when a marked test is collected and it is unset."""
     if not any(item.get_closest_marker("hpref_cluster") for item in items):
         return
     if _hash_seed_random() and not config.getoption("hpref_no_reexec") \
@@ -101,6 +104,7 @@ def _describe(result) -> str:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem):
+    """Runs a marked test's body on the simulated cluster, seed after seed."""
     marker = pyfuncitem.get_closest_marker("hpref_cluster")
     if marker is None:
         return None

@@ -306,22 +306,3 @@ def test_the_generated_group_cases_reach_every_outcome():
             "group_cpu_backend", "group_payload_backend", "group_payload_device", "control",
             "payload", "model_parallel_host", "model_parallel_tensor", "reuse", "no reuse",
             "local", "distributed"} <= seen, seen
-
-
-@pytest.mark.parametrize("module", ["routes", "oracle", "planning"])
-def test_stubs_and_docstrings_cover_every_public_name(module):
-    """Each module's .pyi stub defines every name of its __all__, and every public function
-    and class has a docstring."""
-    import ast
-    import importlib
-
-    mod = importlib.import_module(f"hpref.{module}")
-    tree = ast.parse(pathlib.Path(mod.__file__).with_suffix(".pyi").read_text())
-    stubbed = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-    stubbed |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets}
-    stubbed |= {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign)}
-    assert set(mod.__all__) <= stubbed, set(mod.__all__) - stubbed
-    for name in mod.__all__:
-        value = getattr(mod, name)
-        if callable(value):
-            assert (value.__doc__ or "").strip(), f"hpref.{module}.{name} has no docstring"
