@@ -4,7 +4,7 @@ of the same ranks (hpref.torch.checked), interleaved in rounds so both see the s
 all_to_all_single at 1 KiB and 16 MiB per rank, all_reduce at 1 KiB. Prints one row per
 operation (median seconds per call, both ways) and the ratio checked / plain.
 
-    PYTHONPATH=build/release/python .venv/bin/python bench/python_checked.py [--iters N]
+    ./dev bench python_checked [--iters N]
 """
 from __future__ import annotations
 
