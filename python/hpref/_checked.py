@@ -19,22 +19,91 @@ Python: hpref.torch's checked process groups").
    ``wait()`` compares it again: a change is ``BufferMutated``.
 
 Every wait has a deadline (``timeout_s``): past it, ``CommTimeout`` names what each member
-last launched. A peer that went away is ``PeerFailed``.
+last launched. A peer that went away is ``PeerFailed``, naming the same.
 """
 from __future__ import annotations
 
 import json
 import os
+import struct
 import time
+import zlib
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import _core
 from .errors import _from_core
 
-__all__ = ["CheckedComm", "CheckedWork", "LAST_KEY"]
+__all__ = ["CheckedComm", "CheckedWork", "LAST_KEY", "NEW_GROUP_KIND", "check_signatures"]
 
 # The store key each member sets at every launch: LAST_KEY + str(group index).
 LAST_KEY = "hpref_checked/last/"
+
+# new_group's signature on the world group. hpref/op_signature.hpp has no new_group kind
+# (OpKind: all_gather .. barrier; C++ agrees new_group with group_request words, outside
+# the signature sequence), so the wire form is reused with this kind word, which
+# _core.check_signatures would refuse as "not one": signatures holding it are compared
+# here, in the C++ messages' words, and every other one by the C++ code.
+# Words: magic, kind, root -1, op 0, dtype 0, crc32(backend); counts_in: a member flag per
+# world rank; counts_out: the backend's name, zero-padded.
+NEW_GROUP_KIND = 5
+
+
+def _words(sig: bytes) -> Tuple[int, ...]:
+    return struct.unpack(f"<{len(sig) // 8}Q", sig)
+
+
+def _new_group_signature(members: int, ranks: Sequence[int], backend: str) -> bytes:
+    words = list(_words(_core.op_signature("barrier", members)))
+    name = backend.encode()[: 8 * members].ljust(8 * members, b"\0")
+    words[1] = NEW_GROUP_KIND
+    words[5] = zlib.crc32(backend.encode())
+    for r in ranks:
+        words[6 + int(r)] = 1
+    words[6 + members:] = struct.unpack(f"<{members}Q", name)
+    return struct.pack(f"<{len(words)}Q", *words)
+
+
+def _is_new_group(sig: bytes) -> bool:
+    return len(sig) >= 16 and _words(sig[:16])[1] == NEW_GROUP_KIND
+
+
+def _new_group_request(sig: bytes, members: int) -> Tuple[Tuple[int, ...], int, str]:
+    words = _words(sig)
+    ranks = tuple(r for r in range(members) if words[6 + r])
+    name = sig[8 * (6 + members):].rstrip(b"\0").decode(errors="replace")
+    return ranks, words[5], name
+
+
+def _new_group_text(sig: bytes, members: int) -> str:
+    ranks, _, name = _new_group_request(sig, members)
+    return f"new_group({list(ranks)} on {name})"
+
+
+def check_signatures(gathered: bytes, gid: int, ranks: Sequence[int], seq: int) -> None:
+    """``_core.check_signatures`` (the C++ checked mode's comparison and messages), and
+    new_group's signatures beside it: a new_group against another call is the C++
+    "collective mismatch on group G seq S: rank A launched X but rank B launched Y" (member
+    0 against the first member that differs), two new_groups asking for other ranks or
+    another backend are "new_group mismatch on group G seq S: rank A asked for [..] on gloo
+    but rank B asked for [..] on gloo"."""
+    n = len(ranks)
+    one = len(gathered) // n if n else 0
+    sigs = [gathered[i * one:(i + 1) * one] for i in range(n)]
+    marked = [_is_new_group(s) for s in sigs]
+    if not any(marked):
+        _core.check_signatures(gathered, gid, list(ranks), seq)
+        return
+    where = f" on group {gid} seq {seq}"
+    for i in range(1, n):
+        if marked[i] != marked[0]:
+            text = [_new_group_text(s, n) if m else _core.signature_text(s, n) for s, m in ((sigs[0], marked[0]),
+                                                                                         (sigs[i], marked[i]))]
+            raise _from_core("comm_mismatch", f"collective mismatch{where}: rank {ranks[0]} launched {text[0]} "
+                                              f"but rank {ranks[i]} launched {text[1]}")
+        if _new_group_request(sigs[i], n)[:2] != _new_group_request(sigs[0], n)[:2]:
+            (a, _, an), (b, _, bn) = _new_group_request(sigs[0], n), _new_group_request(sigs[i], n)
+            raise _from_core("comm_mismatch", f"new_group mismatch{where}: rank {ranks[0]} asked for {list(a)} on "
+                                              f"{an} but rank {ranks[i]} asked for {list(b)} on {bn}")
 
 
 def _u8(nbytes: int):
@@ -129,6 +198,20 @@ class CheckedComm:
         """The inner communicator's new_group (it checks its own agreement, SPEC 9.1)."""
         return self._inner.new_group(ranks, backend)
 
+    def agree_new_group(self, ranks: Sequence[int], backend: str) -> None:
+        """SPEC 9.1's new_group as an operation of the checked world order: every world rank
+        calls it, members or not, before the group is made (hpref.torch's wrapped group
+        helper). The request (sorted world ranks, backend name) is numbered on the world
+        group like any world operation, recorded as this rank's last launch (not in the
+        log: ``hpref verify`` reads the SPEC 9.2 kinds only) and agreed: a rank that
+        launched something else, or asked for other ranks, is ``CommMismatch`` on every
+        rank ("collective mismatch on group 0 seq 4: rank 0 launched new_group([0, 1] on
+        gloo) but rank 3 launched all_to_all_v")."""
+        group = self._inner.world()
+        members = sorted({int(r) for r in ranks})
+        sig = _new_group_signature(group.size, members, str(backend))
+        self._agree(group, "new_group", dict(ranks=members, backend=str(backend)), sig, "host", log=False)
+
     def all_gather(self, group: Any, in_addr: int, in_bytes: int, out_addr: int, out_bytes: int,
                    space: str = "host") -> CheckedWork:
         """Checked all_gather (signature: the bytes each member sends)."""
@@ -178,17 +261,23 @@ class CheckedComm:
             self._labels[group.id] = label
         return label
 
-    def _launch(self, group: Any, kind: str, fields: Dict[str, Any], send: Optional[Tuple[int, int]],
-                space: str, run: Callable[[], Any]) -> CheckedWork:
+    def _agree(self, group: Any, kind: str, fields: Dict[str, Any], sig: bytes, space: str,
+               log: bool = True) -> str:
+        """Numbers, records and agrees one operation's signature over ``group``; returns the
+        operation's name for messages."""
         gid, ranks = self._label(group)
         seq = self._seq.get(group.id, 0)
         self._seq[group.id] = seq + 1
         what = f"{kind} on group {gid} seq {seq} {list(ranks)}"
         me = ranks[group.index] if 0 <= group.index < len(ranks) else self._me
-        self._record(group, gid, ranks, me, seq, kind, fields)
-        sig = _core.op_signature(kind, group.size, **fields)
+        self._record(group, gid, ranks, me, seq, kind, fields, log)
         gathered = self._exchange(group, sig, space, what)
-        _core.check_signatures(gathered, gid, list(ranks), seq)
+        check_signatures(gathered, gid, list(ranks), seq)
+        return what
+
+    def _launch(self, group: Any, kind: str, fields: Dict[str, Any], send: Optional[Tuple[int, int]],
+                space: str, run: Callable[[], Any]) -> CheckedWork:
+        what = self._agree(group, kind, fields, _core.op_signature(kind, group.size, **fields), space)
         checked = None
         if send is not None and self._check_buffers and space == "host":
             checked = (send[0], send[1], _core.buffer_checksum(send[0], send[1]))
@@ -218,11 +307,12 @@ class CheckedComm:
                                  f"{what}: rank {self._me} waited {waited:.1f} s past the {self._timeout_s:g} s "
                                  f"deadline; last launches: {self.last_launches(what)}") from e
             if any(s in lowered for s in ("connection closed", "connection reset", "broken pipe", "peer")):
-                raise _from_core("comm_peer_failed", f"{what}: a peer went away ({text.strip()})") from e
+                raise _from_core("comm_peer_failed", f"{what}: a peer went away ({text.strip()}); "
+                                                     f"last launches: {self.last_launches(what)}") from e
             raise
 
     def _record(self, group: Any, gid: int, ranks: Tuple[int, ...], me: int, seq: int, kind: str,
-                fields: Dict[str, Any]) -> None:
+                fields: Dict[str, Any], log: bool = True) -> None:
         entry = {"rank": me, "group": gid, "ranks": list(ranks), "seq": seq, "kind": kind}
         entry.update(fields)
         line = json.dumps(entry, separators=(",", ":"))
@@ -231,7 +321,7 @@ class CheckedComm:
                 self._store.set(f"{LAST_KEY}{group.index}", line)
             except Exception:  # noqa: BLE001 - a store gone with a peer: the operation says so
                 pass
-        if self._log_dir is not None:
+        if self._log_dir is not None and log:
             if self._log is None:
                 os.makedirs(self._log_dir, exist_ok=True)
                 self._log = open(os.path.join(self._log_dir, f"rank{me}.jsonl"), "a", buffering=1)

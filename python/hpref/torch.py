@@ -164,6 +164,22 @@ def checked(group: Any = None, *, ranks: Optional[Sequence[int]] = None, timeout
 _ENABLED: Dict[str, Any] = {}
 
 
+def _agree_new_group(ranks: Sequence[int], backend: str) -> None:
+    """new_group as a world collective of the checked world order (SPEC 9.1): when the
+    default group is a checked one, every world rank agrees the request (member ranks, the
+    backend name the code asked for) over it before torch makes the group — torch calls its
+    group helper on every world rank, members or not (docs/python.md). A rank that skipped
+    this new_group meets it with its next world operation or new_group: ``CommMismatch`` on
+    every rank instead of a hang. The default group's own creation (no world yet) is not
+    agreed."""
+    world = _c10d.GroupMember.WORLD
+    if not isinstance(world, HprefProcessGroup) or not isinstance(world._comm, CheckedComm):
+        return
+    comm = world._comm
+    members = list(ranks) if ranks else list(range(comm.size()))
+    comm.agree_new_group(members, backend)
+
+
 def enable(backends: Sequence[str] = ("gloo",), *, timeout_s: Optional[float] = None,
            log_dir: Optional[str] = None, check_buffers: Optional[bool] = None) -> None:
     """Checks the code's own groups, unmodified: from now on every process group made with
@@ -171,7 +187,10 @@ def enable(backends: Sequence[str] = ("gloo",), *, timeout_s: Optional[float] = 
     torch's default ``None`` when it resolves to a listed name) is an ``hpref_checked``
     group, while ``dist.get_backend(group)`` still answers the name the code asked for.
     Wraps torch's group helper (``distributed_c10d._new_process_group_helper``, torch 1.13
-    and 2.x); :func:`disable` undoes it. Options as :func:`configure`. Only host backends
+    and 2.x); :func:`disable` undoes it. Options as :func:`configure`. Once the default
+    group is checked, every later ``new_group`` (any backend) is also an operation of the
+    checked world order: its member ranks and backend are agreed over the world group
+    first, so a rank that skipped one is ``CommMismatch`` on every rank, not a hang. Only host backends
     are wrapped today: an nccl group needs an nccl communicator underneath (not built)."""
     names = {str(b).lower() for b in backends}
     bad = sorted(n for n in names if "nccl" in n or "hccl" in n)
@@ -188,6 +207,7 @@ def enable(backends: Sequence[str] = ("gloo",), *, timeout_s: Optional[float] = 
     def helper(group_size: int, group_rank: Any, ranks: Sequence[int], backend: Any, store: Any,
                *args: Any, **kwargs: Any) -> Any:
         name = str(backend)
+        _agree_new_group(ranks, name)
         if name.lower() not in _ENABLED.get("names", ()):
             return original(group_size, group_rank, ranks, backend, store, *args, **kwargs)
         result = original(group_size, group_rank, ranks, BACKEND, store, *args, **kwargs)
