@@ -6,7 +6,13 @@ real gloo, 4 processes forked per run (torch.multiprocessing's fork context).
    ``hpref.torch.enable("gloo")`` each is raised as the comm error that names it (the
    all-to-all pair, the broadcast that differs, the reused send buffer, what each rank last
    launched); on plain gloo the same program hangs until gloo's short timeout or returns
-   wrong data, and the test shows which.
+   wrong data, and the test shows which. The other three (test_original_on_sim.BUGS,
+   imported): a rank skipping a new_group is a new_group mismatch on every rank (enable()
+   agrees every new_group over the checked world; a small program shows it against an
+   all-to-all too), a constructor failing on rank 3 is PeerFailed on the others naming
+   what each last launched (rank 3: nothing), an empty sender skipping the exchange is
+   CommTimeout on every rank naming each rank's last launch; plain gloo hangs (killed
+   after a short limit) or fails naming no rank.
 2. The unmodified original's data step and dispatch under the checked wrapper give the same
    results as on plain gloo.
 3. ``hpref verify`` on the logs of a run with a planted bug names the same pair.
@@ -63,10 +69,11 @@ def _rank_main(rank, tmp, checked, timeout_s, log_dir, fn, args):
     os._exit(0)  # a rank whose peers failed must not wait in gloo's teardown
 
 
-def run4(tmp_path, name, fn, *args, checked=True, timeout_s=CHECKED_TIMEOUT_S, log_dir=None):
+def run4(tmp_path, name, fn, *args, checked=True, timeout_s=CHECKED_TIMEOUT_S, log_dir=None, limit_s=RUN_LIMIT_S):
     """fn(rank, *args) on 4 forked ranks over gloo (checked through hpref.torch.enable, or
     plain): each rank's {"status": "ok", "value"} or {"status": "error", type, kind,
-    message}."""
+    message}, or {"status": "died"} for a rank still running ``limit_s`` after the start
+    (killed: a hang) or gone without a result."""
     tmp = tmp_path / name
     tmp.mkdir()
     ctx = torch.multiprocessing.get_context("fork")
@@ -74,8 +81,9 @@ def run4(tmp_path, name, fn, *args, checked=True, timeout_s=CHECKED_TIMEOUT_S, l
              for r in range(WORLD)]
     for p in procs:
         p.start()
+    deadline = time.monotonic() + limit_s
     for p in procs:
-        p.join(RUN_LIMIT_S)
+        p.join(max(0.0, deadline - time.monotonic()))
     for p in procs:
         if p.is_alive():
             p.kill()
@@ -150,6 +158,23 @@ def _late_rank(rank):
         time.sleep(4.0)
     dist.all_reduce(torch.ones(2))
     return "done"
+
+
+def _skips_new_group(rank):
+    """Rank 3 skips new_group([0, 1]) (it is not a member) and goes on to an all-to-all of
+    the world, which the others reach only after the new_group."""
+    if rank != 3:
+        dist.new_group([0, 1])
+    out = torch.empty(8, dtype=torch.int64)
+    dist.all_to_all_single(out, torch.arange(8, dtype=torch.int64))
+    return out
+
+
+def test_a_rank_skipping_new_group_is_a_mismatch_on_every_rank(tmp_path):
+    res = run4(tmp_path, "checked", _skips_new_group)
+    want = ("collective mismatch on group 0 seq 0: rank 0 launched new_group([0, 1] on gloo) "
+            "but rank 3 launched all_to_all_v")
+    assert [(r["status"], r.get("type"), r.get("message")) for r in res] == [("error", "CommMismatchError", want)] * WORLD
 
 
 def test_a_mismatched_all_to_all_names_the_pair_on_every_rank(tmp_path):
@@ -289,6 +314,101 @@ def test_a_planted_bug_is_named_under_checked_gloo_where_plain_gloo_hangs_or_cor
     print(f"{name}: plain gloo {sorted(shown) or ['same data']}")
     if name != "send_buffer_reused_before_wait":  # the reuse races gloo's read: it may be unseen
         assert shown, "plain gloo ran the planted bug without a sign"
+
+
+# The other planted bugs of the previous issue's acceptance, imported from its table
+# (test_original_on_sim.BUGS: the same substitutions, the failing rank 5 of its 8-rank mesh
+# moved to rank 3 of this one), with what checked gloo raises and what plain gloo does.
+LATER_BUGS = ("one_rank_skips_new_group", "constructor_fails_on_one_rank", "empty_sender_skips_the_exchange")
+PLAIN_LIMIT_S = 8.0
+
+
+def _later_planted(tmp_path, name):
+    _original_or_skip()
+    import importlib
+    sim_bugs = importlib.import_module("test_original_on_sim").BUGS
+    module, subs = sim_bugs[name][:2]
+    subs = [Sub(s.old, s.new.replace("self._global_rank == 5", "self._global_rank == 3")) for s in subs]
+    copy = H.planted_copy(tmp_path / "copies", module, name, subs)
+    return H.StepOptions(seed=1, steps=1, mesh=MESH, keep=True, transport=copy.__name__)
+
+
+def _check_later_bug(name, res):
+    """What checked gloo raises for each later bug, deterministically (the ranks of the
+    dp=2 x cp=2 mesh: readers 1 and 3, constructors 0 and 2, model groups [0, 1], [2, 3]).
+
+    - one_rank_skips_new_group: rank 3 skips new_group([0, 1]); under enable() every
+      new_group is agreed over the checked world first, so its next new_group([2, 3]) meets
+      the others' new_group([0, 1]): CommMismatch on all 4 ranks, naming both requests.
+    - constructor_fails_on_one_rank: rank 3's ModelParallelTransport raises ValueError and
+      its process exits (as a failed rank's does); the others are already in the signature
+      exchange of the data plane's first all_gather, whose gloo connection rank 3 closes:
+      PeerFailed (at once, not CommTimeout), naming what each member last launched there —
+      rank 3: nothing.
+    - empty_sender_skips_the_exchange: the constructors 0 and 2 have nothing to send and
+      skip the payload exchange (split sizes and payload), going on to the model-parallel
+      broadcast, while the readers 1 and 3 wait in the split-size all_to_all_v. The two
+      never meet on one group, so no signature can be compared: CommTimeout on every rank,
+      the readers' naming each rank's last launch on the data plane (rank 0's plan broadcast
+      seq 3, rank 1's all_to_all_v seq 4), the constructors' naming their reader as having
+      launched nothing on the model group."""
+    if name == "one_rank_skips_new_group":
+        want = "new_group mismatch on group 0 seq 1: rank 0 asked for [0, 1] on gloo but rank 3 asked for [2, 3] on gloo"
+        assert [(r["status"], r.get("type"), r.get("message")) for r in res] == \
+            [("error", "CommMismatchError", want)] * WORLD
+    elif name == "constructor_fails_on_one_rank":
+        assert res[3]["type"] == "ValueError" and "requires the same model_batch_spec" in res[3]["message"]
+        for r in res[:3]:
+            assert r["type"] == "CommPeerFailedError", r
+            assert "all_gather on group 1 seq 0" in r["message"] and "a peer went away" in r["message"]
+            assert "last launches: rank 0: all_gather seq 0" in r["message"] and "rank 3: nothing" in r["message"]
+    else:
+        assert [r.get("type") for r in res] == ["CommTimeoutError"] * WORLD, [r.get("message") for r in res]
+        for reader in (1, 3):
+            m = res[reader]["message"]
+            assert "all_to_all_v on group 1 seq 4" in m and "rank 0: broadcast seq 3" in m, m
+            assert "rank 1: all_to_all_v seq 4" in m and "rank 2: broadcast seq 3" in m, m
+        assert "rank 0: broadcast seq 0 (root 0, bytes 32); rank 1: nothing" in res[0]["message"]
+        assert "rank 2: broadcast seq 0 (root 2, bytes 32); rank 3: nothing" in res[2]["message"]
+
+
+@pytest.mark.parametrize("name", LATER_BUGS)
+def test_a_later_planted_bug_is_named_under_checked_gloo_where_plain_gloo_hangs_or_fails(tmp_path, name):
+    options = _later_planted(tmp_path, name)
+    _check_later_bug(name, run4(tmp_path, "checked", H.data_step, options))
+    plain = run4(tmp_path, "plain", H.data_step, options, checked=False, timeout_s=PLAIN_TIMEOUT_S,
+                 limit_s=PLAIN_LIMIT_S)
+    shown = []
+    for p in plain:
+        m = p.get("message", "")
+        assert not any(s in m for s in ("asked for", "last launches")), m
+        if p["status"] == "died":
+            shown.append(HANG)
+        elif p["status"] != "ok":
+            shown.append("gloo timeout" if "imed out" in m or "imeout" in m else f"{p['type']}: {m[:60]}")
+        else:
+            shown.append("ok")
+    print(f"{name}: plain gloo {shown}")
+    PLAIN[name](shown)
+
+
+HANG = "hang (killed after the limit)"
+
+
+def _plain_hang(shown):
+    # every rank waits (skipped new_group: ranks 0-2 in new_group([0, 1])'s rendezvous, rank
+    # 3 in new_group([2, 3])'s; empty sender: readers in the exchange, constructors in the
+    # broadcast); rank 0 is killed first, so a later one may see its connection close
+    assert "ok" not in shown and shown[0] == HANG, shown
+
+
+def _plain_constructor(shown):
+    # gloo's error names no rank: the failed rank's connection is simply closed
+    assert shown[3].startswith("ValueError") and all(x.startswith("RuntimeError") for x in shown[:3]), shown
+
+
+PLAIN = {"one_rank_skips_new_group": _plain_hang, "constructor_fails_on_one_rank": _plain_constructor,
+         "empty_sender_skips_the_exchange": _plain_hang}
 
 
 # ---- hpref verify ----------------------------------------------------------------------------
