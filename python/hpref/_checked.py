@@ -202,15 +202,16 @@ class CheckedComm:
         """SPEC 9.1's new_group as an operation of the checked world order: every world rank
         calls it, members or not, before the group is made (hpref.torch's wrapped group
         helper). The request (sorted world ranks, backend name) is numbered on the world
-        group like any world operation, recorded as this rank's last launch (not in the
-        log: ``hpref verify`` reads the SPEC 9.2 kinds only) and agreed: a rank that
+        group like any world operation, recorded as this rank's last launch and in the log
+        (``"kind": "new_group"`` with ``members`` and ``backend``, which ``hpref verify``
+        compares in the same words) and agreed: a rank that
         launched something else, or asked for other ranks, is ``CommMismatch`` on every
         rank ("collective mismatch on group 0 seq 4: rank 0 launched new_group([0, 1] on
         gloo) but rank 3 launched all_to_all_v")."""
         group = self._inner.world()
         members = sorted({int(r) for r in ranks})
         sig = _new_group_signature(group.size, members, str(backend))
-        self._agree(group, "new_group", dict(ranks=members, backend=str(backend)), sig, "host", log=False)
+        self._agree(group, "new_group", dict(members=members, backend=str(backend)), sig, "host")
 
     def all_gather(self, group: Any, in_addr: int, in_bytes: int, out_addr: int, out_bytes: int,
                    space: str = "host") -> CheckedWork:

@@ -53,6 +53,31 @@ run 0 "$tmp/ok" --json
   || fail "--json: $(cat "$tmp/out")"
 echo "agreeing logs: exit 0, one line"
 
+# ---- new_group in the world order (checked mode logs it, SPEC 9.1) ------------------------
+ng() {  # ng DIR: the clean logs with a new_group([0, 1] on gloo) as world seq 2 before the barrier
+  clean "$1"
+  for r in 0 1 2 3; do
+    sed -i 's/"seq":2,"kind":"barrier"/"seq":3,"kind":"barrier"/' "$1/rank$r.jsonl"
+    sed -i "3a {\"rank\":$r,\"group\":0,\"ranks\":[0,1,2,3],\"seq\":2,\"kind\":\"new_group\",\"members\":[0,1],\"backend\":\"gloo\"}" "$1/rank$r.jsonl"
+  done
+}
+ng "$tmp/ng"
+run 0 "$tmp/ng"
+has "hpref verify: 4 rank logs, 2 groups, 5 operations agree"
+ng "$tmp/ng_skip"  # rank 3 skipped the new_group: its barrier is world seq 2
+sed -i '/"kind":"new_group"/d; s/"seq":3,"kind":"barrier"/"seq":2,"kind":"barrier"/' "$tmp/ng_skip/rank3.jsonl"
+run 1 "$tmp/ng_skip"
+has "collective mismatch on group 0 seq 2: rank 0 launched new_group([0, 1] on gloo) but rank 3 launched barrier"
+ng "$tmp/ng_other"
+sed -i 's/"members":\[0,1\]/"members":[2,3]/' "$tmp/ng_other/rank2.jsonl"
+run 1 "$tmp/ng_other"
+has "new_group mismatch on group 0 seq 2: rank 0 asked for [0, 1] on gloo but rank 2 asked for [2, 3] on gloo"
+ng "$tmp/ng_bad"
+sed -i 's/"members":\[0,1\]/"members":[0,0]/' "$tmp/ng_bad/rank1.jsonl"
+run 2 "$tmp/ng_bad"
+err "not a distinct world rank"
+echo "new_group lines: agree, skipped, other members, malformed"
+
 # ---- a kind divergence --------------------------------------------------------------------
 clean "$tmp/kind"
 sed -i 's/"kind":"barrier"/"kind":"all_gather","bytes":4/' "$tmp/kind/rank3.jsonl"

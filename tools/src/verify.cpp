@@ -38,7 +38,16 @@ struct Record {
   std::vector<int> ranks;  // the members' world ranks, group order
   std::int64_t seq = 0;
   OpSignature sig;
+  // A new_group agreed on this group (checked mode logs it in the world's order, SPEC 9.1):
+  // its members and backend; empty for the SPEC 9.2 operations.
+  std::vector<int> members;
+  std::string backend;
+  bool new_group = false;
   std::size_t line = 0;
+
+  std::string describe() const {
+    return new_group ? "new_group(" + rank_list_text(members) + " on " + backend + ")" : sig.str();
+  }
 };
 
 struct RankLog {
@@ -96,7 +105,7 @@ OpKind kind_named(const RankLog& log, std::size_t line, const std::string& name)
     if (name == op_kind_name(k)) return k;
   }
   std::string shown = name.size() > 40 ? name.substr(0, 40) + "..." : name;
-  bad_line(log, line, "\"kind\" '" + shown + "' is not all_gather, broadcast, all_reduce, all_to_all_v or barrier");
+  bad_line(log, line, "\"kind\" '" + shown + "' is not all_gather, broadcast, all_reduce, all_to_all_v, barrier or new_group");
 }
 
 // One line of rank<R>.jsonl -> its record (checked against the file's earlier lines).
@@ -131,9 +140,29 @@ void add_line(RankLog& log, std::size_t line, std::string_view text) {
   }
   if (!seen.count(log.rank)) bad_line(log, line, "rank " + std::to_string(log.rank) + " is not in \"ranks\"");
   OpSignature& s = r.sig;
-  s.kind = kind_named(log, line, string_field(log, line, obj, "kind"));
+  std::string kind = string_field(log, line, obj, "kind");
+  if (kind == "new_group") {
+    auto members = obj.find("members");
+    if (members == obj.end() || !members->is_array() || members->empty() || members->size() > kMaxMembers) {
+      bad_line(log, line, "a new_group's \"members\" must be an array of 1 to 2^20 world ranks");
+    }
+    std::set<int> distinct;
+    for (const Json& m : *members) {
+      auto v = json_as_int64(m);
+      if (!v || *v < 0 || *v > std::numeric_limits<int>::max() || !distinct.insert(static_cast<int>(*v)).second) {
+        bad_line(log, line, "\"members\" holds " + dump_json(m) + ", not a distinct world rank");
+      }
+      r.members.push_back(static_cast<int>(*v));
+    }
+    r.backend = string_field(log, line, obj, "backend");
+    if (r.backend.size() > 256) bad_line(log, line, "\"backend\" is longer than 256 bytes");
+    r.new_group = true;
+    s.kind = OpKind::barrier;  // unused: new_group records are compared by describe()
+  } else {
+    s.kind = kind_named(log, line, kind);
+  }
   const auto u64max = std::numeric_limits<std::int64_t>::max();
-  switch (s.kind) {
+  if (!r.new_group) switch (s.kind) {
     case OpKind::broadcast: {
       s.root = static_cast<int>(int_field(log, line, obj, "root", 0, std::numeric_limits<int>::max()));
       if (!seen.count(s.root)) bad_line(log, line, "broadcast root " + std::to_string(s.root) + " is not a member");
@@ -336,15 +365,38 @@ std::optional<Finding> group_divergence(int gid, const GroupView& g, const std::
       if (seq > 0 && logs[i]) {
         const Record& prev = logs[i]->records[logs[i]->at.at({gid, seq - 1})];
         last = "its last operation on group " + std::to_string(gid) + " is seq " + std::to_string(seq - 1) + ", " +
-               prev.sig.str();
+               prev.describe();
       }
       if (!logs[i]) last = "it has no log (" + std::string("rank") + std::to_string(g.ranks[i]) + ".jsonl)";
       return Finding{"missing", gid, seq, {g.ranks[have], g.ranks[i]},
                      "missing operation on group " + std::to_string(gid) + " seq " + std::to_string(seq) + ": rank " +
-                         std::to_string(g.ranks[have]) + " launched " + recs[have]->sig.str() + " but rank " +
+                         std::to_string(g.ranks[have]) + " launched " + recs[have]->describe() + " but rank " +
                          std::to_string(g.ranks[i]) + " never did (" + last + ")",
                      order};
     }
+    // A new_group against another call, or asking for other members or another backend
+    // (the words of hpref._checked.check_signatures).
+    for (std::size_t i = 1; i < recs.size(); ++i) {
+      const Record& a = *recs[0];
+      const Record& b = *recs[i];
+      if (!a.new_group && !b.new_group) continue;
+      std::string where = " on group " + std::to_string(gid) + " seq " + std::to_string(seq);
+      if (a.new_group != b.new_group) {
+        auto what = [](const Record& r) { return r.new_group ? r.describe() : std::string(op_kind_name(r.sig.kind)); };
+        return Finding{"mismatch", gid, seq, {g.ranks[0], g.ranks[i]},
+                       "collective mismatch" + where + ": rank " + std::to_string(g.ranks[0]) + " launched " + what(a) +
+                           " but rank " + std::to_string(g.ranks[i]) + " launched " + what(b),
+                       order};
+      }
+      if (a.members != b.members || a.backend != b.backend) {
+        return Finding{"mismatch", gid, seq, {g.ranks[0], g.ranks[i]},
+                       "new_group mismatch" + where + ": rank " + std::to_string(g.ranks[0]) + " asked for " +
+                           rank_list_text(a.members) + " on " + a.backend + " but rank " + std::to_string(g.ranks[i]) +
+                           " asked for " + rank_list_text(b.members) + " on " + b.backend,
+                       order};
+      }
+    }
+    if (recs[0]->new_group) continue;  // every member agreed on the same new_group
     std::vector<OpSignature> sigs;
     sigs.reserve(recs.size());
     for (const Record* rec : recs) sigs.push_back(rec->sig);
