@@ -8,6 +8,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -71,6 +72,22 @@ SharedBytes segment_bytes(nb::handle buffer, bool copy) {
 struct Converter {
   TensorViews& tensors;
   nb::object bytearray_type = nb::module_::import_("builtins").attr("bytearray");
+  // One Python object per shared str or bytes storage: a memo reference (BINGET) copies a
+  // Value by sharing its bytes, so a long string fetched into many places would otherwise
+  // become as many Python copies - memory past any multiple of the input (SPEC 2.4). Both
+  // types are immutable, and pickle.loads shares the object the same way.
+  // Keyed by (address, size): two bytes leaves may start at one offset of the binary region
+  // with different sizes (overlapping ranges are accepted, SPEC 2.4).
+  mutable std::map<std::pair<const void*, std::size_t>, nb::object> shared;
+  static constexpr std::size_t kShareFrom = 64;  // shorter ones: a copy is as cheap as a lookup
+
+  template <class Make>
+  nb::object once(const void* storage, std::size_t size, Make make) const {
+    if (size < kShareFrom) return make();
+    auto [it, fresh] = shared.try_emplace({storage, size});
+    if (fresh) it->second = make();
+    return it->second;
+  }
 
   nb::object operator()(const Value& v) const {
     switch (v.kind()) {
@@ -78,8 +95,14 @@ struct Converter {
       case ValueKind::boolean: return nb::bool_(v.as_bool());
       case ValueKind::integer: return nb::int_(v.as_int());
       case ValueKind::floating: return nb::float_(v.as_float());
-      case ValueKind::string: return nb::str(v.as_str().data(), v.as_str().size());
-      case ValueKind::bytes: return nb::bytes(v.as_bytes().data(), v.as_bytes().size());
+      case ValueKind::string: {
+        std::string_view s = v.as_str();
+        return once(s.data(), s.size(), [&] { return nb::str(s.data(), s.size()); });
+      }
+      case ValueKind::bytes: {
+        auto b = v.as_bytes();
+        return once(b.data(), b.size(), [&] { return nb::bytes(b.data(), b.size()); });
+      }
       case ValueKind::bytearray:
         return nb::steal(PyByteArray_FromStringAndSize(
             reinterpret_cast<const char*>(v.as_bytes().data()),

@@ -112,3 +112,30 @@ def test_inspect_prints_what_hpref_frame_inspect_prints():
     with pytest.raises(hpref.Error) as e:
         hpref.codec.inspect(frame[:-1])
     assert e.value.kind == "frame_size_mismatch"
+
+
+def test_a_long_string_fetched_from_the_memo_is_one_python_object():
+    """A memo reference shares a string's bytes; in Python it is one str object shared, as
+    pickle.loads gives it, not one copy per reference (a 1 MiB key in 2,000 dicts would be
+    2 GB of copies from a 1 MiB segment)."""
+    import pickle
+    key = "k" * 100_000
+    items = (((1, 0), [{key: i} for i in range(50)]),)
+    segment = pickle.dumps(items, protocol=5)  # CPython memoizes the key: BINGET after the first
+    assert len(segment) < 2 * len(key)
+    (_, dicts), = hpref.codec.decode(segment)
+    keys = [next(iter(d)) for d in dicts]
+    assert keys[0] == key and all(k is keys[0] for k in keys)
+
+
+def test_overlapping_bytes_leaves_stay_distinct():
+    """Two bytes leaves at one offset of the binary region with different sizes (accepted
+    outside strict mode, SPEC 2.4) are two different values."""
+    import pickle
+    import struct
+    metadata = pickle.dumps((((1, 0), ("__hp_tuple__", (("__hp_bytes__", 0, 64), ("__hp_bytes__", 0, 80)))),),
+                            protocol=5)
+    binary = bytes(range(80))
+    segment = b"HPB1" + struct.pack(">QQ", len(metadata), len(binary)) + metadata + binary
+    (_, (a, b)), = hpref.codec.decode(segment)
+    assert a == binary[:64] and b == binary
