@@ -78,7 +78,7 @@ struct Converter {
   // types are immutable, and pickle.loads shares the object the same way.
   // Keyed by (address, size): two bytes leaves may start at one offset of the binary region
   // with different sizes (overlapping ranges are accepted, SPEC 2.4).
-  mutable std::map<std::pair<const void*, std::size_t>, nb::object> shared;
+  mutable std::map<std::pair<const void*, std::size_t>, nb::object> shared{};
   static constexpr std::size_t kShareFrom = 64;  // shorter ones: a copy is as cheap as a lookup
 
   template <class Make>

@@ -56,7 +56,9 @@ std::span<const Value> checked_pairs(const Value& pairs, const char* what) {
 
 class SchemaDecoder {
  public:
-  explicit SchemaDecoder(const SharedBytes& binary) : binary_(binary) {}
+  // `work_budget`: what comparing and hashing mapping keys may cost in all (SPEC 2.4).
+  SchemaDecoder(const SharedBytes& binary, std::uint64_t work_budget)
+      : work_budget_(work_budget), binary_(binary) {}
 
   Value decode(const Value& schema) {
     bool shared = schema.is_container() && detail::ValueAccess::use_count(schema) > 1;
@@ -100,6 +102,21 @@ class SchemaDecoder {
   }
 
  private:
+  // A long key shared by memo references is compared and hashed again in every mapping
+  // that holds it: its length counts against the budget at every use.
+  void spend_key_work(const Value& key) {
+    std::uint64_t units = key_work_units(key);
+    if (units > work_budget_ - work_) {
+      throw Error(Errc::pickle_node_limit,
+                  "mapping keys would bring the decoder's work past " + std::to_string(work_budget_) +
+                      " units (the node limit plus the segment's size): a long key repeated in many "
+                      "__hp_mapping__ nodes?");
+    }
+    work_ += units;
+  }
+  std::uint64_t work_budget_;
+  std::uint64_t work_ = 0;
+
   Value decode_node(const Value& schema) {
     if (!schema.is(ValueKind::tuple) || schema.items().empty()) {
       throw Error(Errc::invalid_schema_node,
@@ -244,6 +261,7 @@ class SchemaDecoder {
                                               " is not hashable");
       }
       Value child = decode(pair.items()[1]);
+      spend_key_work(key);
       if (!keys.insert(key)) {
         throw Error(Errc::duplicate_mapping_key,
                     "mapping key " + repr(key, 60) + " appears twice in one __hp_mapping__ node");
@@ -309,7 +327,7 @@ std::vector<Item> decode_segment(const SharedBytes& segment, const DecodeOptions
   std::span<const Value> pairs = checked_pairs(metadata, "frame metadata");
   SharedBytes binary = segment.slice(kFrameHeaderSize + meta_size,
                                      static_cast<std::size_t>(h.binary_size));
-  SchemaDecoder decoder(binary);
+  SchemaDecoder decoder(binary, options.pickle.limits.max_nodes + segment.size());
   std::vector<Item> out;
   out.reserve(pairs.size());
   for (const Value& pair : pairs) out.emplace_back(pair.items()[0], decoder.decode(pair.items()[1]));
@@ -343,10 +361,19 @@ std::vector<Item> merge_received(const SharedBytes& received,
   }
   std::vector<Item> out;
   KeySet keys;
+  std::uint64_t work = 0;  // of comparing and hashing item keys (SPEC 2.4)
+  const std::uint64_t budget = options.pickle.limits.max_nodes + received.size();
   std::size_t cursor = 0;
   for (std::size_t rank = 0; rank < splits.size(); ++rank) {
     auto size = static_cast<std::size_t>(splits[rank]);
     for (Item& item : decode_segment(received.slice(cursor, size), options)) {
+      std::uint64_t units = key_work_units(item.first);
+      if (units > budget - work) {
+        throw Error(Errc::pickle_node_limit, "item keys would bring the merge's work past " +
+                                                 std::to_string(budget) +
+                                                 " units (the node limit plus the buffer's size)");
+      }
+      work += units;
       if (!keys.insert(item.first)) {
         throw Error(Errc::duplicate_payload_key,
                     "payload for key " + repr(item.first, 80) + " arrived twice (again from "

@@ -271,7 +271,7 @@ class Reader {
     }
     // Made at the first entry (an empty dict costs no key set). A set left by a freed dict
     // whose address this one reuses holds keys this one lacks: it is replaced.
-    for (std::size_t i = 0; i < flat.size(); i += 2) spend(flat[i].node_count(), "dict keys hashed");
+    for (std::size_t i = 0; i < flat.size(); i += 2) spend(key_work_units(flat[i]), "dict keys hashed");
     KeySet& keys = dict_keys_[dict.node_identity()];
     if (keys.size() != dict.entries().size()) keys = KeySet();
     for (std::size_t i = 0; i < flat.size(); i += 2) {

@@ -309,6 +309,21 @@ std::optional<std::int64_t> integral_value(const Value& v) {
 
 }  // namespace
 
+std::uint64_t key_work_units(const Value& key) noexcept {
+  switch (key.kind()) {
+    case ValueKind::string: return 1 + key.as_str().size() / 64;
+    case ValueKind::bytes:
+    case ValueKind::bytearray: return 1 + key.as_bytes().size() / 64;
+    case ValueKind::tuple:
+    case ValueKind::list: {
+      std::uint64_t units = 1;
+      for (const Value& item : key.items()) units += key_work_units(item);
+      return units;
+    }
+    default: return 1;
+  }
+}
+
 bool key_equal(const Value& a, const Value& b) noexcept {
   if (is_numeric(a.kind()) && is_numeric(b.kind())) {
     if (a.is(ValueKind::floating) && b.is(ValueKind::floating)) {

@@ -139,3 +139,29 @@ def test_overlapping_bytes_leaves_stay_distinct():
     segment = b"HPB1" + struct.pack(">QQ", len(metadata), len(binary)) + metadata + binary
     (_, (a, b)), = hpref.codec.decode(segment)
     assert a == binary[:64] and b == binary
+
+
+def long_key_pickle(n):
+    """A legacy segment whose two 1 MiB dict keys, equal but for their last byte, are
+    memo-shared by n dicts: n x 1 MiB of comparing and hashing from 2 MiB of input."""
+    import struct
+    key_len = 1 << 20
+    p = bytearray(b"\x80\x05K\x01K\x00\x86")  # PROTO 5, the item key (1, 0)
+    p += b"]"  # EMPTY_LIST
+    for last in (b"a", b"b"):  # memo 0 and 1, popped
+        p += b"\x8d" + struct.pack("<Q", key_len) + b"x" * (key_len - 1) + last + b"\x94" + b"0"
+    p += b"("
+    for _ in range(n):
+        p += b"}(h\x00Nh\x01Nu"  # EMPTY_DICT, MARK, BINGET 0, NONE, BINGET 1, NONE, SETITEMS
+    return bytes(p + b"e\x86\x85.")  # APPENDS, ((key, list),), STOP
+
+
+def test_a_long_key_repeated_by_memo_references_is_refused_not_a_long_decode():
+    """Work stays proportional to the input (SPEC 2.4): comparing and hashing dict keys is
+    charged by their length, so n dicts sharing two 1 MiB keys are refused once they would
+    cost more than the node limit plus the input's size; a few are fine."""
+    (_, dicts), = hpref.codec.decode(long_key_pickle(100), tensors="raw")
+    assert len(dicts) == 100 and len(dicts[0]) == 2
+    with pytest.raises(hpref.Error) as e:
+        hpref.codec.decode(long_key_pickle(3000), tensors="raw")
+    assert e.value.kind == "pickle_node_limit" and "dict keys" in e.value.message

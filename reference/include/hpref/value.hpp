@@ -104,6 +104,12 @@ bool operator==(const Value& a, const Value& b) noexcept;
 // Prints repr(v) (hpref/repr.hpp), shortened when long.
 std::ostream& operator<<(std::ostream& os, const Value& v);
 
+// The work of hashing or comparing `key` as a mapping or item key, in units of about one
+// Value node: one per node plus one per 64 bytes of its strings and bytes. A long key that
+// memo references share costs its length at every use, so decoders charge this against
+// their work budget (the node limit plus the input's size, SPEC 2.4).
+std::uint64_t key_work_units(const Value& key) noexcept;
+
 // Python's key equality (SPEC 1.1): True == 1 == 1.0, 0.0 == -0.0, NaN equals nothing,
 // tuples element-wise. Defined for all Values; unhashable ones equal nothing.
 bool key_equal(const Value& a, const Value& b) noexcept;
