@@ -8,6 +8,7 @@ with ``getattr(torch, name)``, so a dtype that the peer's torch release lacks is
 there. :func:`torch_dtypes` gives the SPEC 1.3 names a given release has."""
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any, FrozenSet, NamedTuple, Optional, Tuple
 
@@ -52,14 +53,19 @@ def torch_dtypes(torch_version: Optional[str] = None) -> FrozenSet[str]:
     """The SPEC 1.3 dtype names that torch release ``torch_version`` ("1.13", "2.13.0", ...)
     resolves, so a segment with any other dtype is refused as that release's original would
     refuse it. ``None``: the importable torch's version (all 28 names when torch is absent)."""
-    names = _core.dtype_names()
     if torch_version is None:
         torch = sys.modules.get("torch") or _import_torch()
         if torch is None:
-            return frozenset(names)
+            return frozenset(_core.dtype_names())
         torch_version = torch.__version__
+    return _dtypes_of(torch_version)
+
+
+@functools.lru_cache(maxsize=None)
+def _dtypes_of(torch_version: str) -> FrozenSet[str]:
+    """torch_dtypes of an explicit version, computed once (decode asks at every call)."""
     v = _version_tuple(torch_version)
-    return frozenset(n for n in names if _ADDED_IN.get(n, (0, 0)) <= v)
+    return frozenset(n for n in _core.dtype_names() if _ADDED_IN.get(n, (0, 0)) <= v)
 
 
 def _import_torch():
@@ -103,11 +109,13 @@ def to_raw(x: Any) -> Optional[RawTensor]:
     return None
 
 
+@functools.lru_cache(maxsize=64)
 def tensor_maker(tensors: str, dtypes: Optional[FrozenSet[str]] = None):
     """The callable that turns (dtype name, shape, data: a buffer of the element bytes,
     viewed, not copied) into the requested kind of tensor: "torch", "numpy" or "raw".
     ``dtypes``: the names accepted (others are refused with the ``unsupported_dtype``
-    error, as the original on a torch release without them refuses)."""
+    error, as the original on a torch release without them refuses). Cached: one maker per
+    (kind, dtypes), not one (with its dtype table) per decode call."""
     if tensors not in ("torch", "numpy", "raw"):
         raise ValueError(f"tensors must be 'torch', 'numpy' or 'raw', got {tensors!r}")
 

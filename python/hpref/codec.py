@@ -225,8 +225,7 @@ def encode(items: Any, *, key_class: Union[None, str, type, KeyClass] = None) ->
                         key_class=None if kc is None else kc._core_spec(),
                         raw_type=RawTensor, convert=_convert_value,
                         torch_tensor=_torch_tensor_type(),
-                        convert_key=None if kc is None or kc._type is None and not _importable(kc)
-                        else kc.values)
+                        convert_key=kc.values if kc is not None and _importable(kc) else None)
 
 
 def _torch_tensor_type():
