@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-WORLD = 4
+WORLD = 4  # --ranks
 
 
 def cases():
@@ -37,12 +37,12 @@ def one(kind, nbytes, group):
     return lambda: dist.all_reduce(t, group=group)
 
 
-def worker(rank, port, iters, queue):
+def worker(rank, port, iters, world, queue):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
     torch.set_num_threads(1)
     import hpref.torch as ht
-    dist.init_process_group("gloo", rank=rank, world_size=WORLD, timeout=timedelta(seconds=120))
-    plain = dist.new_group(list(range(WORLD)), backend="gloo")
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=120))
+    plain = dist.new_group(list(range(world)), backend="gloo")
     checked = ht.checked(plain)
     rows = []
     for name, kind, nbytes in cases():
@@ -66,16 +66,20 @@ def worker(rank, port, iters, queue):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--iters", type=int, default=200)
+    ap.add_argument("--iters", type=int, default=200, help="timed calls per 1 KiB case (16 MiB: iters / 16)")
+    ap.add_argument("--ranks", type=int, default=WORLD, help="gloo processes (default 4)")
     args = ap.parse_args()
+    if args.ranks < 2:
+        ap.error(f"--ranks must be at least 2, got {args.ranks}")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()
-    mp.spawn(worker, args=(port, args.iters, queue), nprocs=WORLD)
+    mp.spawn(worker, args=(port, args.iters, args.ranks, queue), nprocs=args.ranks)
     rows = queue.get()
-    print(f"# torch {torch.__version__}, {WORLD} gloo ranks on one host, {os.cpu_count()} cores")
+    print(f"# torch {torch.__version__}, {args.ranks} gloo ranks on one host, {os.cpu_count()} cores, "
+          f"send-buffer checks {'off' if os.environ.get('HPREF_CHECKED_BUFFERS') == '0' else 'on'}")
     print(f"{'operation':28} {'iters':>6} {'plain s':>12} {'checked s':>12} {'ratio':>7}")
     for name, n, plain, checked in rows:
         print(f"{name:28} {n:6d} {plain:12.6f} {checked:12.6f} {checked / plain:7.2f}")

@@ -135,9 +135,10 @@ void bind_checked(nb::module_& m) {
       [](std::uintptr_t address, std::size_t nbytes) {
         return buffer_checksum(reinterpret_cast<const void*>(address), nbytes);
       },
-      nb::arg("address"), nb::arg("nbytes"),
-      "hpref::buffer_checksum (FNV-1a 64) of `nbytes` bytes of host memory at `address`: the "
-      "send-buffer checksum compared at wait() (SPEC 9.3). The caller keeps the memory alive.");
+      nb::arg("address"), nb::arg("nbytes"), nb::call_guard<nb::gil_scoped_release>(),
+      "hpref::buffer_checksum (four-lane Fletcher-style sums folded with FNV-1a, ~11 GB/s on one core) "
+      "of `nbytes` bytes of host memory at `address`: the send-buffer checksum compared at wait() "
+      "(SPEC 9.3). The GIL is released while it reads. The caller keeps the memory alive.");
 }
 
 }  // namespace hpref::py
