@@ -106,9 +106,9 @@ def check_signatures(gathered: bytes, gid: int, ranks: Sequence[int], seq: int) 
                                               f"{an} but rank {ranks[i]} asked for {list(b)} on {bn}")
 
 
-def _u8(nbytes: int):
+def _u8(nbytes: int, device: Any = None):
     import torch
-    return torch.empty(nbytes, dtype=torch.uint8)
+    return torch.empty(nbytes, dtype=torch.uint8, device=device)
 
 
 class CheckedWork:
@@ -116,8 +116,9 @@ class CheckedWork:
     (``CommTimeout``/``PeerFailed`` otherwise), then compares the send buffer with its
     checksum at launch (``BufferMutated``)."""
 
-    def __init__(self, comm: "CheckedComm", inner: Any, what: str, send: Optional[Tuple[int, int, int]]):
-        """``send``: (address, bytes, checksum at launch), or None when nothing is checked."""
+    def __init__(self, comm: "CheckedComm", inner: Any, what: str, send: Optional[Tuple[int, int, str, int]]):
+        """``send``: (address, bytes, memory space, checksum at launch), or None when nothing
+        is checked."""
         self._comm = comm
         self._inner = inner
         self._what = what
@@ -137,10 +138,10 @@ class CheckedWork:
             # wait, and backends only read send buffers.
             after = None
             if self._send is not None:
-                after = _core.buffer_checksum(self._send[0], self._send[1])
+                after = self._comm._checksum(*self._send[:3])
             self._comm._wait(self._inner, self._what)
             if self._send is not None:
-                addr, nbytes, before = self._send
+                nbytes, before = self._send[1], self._send[3]
                 if after != before:
                     raise _from_core("comm_buffer_mutated",
                                      f"{self._what}: rank {self._comm._me} changed its send buffer of {nbytes} bytes "
@@ -163,19 +164,25 @@ class CheckedComm:
     launch is kept there, read when a wait times out); None: not kept. ``timeout_s``: the
     deadline of every wait (the inner communicator must enforce it too: gloo groups are
     made with it). ``log_dir``: one JSON line per operation per rank, or None.
-    ``check_buffers``: compare send buffers at wait() (host memory only: an accelerator
-    buffer would cost a device sync, so it is off on accelerator groups).
+    ``check_buffers``: compare send buffers at wait(): True checks host buffers; an
+    accelerator buffer costs a device sync and a copy to the host at launch and at wait, so
+    it is checked only with ``"all"``.
     """
 
     def __init__(self, inner: Any, *, names: Optional[Callable[[Any], Tuple[int, Sequence[int]]]] = None,
                  store: Any = None, timeout_s: float = 1800.0, log_dir: Optional[str] = None,
-                 check_buffers: bool = True):
+                 check_buffers: Any = True):
         """See the class docstring."""
         self._inner = inner
         self._names = names
         self._store = store
         self._timeout_s = float(timeout_s)
-        self._check_buffers = bool(check_buffers)
+        if check_buffers not in (True, False, "all"):
+            raise _from_core("invalid_argument", f"check_buffers is True, False or 'all', got {check_buffers!r}")
+        self._check_buffers = check_buffers
+        # Where the signatures are exchanged: the inner communicator's device (an nccl group
+        # moves device memory only).
+        self._device = getattr(inner, "device", None)
         self._seq: Dict[int, int] = {}
         self._labels: Dict[int, Tuple[int, Tuple[int, ...]]] = {}
         self._log = None
@@ -287,23 +294,33 @@ class CheckedComm:
         src = _u8(n * group.size)
         src.numpy()[:] = memoryview(sig * group.size)
         out = _u8(n * group.size)
+        if space != "host" and self._device is not None:
+            src, out = src.to(self._device), out.to(self._device)
         counts = [n] * group.size
         work = self._inner.all_to_all_v(group, src.data_ptr(), counts, out.data_ptr(), counts, space)
         extra = meanwhile() if meanwhile is not None else None
         # A hang here is a hang of the group: it times out like any wait.
         self._wait(work, f"the signature exchange of {what}")
-        check_signatures(out.numpy().tobytes(), gid, list(ranks), seq)
+        check_signatures(out.cpu().numpy().tobytes(), gid, list(ranks), seq)
         return what, extra
 
     def _launch(self, group: Any, kind: str, fields: Dict[str, Any], send: Optional[Tuple[int, int]],
                 space: str, run: Callable[[], Any]) -> CheckedWork:
         sig = _core.op_signature(kind, group.size, **fields)
         checksum = None
-        if send is not None and self._check_buffers and space == "host":
+        if send is not None and (self._check_buffers == "all" or (self._check_buffers and space == "host")):
             addr, nbytes = send
-            checksum = lambda: (addr, nbytes, _core.buffer_checksum(addr, nbytes))  # noqa: E731
+            checksum = lambda: (addr, nbytes, space, self._checksum(addr, nbytes, space))  # noqa: E731
         what, checked = self._agree(group, kind, fields, sig, space, meanwhile=checksum)
         return CheckedWork(self, run(), what, checked)
+
+    def _checksum(self, addr: int, nbytes: int, space: str) -> int:
+        """buffer_checksum of a send buffer; accelerator memory is first copied to the host
+        (the inner communicator's to_host: a device sync)."""
+        to_host = getattr(self._inner, "to_host", None)
+        if space == "host" or to_host is None:  # no to_host: accelerator groups of host memory (simulator)
+            return _core.buffer_checksum(addr, nbytes)
+        return _core.buffer_checksum(to_host(addr, nbytes).data_ptr(), nbytes)
 
     def _wait(self, work: Any, what: str) -> None:
         start = time.monotonic()

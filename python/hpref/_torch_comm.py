@@ -1,14 +1,16 @@
 """An hpref-communicator view of an existing torch process group (docs/python.md, "torch.distributed
 on an hpref communicator").
 
-:class:`GlooComm` offers the Python interface of hpref's Communicator seam (SPEC 9.1, the
+:class:`TorchComm` offers the Python interface of hpref's Communicator seam (SPEC 9.1, the
 object :func:`hpref.sim.communicator` returns inside a simulated rank) over a real torch
-gloo process group: ``rank()``, ``size()``, ``world()``, ``world_backend()``,
-``new_group(ranks, backend)`` and the operations ``all_gather``, ``broadcast``,
-``all_reduce``, ``all_to_all_v`` and ``barrier`` on ``(address, bytes)`` buffers, each
-launching a gloo collective on uint8 (or, for all_reduce, typed) views of those bytes and
-returning a Work whose ``wait()`` completes it. ``hpref._torch_pg.install(GlooComm(...))``
-then serves ``torch.distributed`` code from it; a checked mode (SPEC 9.2) can wrap it.
+process group — gloo on host memory, or nccl on a CUDA device's memory: ``rank()``,
+``size()``, ``world()``, ``world_backend()``, ``new_group(ranks, backend)`` and the
+operations ``all_gather``, ``broadcast``, ``all_reduce``, ``all_to_all_v`` and ``barrier``
+on ``(address, bytes)`` buffers, each launching the group's collective on uint8 (or, for
+all_reduce, typed) views of those bytes and returning a Work whose ``wait()`` completes it.
+``hpref._torch_pg.install(TorchComm(...))`` then serves ``torch.distributed`` code from it;
+a checked mode (SPEC 9.2, :mod:`hpref._checked`) can wrap it. ``GlooComm`` is its earlier
+name.
 
 :class:`CommGroup` is the group handle it returns, with the fields of the simulator's Group.
 """
@@ -21,7 +23,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 
 from .errors import _from_core
 
-__all__ = ["CommGroup", "GlooComm", "is_accelerator_backend_name"]
+__all__ = ["CommGroup", "GlooComm", "TorchComm", "is_accelerator_backend_name"]
 
 
 def is_accelerator_backend_name(backend: str) -> bool:
@@ -72,15 +74,26 @@ def _torch():
     return torch, dist
 
 
-def _bytes_view(addr: int, nbytes: int, dtype: Any = None):
-    """A torch tensor over ``nbytes`` bytes at ``addr`` (uint8, or ``dtype``); the caller
-    keeps the memory alive."""
+class _DeviceMemory:
+    """``nbytes`` bytes of device memory at ``addr`` as the CUDA array interface (version 2)
+    describes them: what ``torch.as_tensor`` turns into a tensor over that memory, no copy."""
+
+    def __init__(self, addr: int, nbytes: int):
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (addr, False),
+                                         "strides": None, "version": 2}
+
+
+def _bytes_view(addr: int, nbytes: int, dtype: Any = None, device: Any = None):
+    """A torch tensor over ``nbytes`` bytes at ``addr`` (uint8, or ``dtype``): host memory,
+    or with a CUDA ``device`` that device's memory; the caller keeps the memory alive."""
     torch, _ = _torch()
     dtype = torch.uint8 if dtype is None else dtype
+    on_host = device is None or torch.device(device).type == "cpu"
     if nbytes == 0:
-        return torch.empty(0, dtype=dtype)
-    raw = (ctypes.c_uint8 * nbytes).from_address(addr)
-    return torch.frombuffer(raw, dtype=dtype)
+        return torch.empty(0, dtype=dtype, device=None if on_host else device)
+    if on_host:
+        return torch.frombuffer((ctypes.c_uint8 * nbytes).from_address(addr), dtype=dtype)
+    return torch.as_tensor(_DeviceMemory(addr, nbytes), device=device).view(dtype)
 
 
 _TORCH_DTYPES = {"int32": "int32", "int64": "int64", "float32": "float32", "float64": "float64"}
@@ -115,32 +128,55 @@ class _GlooWork:
         self._done = True
 
 
-class GlooComm:
+class TorchComm:
     """An hpref-communicator view of an existing torch process group.
 
-    ``inner_group``: a gloo process group that every rank of this communicator's world holds
-    — a ``torch.distributed`` group (e.g. ``dist.group.WORLD``) or a
-    ``ProcessGroupGloo`` made directly from a store. World ranks are its group ranks.
+    ``inner_group``: a process group that every rank of this communicator's world holds —
+    a ``torch.distributed`` group (e.g. ``dist.group.WORLD``) or a ``ProcessGroupGloo`` /
+    ``ProcessGroupNCCL`` made directly from a store. World ranks are its group ranks.
     ``store``: a store all those ranks share, used to make the gloo groups of
     :meth:`new_group` (default: the store torch keeps for ``inner_group``).
-    ``timeout``: the gloo timeout of those groups.
+    ``timeout``: the gloo timeout of those groups. ``device``: where the buffers live —
+    ``"cpu"`` (a gloo group: host memory, the world group's memory is ``"host"``) or a CUDA
+    device (an nccl group: the addresses are device memory, viewed through the CUDA array
+    interface; the world group's memory is ``"accelerator"``).
 
-    The operations run gloo's collectives on views of the caller's bytes; nothing is
-    checked beyond each call's own arguments (no cross-rank agreement: that is SPEC 9.2's
-    checked mode), and gloo's all_reduce order is gloo's, not SPEC 9.1's group order.
+    The operations run the inner group's collectives on views of the caller's bytes;
+    nothing is checked beyond each call's own arguments (no cross-rank agreement: that is
+    SPEC 9.2's checked mode), and the all_reduce order is the library's, not SPEC 9.1's
+    group order.
     """
 
     def __init__(self, inner_group: Any, *, store: Any = None,
-                 timeout: timedelta = timedelta(minutes=30)):
+                 timeout: timedelta = timedelta(minutes=30), device: Any = "cpu"):
         """Wraps ``inner_group`` (see the class docstring)."""
+        torch, _ = _torch()
         self._inner = inner_group
         self._rank = int(inner_group.rank())
         self._size = int(inner_group.size())
         self._store = store if store is not None else self._torch_store(inner_group)
         self._timeout = timeout
-        self._world = CommGroup(0, tuple(range(self._size)), self._rank, "gloo", "host")
+        self._device = torch.device(device)
+        on_host = self._device.type == "cpu"
+        self._backend = "gloo" if on_host else "nccl"
+        self._world = CommGroup(0, tuple(range(self._size)), self._rank, self._backend,
+                                "host" if on_host else "accelerator")
         self._members: Dict[int, Any] = {0: inner_group}
         self._next_id = 1
+
+    @property
+    def device(self) -> Any:
+        """The torch device of the buffers (cpu, or the CUDA device of an nccl group)."""
+        return self._device
+
+    def _view(self, addr: int, nbytes: int, dtype: Any = None) -> Any:
+        return _bytes_view(addr, nbytes, dtype, self._device)
+
+    def to_host(self, addr: int, nbytes: int) -> Any:
+        """A host copy of ``nbytes`` bytes at ``addr`` (device memory: waits for the device's
+        current stream); host memory is returned as a view, uncopied."""
+        view = self._view(addr, nbytes)
+        return view if self._device.type == "cpu" else view.cpu()
 
     @staticmethod
     def _torch_store(inner_group: Any) -> Any:
@@ -162,8 +198,8 @@ class GlooComm:
         return self._size
 
     def world_backend(self) -> str:
-        """``"gloo"``: the communication library underneath."""
-        return "gloo"
+        """``"gloo"`` or ``"nccl"``: the communication library underneath."""
+        return self._backend
 
     def world(self) -> CommGroup:
         """The group of all world ranks (id 0), served by the inner group."""
@@ -174,6 +210,9 @@ class GlooComm:
         the same ranks; members make a gloo group over ``store`` and get a handle, the others
         an empty one (``is_member`` False). ``backend`` names the group (an nccl/hccl name
         makes an accelerator-memory group; gloo still moves the bytes)."""
+        if self._device.type != "cpu":
+            raise _usage(f"new_group({list(ranks)}, {backend!r}) on a {self._device} communicator: its groups "
+                         "are made by torch.distributed (hpref.torch serves one torch group per communicator)")
         ranks = [int(r) for r in ranks]
         if not ranks or len(set(ranks)) != len(ranks) or any(r < 0 or r >= self._size for r in ranks):
             raise _usage(f"new_group ranks {ranks} must be distinct world ranks in [0, {self._size})")
@@ -201,8 +240,8 @@ class GlooComm:
         if out_bytes != group.size * in_bytes:
             raise _usage(f"all_gather on group {group.id}: out_bytes {out_bytes} != group size "
                          f"{group.size} x in_bytes {in_bytes}")
-        src = _bytes_view(in_addr, in_bytes)
-        out = _bytes_view(out_addr, out_bytes)
+        src = self._view(in_addr, in_bytes)
+        out = self._view(out_addr, out_bytes)
         chunks = list(out.split(in_bytes)) if in_bytes else [out[:0] for _ in range(group.size)]
         work = pg.allgather([chunks], [src])
         return _GlooWork(work, f"all_gather on group {group.id}", (src, out, chunks))
@@ -218,7 +257,7 @@ class GlooComm:
         opts = dist.BroadcastOptions()
         opts.rootRank = root_index
         opts.rootTensor = 0
-        buf = _bytes_view(addr, nbytes)
+        buf = self._view(addr, nbytes)
         return _GlooWork(pg.broadcast([buf], opts), f"broadcast on group {group.id}", (buf,))
 
     def all_reduce(self, group: CommGroup, addr: int, nbytes: int, dtype: str, op: str,
@@ -236,7 +275,7 @@ class GlooComm:
             raise _usage(f"all_reduce on group {group.id}: {nbytes} bytes is not a whole number of {dtype}")
         opts = dist.AllreduceOptions()
         opts.reduceOp = getattr(dist.ReduceOp, _REDUCE_OPS[op])
-        buf = _bytes_view(addr, nbytes, tdtype)
+        buf = self._view(addr, nbytes, tdtype)
         return _GlooWork(pg.allreduce([buf], opts), f"all_reduce on group {group.id}", (buf,))
 
     def all_to_all_v(self, group: CommGroup, in_addr: int, in_counts: Sequence[int], out_addr: int,
@@ -249,8 +288,8 @@ class GlooComm:
             raise _usage(f"all_to_all_v on group {group.id}: counts {in_counts} / {out_counts} must be "
                          f"{group.size} non-negative byte counts each")
         _, dist = _torch()
-        src = _bytes_view(in_addr, sum(in_counts))
-        out = _bytes_view(out_addr, sum(out_counts))
+        src = self._view(in_addr, sum(in_counts))
+        out = self._view(out_addr, sum(out_counts))
         work = pg.alltoall_base(out, src, out_counts, in_counts, dist.AllToAllOptions())
         return _GlooWork(work, f"all_to_all_v on group {group.id}", (src, out))
 
@@ -275,3 +314,7 @@ class GlooComm:
                              f"{op} on group {group.id} ({group.backend}) takes {group.memory} buffers, "
                              f"got a {space} buffer")
         return pg
+
+
+# The name of issue 12's gloo-only version, kept for code that uses it.
+GlooComm = TorchComm

@@ -86,6 +86,10 @@ def _write_bytes(dst: torch.Tensor, src: torch.Tensor) -> None:
         dst.copy_(src.view(dst.dtype).reshape(dst.shape))
 
 
+def _device_of(tensors: Sequence[torch.Tensor]) -> Any:
+    return tensors[0].device if tensors else None
+
+
 class _Staging:
     """Buffers of one operation: the memory handed to the communicator (the tensor itself
     when contiguous, else a contiguous copy), kept alive until wait(); staged send buffers
@@ -111,7 +115,7 @@ class _Staging:
         if t.is_contiguous():
             self.keep.append(t)
             return t
-        staged = t.contiguous() if inout else torch.empty(t.shape, dtype=t.dtype)
+        staged = t.contiguous() if inout else torch.empty(t.shape, dtype=t.dtype, device=t.device)
         self.keep.append(staged)
         if inout:
             self.checks.append((0, t, staged.clone()))
@@ -121,7 +125,7 @@ class _Staging:
     def packed(self, tensors: Sequence[torch.Tensor]) -> Tuple[torch.Tensor, List[int]]:
         """The tensors' bytes in one staged buffer, each checked at wait()."""
         counts = [_nbytes(t) for t in tensors]
-        buf = torch.empty(sum(counts), dtype=torch.uint8)
+        buf = torch.empty(sum(counts), dtype=torch.uint8, device=_device_of(tensors))
         offset = 0
         for i, (t, n) in enumerate(zip(tensors, counts)):
             buf[offset:offset + n].copy_(_bits(t))
@@ -133,7 +137,7 @@ class _Staging:
     def unpacked(self, tensors: Sequence[torch.Tensor]) -> Tuple[torch.Tensor, List[int]]:
         """One staged buffer whose pieces are copied into the tensors after wait()."""
         counts = [_nbytes(t) for t in tensors]
-        buf = torch.empty(sum(counts), dtype=torch.uint8)
+        buf = torch.empty(sum(counts), dtype=torch.uint8, device=_device_of(tensors))
         offset = 0
         for t, n in zip(tensors, counts):
             self.copies.append((t, buf[offset:offset + n]))
@@ -222,10 +226,11 @@ class HprefWork(dist.distributed_c10d.Work):
 class HprefProcessGroup(dist.ProcessGroup):
     """A torch.distributed process group served by an hpref communicator ``comm`` on one of
     its groups ``group`` (``group.index`` and ``group.size`` are this group's rank and size).
-    ``backend`` is the name the code asked for (what ``getBackendName()`` answers);
-    ``device_tensors="cpu"`` lets CPU tensors stand in for device tensors on an
-    accelerator-memory group (nccl, hccl), passed as accelerator buffers; with None such a
-    group refuses them."""
+    ``backend`` is the name the code asked for (what ``getBackendName()`` answers).
+    ``device_tensors``: what an accelerator-memory group (nccl, hccl) takes — ``"cpu"``: CPU
+    tensors stand in for device tensors (the simulator), passed as accelerator buffers;
+    ``"cuda"``: CUDA tensors, passed as the device addresses they are (a real nccl group
+    underneath, hpref.torch's checked nccl groups); None: refused."""
 
     def __init__(self, comm: Any, group: Any, backend: str, device_tensors: Optional[str] = "cpu"):
         """See the class docstring."""
@@ -275,20 +280,20 @@ class HprefProcessGroup(dist.ProcessGroup):
         return f"group {self._group.id} {list(self._group.ranks)} ({self._backend_name})"
 
     def _space(self, op: str, tensors: Sequence[torch.Tensor]) -> str:
+        accelerator = self._group.memory == "accelerator"
+        device = self._device_tensors if accelerator else "cpu"
         for t in tensors:
-            if t.device.type != "cpu":
+            if t.device.type != "cpu" and t.device.type != device:
                 raise _from_core("comm_memory_space",
                                  f"{op} on {self._where()}: a {t.device} tensor; hpref's process group "
                                  "moves CPU tensors (install(..., device_tensors=\"cpu\") lets them stand "
                                  "in for device tensors)")
-        if self._group.memory == "accelerator":
-            if self._device_tensors != "cpu":
+            if t.device.type == "cpu" and accelerator and device != "cpu":
                 raise _from_core("comm_memory_space",
                                  f"{op} on {self._where()}: an accelerator group takes device tensors, got "
-                                 "a cpu tensor (install(..., device_tensors=\"cpu\") lets CPU tensors "
-                                 "stand in for them)")
-            return "accelerator"
-        return "host"
+                                 "a cpu tensor" + ("" if device else " (install(..., device_tensors=\"cpu\") "
+                                                                      "lets CPU tensors stand in for them)"))
+        return "accelerator" if accelerator else "host"
 
     def _one(self, op: str, tensors: Sequence[torch.Tensor]) -> torch.Tensor:
         if len(tensors) != 1:

@@ -30,32 +30,37 @@ import os
 import weakref
 import zlib
 from datetime import timedelta
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as _c10d
 
 from ._checked import CheckedComm
-from ._torch_comm import GlooComm
+from ._torch_comm import TorchComm
 from ._torch_pg import _TORCH2, HprefProcessGroup, _relabel
 from .errors import _from_core
 
-__all__ = ["BACKEND", "checked", "configure", "options", "comm_of", "enable", "disable"]
+__all__ = ["BACKEND", "BACKEND_NCCL", "checked", "configure", "options", "comm_of", "enable", "disable"]
 
 BACKEND = "hpref_checked"
+# The same over a real nccl group (CUDA tensors): what checked() and enable() make for nccl.
+BACKEND_NCCL = "hpref_checked_nccl"
 
 _OPTIONS: Dict[str, Any] = {"timeout_s": None, "log_dir": None, "check_buffers": None}
 
 
 def configure(*, timeout_s: Optional[float] = None, log_dir: Optional[str] = None,
-              check_buffers: Optional[bool] = None) -> None:
+              check_buffers: Optional[Union[bool, str]] = None) -> None:
     """Sets the options of the checked groups this process makes from now on (None: the
     environment's, then the default): ``timeout_s``, the deadline of every wait (default:
     the group's torch timeout); ``log_dir``, where each rank appends one JSON line per
     operation (default: none); ``check_buffers``, whether send buffers are compared at
-    ``wait()`` (default: True)."""
+    ``wait()``: True (the default) checks host buffers, ``"all"`` CUDA buffers too (a device
+    sync and a copy to the host at launch and at wait, so off by default), False none."""
     if timeout_s is not None and not float(timeout_s) > 0:
         raise _from_core("invalid_argument", f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
+    if check_buffers is not None and check_buffers not in (True, False, "all"):
+        raise _from_core("invalid_argument", f"check_buffers is True, False or 'all', got {check_buffers!r}")
     _OPTIONS.update(timeout_s=timeout_s, log_dir=log_dir, check_buffers=check_buffers)
 
 
@@ -71,8 +76,9 @@ def options(torch_timeout: Optional[timedelta] = None) -> Dict[str, Any]:
     log_dir = _OPTIONS["log_dir"] or os.environ.get("HPREF_CHECKED_LOG") or None
     check = _OPTIONS["check_buffers"]
     if check is None:
-        check = os.environ.get("HPREF_CHECKED_BUFFERS", "1") not in ("0", "false", "no", "off")
-    return {"timeout_s": float(timeout_s), "log_dir": log_dir, "check_buffers": bool(check)}
+        env = os.environ.get("HPREF_CHECKED_BUFFERS", "1").strip().lower()
+        check = "all" if env == "all" else env not in ("0", "false", "no", "off")
+    return {"timeout_s": float(timeout_s), "log_dir": log_dir, "check_buffers": check if check == "all" else bool(check)}
 
 
 def _group_names(pg: Any) -> Tuple[int, Tuple[int, ...]]:
@@ -90,13 +96,26 @@ def _group_names(pg: Any) -> Tuple[int, Tuple[int, ...]]:
     return gid, ranks
 
 
-def _create(store: Any, rank: int, size: int, timeout: Any) -> HprefProcessGroup:
-    """The creator registered for "hpref_checked": a gloo group of the same ranks over
-    ``store``, served through a CheckedComm."""
+def _inner_nccl(store: Any, rank: int, size: int, deadline: timedelta) -> Any:
+    """A real ProcessGroupNCCL of the group's ranks (torch 1.13 and 2.x take an Options
+    object whose ``_timeout`` is the deadline); on the current CUDA device."""
+    opts = dist.ProcessGroupNCCL.Options()
+    opts._timeout = deadline
+    return dist.ProcessGroupNCCL(store, rank, size, opts)
+
+
+def _make(store: Any, rank: int, size: int, timeout: Any, library: str) -> HprefProcessGroup:
+    """A process group of the same ranks on ``library`` ("gloo" or "nccl") over ``store``,
+    served through a CheckedComm; registered as the creator of BACKEND and BACKEND_NCCL."""
     opts = options(timeout if isinstance(timeout, timedelta) else None)
     deadline = timedelta(seconds=opts["timeout_s"])
-    inner = dist.ProcessGroupGloo(dist.PrefixStore("hpref_checked/gloo/", store), rank, size, deadline)
-    gloo = GlooComm(inner, store=store, timeout=deadline)
+    prefixed = dist.PrefixStore(f"hpref_checked/{library}/", store)
+    if library == "nccl":
+        import torch
+        device = torch.device("cuda", torch.cuda.current_device())
+        comm = TorchComm(_inner_nccl(prefixed, rank, size, deadline), store=store, timeout=deadline, device=device)
+    else:
+        comm = TorchComm(dist.ProcessGroupGloo(prefixed, rank, size, deadline), store=store, timeout=deadline)
     holder: Dict[str, Any] = {}
 
     def names(group: Any) -> Tuple[int, Tuple[int, ...]]:
@@ -108,42 +127,77 @@ def _create(store: Any, rank: int, size: int, timeout: Any) -> HprefProcessGroup
         gid, ranks = _group_names(pg) if pg is not None else (group.id, group.ranks)
         return gid, (ranks if len(ranks) == group.size else tuple(group.ranks))
 
-    comm = CheckedComm(gloo, names=names, store=store, timeout_s=opts["timeout_s"], log_dir=opts["log_dir"],
-                       check_buffers=opts["check_buffers"])
-    pg = HprefProcessGroup(comm, gloo.world(), BACKEND, device_tensors="cpu")
+    checked_comm = CheckedComm(comm, names=names, store=store, timeout_s=opts["timeout_s"], log_dir=opts["log_dir"],
+                               check_buffers=opts["check_buffers"])
+    name = BACKEND_NCCL if library == "nccl" else BACKEND
+    pg = HprefProcessGroup(checked_comm, comm.world(), name, device_tensors="cuda" if library == "nccl" else "cpu")
     holder["pg"] = weakref.ref(pg)
     return pg
 
 
+def _create(store: Any, rank: int, size: int, timeout: Any) -> HprefProcessGroup:
+    """The creator registered for "hpref_checked": real gloo underneath."""
+    return _make(store, rank, size, timeout, "gloo")
+
+
+def _create_nccl(store: Any, rank: int, size: int, timeout: Any) -> HprefProcessGroup:
+    """The creator registered for "hpref_checked_nccl": real nccl underneath, CUDA tensors."""
+    return _make(store, rank, size, timeout, "nccl")
+
+
 def _register() -> None:
-    if BACKEND.upper() in getattr(dist.Backend, "_plugins", {}):
-        return
-    if _TORCH2:
-        dist.Backend.register_backend(BACKEND, _create, devices=["cpu"])
-    else:
-        dist.Backend.register_backend(BACKEND, _create)
+    for name, creator, devices in ((BACKEND, _create, ["cpu"]), (BACKEND_NCCL, _create_nccl, ["cuda"])):
+        if name.upper() in getattr(dist.Backend, "_plugins", {}):
+            continue
+        if _TORCH2:
+            dist.Backend.register_backend(name, creator, devices=devices)
+        else:
+            dist.Backend.register_backend(name, creator)
+
+
+def _checked_backend(name: str) -> str:
+    """The checked backend standing in for a group of backend ``name``: BACKEND_NCCL for an
+    nccl name (refused, naming why, where this torch has no nccl), BACKEND for gloo, and a
+    refusal for other accelerator libraries (hccl)."""
+    lowered = str(name).lower()
+    if "hccl" in lowered:
+        raise _from_core("comm_usage", f"checked mode wraps gloo and nccl groups, not {name!r}")
+    if "nccl" in lowered:
+        if not dist.is_nccl_available():
+            raise _from_core("comm_usage", f"a checked {name!r} group needs nccl, and this torch "
+                                           f"({__import__('torch').__version__}) was built without it")
+        return BACKEND_NCCL
+    return BACKEND
 
 
 def comm_of(group: Any) -> CheckedComm:
     """The CheckedComm serving a checked process group (for its ``last_launches()``)."""
     if not isinstance(group, HprefProcessGroup) or not isinstance(group._comm, CheckedComm):
-        raise _from_core("invalid_argument", f"{group!r} is not a process group of the hpref_checked backend")
+        raise _from_core("invalid_argument", f"{group!r} is not a process group of the hpref_checked backends")
     return group._comm
 
 
 def checked(group: Any = None, *, ranks: Optional[Sequence[int]] = None, timeout_s: Optional[float] = None,
-            log_dir: Optional[str] = None, check_buffers: Optional[bool] = None) -> Any:
+            log_dir: Optional[str] = None, check_buffers: Optional[Union[bool, str]] = None,
+            backend: Optional[str] = None) -> Any:
     """A checked twin of ``group``: ``new_group`` over the same ranks with the
-    ``hpref_checked`` backend (real gloo underneath, every operation's signature agreed
-    first). Like ``new_group`` it is a call every rank of the world makes, in the same
-    order; a rank outside ``group`` passes ``ranks=`` (the group's global ranks) and gets
-    torch's non-member handle. ``group=None`` (and no ``ranks``): the whole world. The
-    keyword options override :func:`configure`'s for this group."""
+    ``hpref_checked`` backend (real gloo underneath; ``hpref_checked_nccl``, real nccl and
+    CUDA tensors, for an nccl group), every operation's signature agreed first. Like
+    ``new_group`` it is a call every rank of the world makes, in the same order; a rank
+    outside ``group`` passes ``ranks=`` (the group's global ranks) and gets torch's
+    non-member handle. ``group=None`` (and no ``ranks``): the whole world. ``backend``: the
+    library of ``group`` ("gloo" or "nccl"; default: asked of ``group``, or of the world
+    where this rank is outside it). The keyword options override :func:`configure`'s for
+    this group."""
+    outside = group is _c10d.GroupMember.NON_GROUP_MEMBER
     if ranks is None and group is not None:
-        if group is _c10d.GroupMember.NON_GROUP_MEMBER:
+        if outside:
             raise _from_core("invalid_argument", "checked(group) on a rank outside the group needs ranks= "
                                                  "(the group's global ranks): it is a new_group every rank makes")
         ranks = _group_names(group)[1]
+    if backend is None:
+        backend = str(dist.get_backend(None if group is None or outside else group))
+    inner = _checked_backend(backend)
     saved = dict(_OPTIONS)
     if timeout_s is not None:
         configure(timeout_s=timeout_s, log_dir=saved["log_dir"], check_buffers=saved["check_buffers"])
@@ -152,7 +206,7 @@ def checked(group: Any = None, *, ranks: Optional[Sequence[int]] = None, timeout
     if check_buffers is not None:
         _OPTIONS["check_buffers"] = check_buffers
     try:
-        kwargs: Dict[str, Any] = {"backend": BACKEND}
+        kwargs: Dict[str, Any] = {"backend": inner}
         if timeout_s is not None:
             kwargs["timeout"] = timedelta(seconds=float(timeout_s))
         return dist.new_group(ranks=None if ranks is None else sorted(int(r) for r in ranks), **kwargs)
@@ -181,22 +235,20 @@ def _agree_new_group(ranks: Sequence[int], backend: str) -> None:
 
 
 def enable(backends: Sequence[str] = ("gloo",), *, timeout_s: Optional[float] = None,
-           log_dir: Optional[str] = None, check_buffers: Optional[bool] = None) -> None:
+           log_dir: Optional[str] = None, check_buffers: Optional[Union[bool, str]] = None) -> None:
     """Checks the code's own groups, unmodified: from now on every process group made with
     one of ``backends`` (``init_process_group("gloo")``, ``new_group(..., backend="gloo")``,
     torch's default ``None`` when it resolves to a listed name) is an ``hpref_checked``
-    group, while ``dist.get_backend(group)`` still answers the name the code asked for.
+    group (``hpref_checked_nccl`` for nccl: real nccl underneath, CUDA tensors), while ``dist.get_backend(group)`` still answers the name the code asked for.
     Wraps torch's group helper (``distributed_c10d._new_process_group_helper``, torch 1.13
     and 2.x); :func:`disable` undoes it. Options as :func:`configure`. Once the default
     group is checked, every later ``new_group`` (any backend) is also an operation of the
     checked world order: its member ranks and backend are agreed over the world group
-    first, so a rank that skipped one is ``CommMismatch`` on every rank, not a hang. Only host backends
-    are wrapped today: an nccl group needs an nccl communicator underneath (not built)."""
+    first, so a rank that skipped one is ``CommMismatch`` on every rank, not a hang. gloo
+    and nccl are wrapped; hccl, or nccl on a torch built without it, is refused at once."""
     names = {str(b).lower() for b in backends}
-    bad = sorted(n for n in names if "nccl" in n or "hccl" in n)
-    if bad:
-        raise _from_core("comm_usage", f"hpref.torch.enable({bad}): checked mode wraps gloo groups only so far "
-                                       "(an accelerator group would need an nccl communicator underneath)")
+    for n in sorted(names):
+        _checked_backend(n)
     configure(timeout_s=timeout_s, log_dir=log_dir, check_buffers=check_buffers)
     if "original" in _ENABLED:
         _ENABLED["names"] = names
@@ -210,7 +262,7 @@ def enable(backends: Sequence[str] = ("gloo",), *, timeout_s: Optional[float] = 
         _agree_new_group(ranks, name)
         if name.lower() not in _ENABLED.get("names", ()):
             return original(group_size, group_rank, ranks, backend, store, *args, **kwargs)
-        result = original(group_size, group_rank, ranks, BACKEND, store, *args, **kwargs)
+        result = original(group_size, group_rank, ranks, _checked_backend(name), store, *args, **kwargs)
         pg = result[0] if _TORCH2 else result
         if pg is not _c10d.GroupMember.NON_GROUP_MEMBER:
             _relabel(pg, name)

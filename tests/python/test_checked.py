@@ -16,7 +16,9 @@ real gloo, 4 processes forked per run (torch.multiprocessing's fork context).
 2. The unmodified original's data step and dispatch under the checked wrapper give the same
    results as on plain gloo.
 3. ``hpref verify`` on the logs of a run with a planted bug names the same pair.
-4. NCCL: skipped, saying why.
+4. NCCL (a GPU per rank, not in CI): the mismatched pair, a mutated CUDA send buffer
+   (``check_buffers="all"``) and the same answers as plain nccl; skipped elsewhere, saying
+   why. A torch without nccl refuses nccl names at once.
 
 Skips, saying why, where torch or ../shared/original is absent."""
 from __future__ import annotations
@@ -50,15 +52,18 @@ RUN_LIMIT_S = 40.0
 
 # ---- running 4 gloo ranks ---------------------------------------------------------------
 
-def _rank_main(rank, tmp, checked, timeout_s, log_dir, fn, args):
+def _rank_main(rank, tmp, checked, timeout_s, log_dir, fn, args, world, library):
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"
     torch.set_num_threads(1)
     out = {"rank": rank}
     try:
+        if library == "nccl":
+            torch.cuda.set_device(rank)
         if checked:
-            ht.enable(("gloo",), timeout_s=timeout_s, log_dir=log_dir)
-        store = dist.FileStore(os.path.join(tmp, "store"), WORLD)
-        dist.init_process_group("gloo", store=store, rank=rank, world_size=WORLD,
+            ht.enable((library,), timeout_s=timeout_s, log_dir=log_dir,
+                      check_buffers="all" if library == "nccl" else None)
+        store = dist.FileStore(os.path.join(tmp, "store"), world)
+        dist.init_process_group(library, store=store, rank=rank, world_size=world,
                                 timeout=timedelta(seconds=timeout_s))
         out["value"] = fn(rank, *args)
         out["status"] = "ok"
@@ -69,16 +74,17 @@ def _rank_main(rank, tmp, checked, timeout_s, log_dir, fn, args):
     os._exit(0)  # a rank whose peers failed must not wait in gloo's teardown
 
 
-def run4(tmp_path, name, fn, *args, checked=True, timeout_s=CHECKED_TIMEOUT_S, log_dir=None, limit_s=RUN_LIMIT_S):
-    """fn(rank, *args) on 4 forked ranks over gloo (checked through hpref.torch.enable, or
-    plain): each rank's {"status": "ok", "value"} or {"status": "error", type, kind,
-    message}, or {"status": "died"} for a rank still running ``limit_s`` after the start
-    (killed: a hang) or gone without a result."""
+def run4(tmp_path, name, fn, *args, checked=True, timeout_s=CHECKED_TIMEOUT_S, log_dir=None, limit_s=RUN_LIMIT_S,
+         world=WORLD, library="gloo"):
+    """fn(rank, *args) on 4 (``world``) forked ranks over gloo (or nccl, rank r on GPU r;
+    checked through hpref.torch.enable, or plain): each rank's {"status": "ok", "value"} or
+    {"status": "error", type, kind, message}, or {"status": "died"} for a rank still
+    running ``limit_s`` after the start (killed: a hang) or gone without a result."""
     tmp = tmp_path / name
     tmp.mkdir()
     ctx = torch.multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=_rank_main, args=(r, str(tmp), checked, timeout_s, log_dir, fn, args))
-             for r in range(WORLD)]
+    procs = [ctx.Process(target=_rank_main, args=(r, str(tmp), checked, timeout_s, log_dir, fn, args, world, library))
+             for r in range(world)]
     for p in procs:
         p.start()
     deadline = time.monotonic() + limit_s
@@ -89,7 +95,7 @@ def run4(tmp_path, name, fn, *args, checked=True, timeout_s=CHECKED_TIMEOUT_S, l
             p.kill()
             p.join()
     results = []
-    for r in range(WORLD):
+    for r in range(world):
         f = tmp / f"rank{r}.pt"
         results.append(torch.load(str(f), weights_only=False) if f.exists() else {"rank": r, "status": "died"})
     return results
@@ -448,9 +454,53 @@ def test_signatures_are_the_cpp_wire_form_and_messages():
         _core.op_signature("all_to_all_v", n, counts_in=[1], counts_out=[1])
 
 
-def test_nccl_is_skipped_saying_why():
-    if not torch.cuda.is_available():
-        pytest.skip("no GPU here: the nccl checked mode needs an nccl communicator under hpref_checked; "
-                    "enable() refuses nccl names today")
-    with pytest.raises(hpref.CommError, match="gloo groups only"):
+def test_accelerator_libraries_without_a_communicator_here_are_refused_naming_why():
+    with pytest.raises(hpref.errors.CommUsageError, match="checked mode wraps gloo and nccl groups, not 'hccl'"):
+        ht.enable(("gloo", "hccl"))
+    with pytest.raises(hpref.Error, match="check_buffers is True, False or 'all', got 'device'"):
+        ht.configure(check_buffers="device")
+    if dist.is_nccl_available():
+        return
+    with pytest.raises(hpref.errors.CommUsageError, match="needs nccl, and this torch .* was built without it"):
         ht.enable(("nccl",))
+    assert "original" not in ht._ENABLED  # nothing was wrapped by the refused call
+
+
+# ---- nccl (a GPU per rank; not in CI) ---------------------------------------------------------
+
+NCCL_GPUS = torch.cuda.device_count() if dist.is_nccl_available() else 0  # NVML: no CUDA context before fork
+needs_gpus = pytest.mark.skipif(
+    NCCL_GPUS < 2, reason=f"checked nccl groups need nccl and one GPU per rank (2 at least): this torch "
+                          f"{'has' if dist.is_nccl_available() else 'has no'} nccl and sees {NCCL_GPUS} GPUs")
+
+
+def _nccl_a2a(rank, bug, mutate):
+    """An all-to-all of CUDA tensors, 2 rows to every rank; ``bug``: rank 1 expects 3 rows
+    from rank 0; ``mutate``: rank 0 zeroes its input between launch and wait."""
+    n, dev = dist.get_world_size(), torch.device("cuda", rank)
+    x = (torch.arange(2 * n, dtype=torch.int64) + 100 * rank).to(dev)
+    outs = [3] + [2] * (n - 1) if bug and rank == 1 else [2] * n
+    out = torch.full((sum(outs),), -1, dtype=torch.int64, device=dev)
+    work = dist.all_to_all_single(out, x, outs, [2] * n, async_op=True)
+    if mutate and rank == 0:
+        x.zero_()
+    work.wait()
+    return [out.cpu(), dist.get_backend()]
+
+
+@needs_gpus
+def test_nccl_checked_names_the_pair_catches_a_mutation_and_answers_like_plain_nccl(tmp_path):
+    n = min(NCCL_GPUS, WORLD)
+    clean = run4(tmp_path, "clean", _nccl_a2a, False, False, world=n, library="nccl")
+    plain = run4(tmp_path, "plain", _nccl_a2a, False, False, checked=False, world=n, library="nccl")
+    assert [r["status"] for r in clean + plain] == ["ok"] * 2 * n, [r.get("message") for r in clean + plain]
+    for c, p in zip(clean, plain):
+        assert torch.equal(c["value"][0], p["value"][0]) and c["value"][1] == p["value"][1] == "nccl"
+        k = c["rank"]
+        assert c["value"][0].tolist() == [100 * s + 2 * k + j for s in range(n) for j in range(2)]
+    bug = run4(tmp_path, "bug", _nccl_a2a, True, False, world=n, library="nccl")
+    want = "all_to_all_v counts disagree on group 0 seq 0: rank 0 sends 16 bytes to rank 1, which expects 24"
+    assert [(r["status"], r.get("type"), r.get("message")) for r in bug] == [("error", "CommMismatchError", want)] * n
+    mutated = run4(tmp_path, "mutated", _nccl_a2a, False, True, world=n, library="nccl")
+    assert mutated[0].get("type") == "CommBufferMutatedError", mutated[0]
+    assert "rank 0 changed its send buffer of" in mutated[0]["message"]
