@@ -87,14 +87,27 @@ bool needs_exchange(std::span<const std::int64_t> owners, std::span<const Interv
   return false;
 }
 
-// The route of `rank` once every check passed.
-Route build(std::span<const std::int64_t> owners, std::span<const Interval> intervals,
-            std::size_t rank, bool exchange) {
+// Whether the intervals' starts and ends both never decrease with the peer index (the
+// window and prefix intervals' do): then the peers whose interval meets a range of rows are
+// consecutive, found by binary search.
+bool intervals_ordered(std::span<const Interval> intervals) {
+  for (std::size_t p = 1; p < intervals.size(); ++p) {
+    if (intervals[p].start < intervals[p - 1].start || intervals[p].end < intervals[p - 1].end) return false;
+  }
+  return true;
+}
+
+// The route of `rank` once every check passed, written into `r` (its tables keep their
+// memory when they have the room). The tables are zeroed (memset-class stores) and only the
+// peers that can have a non-zero entry are visited: those whose owner shard meets the own
+// interval (owners never decrease: consecutive) and, with `ordered` intervals, those whose
+// interval meets the own shard; otherwise every peer.
+void build(std::span<const std::int64_t> owners, std::span<const Interval> intervals, std::size_t rank,
+           bool exchange, bool ordered, Route& r) {
   std::size_t peers = intervals.size();
   std::int64_t lo = owners[rank];
   std::int64_t hi = owners[rank + 1];
   const Interval& own = intervals[rank];
-  Route r;
   r.local_length = hi - lo;
   r.global_start = own.start;
   r.global_end = own.end;
@@ -103,15 +116,39 @@ Route build(std::span<const std::int64_t> owners, std::span<const Interval> inte
   r.send_offsets.assign(peers, 0);
   r.input_splits.assign(peers, 0);
   r.output_splits.assign(peers, 0);
-  for (std::size_t p = 0; p < peers; ++p) {
+  // Receives: shards [owners[p], owners[p + 1]) meeting [own.start, own.end).
+  auto from = static_cast<std::size_t>(std::upper_bound(owners.begin() + 1, owners.end(), own.start) -
+                                       (owners.begin() + 1));
+  auto to = static_cast<std::size_t>(std::lower_bound(owners.begin(), owners.end() - 1, own.end) - owners.begin());
+  for (std::size_t p = from; p < to; ++p) {
     if (p == rank) continue;
-    std::int64_t first = std::max(lo, intervals[p].start);
-    std::int64_t count = std::max<std::int64_t>(0, std::min(hi, intervals[p].end) - first);
-    r.input_splits[p] = count;
-    r.send_offsets[p] = count > 0 ? first - lo : 0;
-    r.output_splits[p] = std::max<std::int64_t>(
-        0, std::min(owners[p + 1], own.end) - std::max(owners[p], own.start));
+    r.output_splits[p] =
+        std::max<std::int64_t>(0, std::min(owners[p + 1], own.end) - std::max(owners[p], own.start));
   }
+  // Sends: intervals meeting the own shard [lo, hi).
+  from = 0;
+  to = peers;
+  if (ordered) {
+    from = static_cast<std::size_t>(
+        std::partition_point(intervals.begin(), intervals.end(), [lo](const Interval& i) { return i.end <= lo; }) -
+        intervals.begin());
+    to = static_cast<std::size_t>(
+        std::partition_point(intervals.begin(), intervals.end(), [hi](const Interval& i) { return i.start < hi; }) -
+        intervals.begin());
+  }
+  for (std::size_t p = from; p < to; ++p) {
+    std::int64_t first = std::max(lo, intervals[p].start);
+    std::int64_t count = std::min(hi, intervals[p].end) - first;
+    if (p == rank || count <= 0) continue;
+    r.input_splits[p] = count;
+    r.send_offsets[p] = first - lo;
+  }
+}
+
+Route build(std::span<const std::int64_t> owners, std::span<const Interval> intervals, std::size_t rank,
+            bool exchange) {
+  Route r;
+  build(owners, intervals, rank, exchange, intervals_ordered(intervals), r);
   return r;
 }
 
@@ -185,8 +222,8 @@ std::vector<std::size_t> boundary_index_at_shards(std::span<const std::int64_t> 
   return out;
 }
 
-std::vector<Route> all_routes(std::span<const std::int64_t> owners,
-                              std::span<const Interval> intervals) {
+void all_routes(std::span<const std::int64_t> owners, std::span<const Interval> intervals,
+                std::vector<Route>& out) {
   check_owners_and_intervals(owners, intervals);
   check_owner_order(owners);
   check_intervals(owners, intervals);
@@ -198,10 +235,9 @@ std::vector<Route> all_routes(std::span<const std::int64_t> owners,
              "-rank limit of the all-ranks planners (plan one rank's route instead)");
   }
   bool exchange = needs_exchange(owners, intervals);
-  std::vector<Route> routes;
-  routes.reserve(intervals.size());
-  for (std::size_t r = 0; r < intervals.size(); ++r) routes.push_back(build(owners, intervals, r, exchange));
-  return routes;
+  bool ordered = intervals_ordered(intervals);
+  out.resize(intervals.size());
+  for (std::size_t r = 0; r < intervals.size(); ++r) build(owners, intervals, r, exchange, ordered, out[r]);
 }
 
 }  // namespace
@@ -399,26 +435,47 @@ Route document_prefix_route(std::span<const std::int64_t> boundaries, std::int64
                         std::span<const std::int64_t>(plan.owners));
 }
 
+void interval_routes(std::int64_t local_length, std::span<const Interval> intervals,
+                     std::optional<std::span<const std::int64_t>> owner_offsets, std::vector<Route>& out) {
+  if (owner_offsets) return all_routes(*owner_offsets, intervals, out);
+  auto owners = default_owners(local_length, intervals.size());
+  all_routes(owners, intervals, out);
+}
+
+void sliding_window_routes(std::span<const std::int64_t> boundaries, std::int64_t local_length,
+                           std::int64_t size, std::int64_t window, std::vector<Route>& out) {
+  auto intervals = sliding_window_intervals(boundaries, local_length, size, window);
+  all_routes(default_owners(local_length, intervals.size()), intervals, out);
+}
+
+void document_prefix_routes(std::span<const std::int64_t> boundaries, std::int64_t local_length,
+                            std::int64_t size, std::int64_t ratio, std::vector<Route>& out) {
+  check_arguments(local_length, size, nullptr, "ratio", ratio, true);
+  PrefixPlan plan = prefix_plan(boundaries, local_length, size, ratio);
+  all_routes(plan.owners, plan.intervals, out);
+}
+
 std::vector<Route> interval_routes(std::int64_t local_length, std::span<const Interval> intervals,
                                    std::optional<std::span<const std::int64_t>> owner_offsets) {
-  if (owner_offsets) return all_routes(*owner_offsets, intervals);
-  auto owners = default_owners(local_length, intervals.size());
-  return all_routes(owners, intervals);
+  std::vector<Route> out;
+  interval_routes(local_length, intervals, owner_offsets, out);
+  return out;
 }
 
 std::vector<Route> sliding_window_routes(std::span<const std::int64_t> boundaries,
                                          std::int64_t local_length, std::int64_t size,
                                          std::int64_t window) {
-  auto intervals = sliding_window_intervals(boundaries, local_length, size, window);
-  return all_routes(default_owners(local_length, intervals.size()), intervals);
+  std::vector<Route> out;
+  sliding_window_routes(boundaries, local_length, size, window, out);
+  return out;
 }
 
 std::vector<Route> document_prefix_routes(std::span<const std::int64_t> boundaries,
                                           std::int64_t local_length, std::int64_t size,
                                           std::int64_t ratio) {
-  check_arguments(local_length, size, nullptr, "ratio", ratio, true);
-  PrefixPlan plan = prefix_plan(boundaries, local_length, size, ratio);
-  return all_routes(plan.owners, plan.intervals);
+  std::vector<Route> out;
+  document_prefix_routes(boundaries, local_length, size, ratio, out);
+  return out;
 }
 
 }  // namespace hpref

@@ -323,6 +323,42 @@ RC_BOOST_PROP(single_route_equals_the_planner_entry_spec_7, ()) {
             document_prefix_routes(d.boundaries, d.local_length, d.size, ratio)[static_cast<std::size_t>(rank)]);
 }
 
+// Planning into a vector that holds another configuration's routes (more ranks, fewer,
+// other tables, scribbled over) gives exactly the fresh planner's routes; a refused request leaves the
+// vector as it was (every check runs before it is touched).
+RC_BOOST_PROP(planning_into_reused_routes_equals_fresh_planning_spec_7, ()) {
+  Docs old = *docs();
+  Docs d = *docs();
+  auto window = *rc::gen::inRange<std::int64_t>(1, 40);
+  auto ratio = *rc::gen::element<std::int64_t>(1, 2);
+  bool prefix = *rc::gen::arbitrary<bool>();
+  RC_TAG(prefix ? "prefix" : "window", d.size < old.size ? "shrinks" : "grows or same");
+  std::vector<Route> out = prefix ? document_prefix_routes(old.boundaries, old.local_length, old.size, ratio)
+                                  : sliding_window_routes(old.boundaries, old.local_length, old.size, window);
+  for (Route& r : out) {  // what the caller left there need not be a route at all
+    for (auto* table : {&r.send_offsets, &r.input_splits, &r.output_splits}) {
+      std::fill(table->begin(), table->end(), -7);
+    }
+    r.needs_exchange = !r.needs_exchange;
+  }
+  std::vector<Route> before = out;
+  if (prefix) {
+    RC_ASSERT_THROWS_AS(document_prefix_routes(d.boundaries, d.local_length, d.size, 3, out), Error);
+    RC_ASSERT(out == before);
+    document_prefix_routes(d.boundaries, d.local_length, d.size, ratio, out);
+    RC_ASSERT(out == document_prefix_routes(d.boundaries, d.local_length, d.size, ratio));
+  } else {
+    RC_ASSERT_THROWS_AS(sliding_window_routes(d.boundaries, d.local_length, d.size, 0, out), Error);
+    RC_ASSERT(out == before);
+    sliding_window_routes(d.boundaries, d.local_length, d.size, window, out);
+    RC_ASSERT(out == sliding_window_routes(d.boundaries, d.local_length, d.size, window));
+  }
+  std::vector<Interval> shards(static_cast<std::size_t>(d.size));
+  for (std::int64_t p = 0; p < d.size; ++p) shards[static_cast<std::size_t>(p)] = {p * 3, p * 3 + 3};
+  interval_routes(3, shards, std::nullopt, out);
+  RC_ASSERT(out == interval_routes(3, shards));
+}
+
 // Random (often invalid) arguments: a valid route or an hpref::Error, never anything else.
 RC_BOOST_PROP(route_arguments_give_a_valid_route_or_an_error_spec_7, ()) {
   auto small = rc::gen::inRange<std::int64_t>(-3, 20);

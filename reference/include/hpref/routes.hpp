@@ -96,6 +96,16 @@ std::vector<Route> sliding_window_routes(std::span<const std::int64_t> boundarie
 std::vector<Route> document_prefix_routes(std::span<const std::int64_t> boundaries,
                                           std::int64_t local_length, std::int64_t size,
                                           std::int64_t ratio);
+// The same into `out` (resized to `size` routes), reusing the memory of the routes it
+// holds: a planner called every step with the same P writes its O(P^2) tables into warm
+// memory instead of fresh pages (at P = 1024 those are 24 MiB, whose first touch costs more
+// than planning). Every check runs before `out` is touched: on an error it is unchanged.
+void interval_routes(std::int64_t local_length, std::span<const Interval> intervals,
+                     std::optional<std::span<const std::int64_t>> owner_offsets, std::vector<Route>& out);
+void sliding_window_routes(std::span<const std::int64_t> boundaries, std::int64_t local_length,
+                           std::int64_t size, std::int64_t window, std::vector<Route>& out);
+void document_prefix_routes(std::span<const std::int64_t> boundaries, std::int64_t local_length,
+                            std::int64_t size, std::int64_t ratio, std::vector<Route>& out);
 
 // The intervals the window and prefix routes give every peer (SPEC 7.2, 7.4), after the
 // same argument checks; used by the planners above and by tests.
