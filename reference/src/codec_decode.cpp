@@ -183,6 +183,7 @@ class SchemaDecoder {
       auto it = shapes_.find(shape.node_identity());
       if (it != shapes_.end()) return it->second;
     }
+    if (same_dims(shape, last_dims_)) return last_dims_;  // tensors of a segment often share a shape
     auto dims = std::make_shared<std::vector<std::int64_t>>();
     dims->reserve(shape.items().size());
     for (const Value& d : shape.items()) {
@@ -193,7 +194,17 @@ class SchemaDecoder {
       dims->push_back(d.as_int());
     }
     if (shared) shapes_.emplace(shape.node_identity(), dims);
+    last_dims_ = dims;
     return dims;
+  }
+
+  static bool same_dims(const Value& shape, const std::shared_ptr<const std::vector<std::int64_t>>& dims) {
+    if (!dims || dims->size() != shape.items().size()) return false;
+    for (std::size_t i = 0; i < dims->size(); ++i) {
+      const Value& d = shape.items()[i];
+      if (!is_count(d) || d.as_int() != (*dims)[i]) return false;
+    }
+    return true;
   }
 
   Value tensor(std::span<const Value> f) {
@@ -248,7 +259,9 @@ class SchemaDecoder {
   Value mapping(std::span<const Value> f) {
     const Value& entries = children(f, kMappingTag);
     Value out = Value::mapping({});
-    KeySet keys;
+    std::size_t count = entries.items().size();
+    detail::ValueAccess::reserve(out, count);
+    KeySet keys;  // used past kScannedKeys pairs; a smaller mapping is scanned
     for (const Value& pair : entries.items()) {
       if (!is_pair(pair)) {
         throw Error(Errc::invalid_schema_node,
@@ -262,7 +275,7 @@ class SchemaDecoder {
       }
       Value child = decode(pair.items()[1]);
       spend_key_work(key);
-      if (!keys.insert(key)) {
+      if (count > kScannedKeys ? !keys.insert(key) : holds_key(out.entries(), key)) {
         throw Error(Errc::duplicate_mapping_key,
                     "mapping key " + repr(key, 60) + " appears twice in one __hp_mapping__ node");
       }
@@ -276,6 +289,7 @@ class SchemaDecoder {
   std::unordered_map<const void*, Value, SeededHash> cache_;
   std::unordered_map<const void*, std::shared_ptr<const std::vector<std::int64_t>>, SeededHash>
       shapes_;
+  std::shared_ptr<const std::vector<std::int64_t>> last_dims_;  // the shape decoded last
 };
 
 }  // namespace

@@ -260,6 +260,7 @@ class Reader {
       return;
     }
     Value& list = target(what, ValueKind::list);
+    detail::ValueAccess::reserve(list, items.size());
     for (Value& item : items) detail::ValueAccess::append(list, std::move(item));
     check_limits(list);
   }
@@ -269,18 +270,27 @@ class Reader {
       fail(Errc::pickle_stack, std::string(what) + " has an odd number (" +
                                    std::to_string(flat.size()) + ") of keys and values");
     }
-    // Made at the first entry (an empty dict costs no key set). A set left by a freed dict
-    // whose address this one reuses holds keys this one lacks: it is replaced.
     for (std::size_t i = 0; i < flat.size(); i += 2) spend(key_work_units(flat[i]), "dict keys hashed");
-    KeySet& keys = dict_keys_[dict.node_identity()];
-    if (keys.size() != dict.entries().size()) keys = KeySet();
+    // Up to kScannedKeys entries a dict is checked for duplicates by scanning its entries;
+    // past that through a KeySet kept per dict, built from the entries when the dict grows
+    // past the scan (so a set left by a freed dict whose address this one reuses is replaced).
+    std::size_t had = dict.entries().size();
+    KeySet* keys = nullptr;
+    if (had + flat.size() / 2 > kScannedKeys) {
+      keys = &dict_keys_[dict.node_identity()];
+      if (had <= kScannedKeys || keys->size() != had) {
+        *keys = KeySet();
+        for (const auto& entry : dict.entries()) keys->insert(entry.first);
+      }
+    }
+    detail::ValueAccess::reserve(dict, flat.size() / 2);
     for (std::size_t i = 0; i < flat.size(); i += 2) {
       if (!flat[i].is_hashable()) {
         fail(Errc::pickle_unhashable_key, "dict key " + repr(flat[i]) + " of type " +
                                               std::string(value_kind_name(flat[i].kind())) +
                                               " is not hashable");
       }
-      if (!keys.insert(flat[i])) {
+      if (keys != nullptr ? !keys->insert(flat[i]) : holds_key(dict.entries(), flat[i])) {
         fail(Errc::pickle_duplicate_key, "dict key " + repr(flat[i]) + " appears twice");
       }
       detail::ValueAccess::add_entry(dict, std::move(flat[i]), std::move(flat[i + 1]));

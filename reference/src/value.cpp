@@ -241,6 +241,15 @@ void ValueAccess::add_entry(Value& mapping, Value key, Value value) {
   node->entries.emplace_back(std::move(key), std::move(value));
 }
 
+void ValueAccess::reserve(Value& container, std::size_t more) {
+  auto* node = static_cast<Value::Node*>(container.ptr_.get());
+  if (container.kind_ == ValueKind::mapping) {
+    node->entries.reserve(node->entries.size() + more);
+  } else {
+    node->items.reserve(node->items.size() + more);
+  }
+}
+
 long ValueAccess::use_count(const Value& v) noexcept { return v.ptr_.use_count(); }
 
 }  // namespace detail
@@ -505,6 +514,13 @@ KeySet::KeySet() = default;
 KeySet::~KeySet() = default;
 KeySet::KeySet(KeySet&&) noexcept = default;
 KeySet& KeySet::operator=(KeySet&&) noexcept = default;
+
+bool holds_key(std::span<const Value::Entry> entries, const Value& key) noexcept {
+  for (const Value::Entry& e : entries) {
+    if (key_equal(e.first, key)) return true;
+  }
+  return false;
+}
 
 bool KeySet::insert(const Value& key) {
   if (impl_) return impl_->keys.insert(key).second;

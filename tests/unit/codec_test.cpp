@@ -219,6 +219,21 @@ BOOST_AUTO_TEST_CASE(duplicate_keys_in_one_mapping_node_divergence) {
                     Errc::duplicate_mapping_key, "True");
 }
 
+// Past kScannedKeys pairs the mapping's keys go through a KeySet; below, a scan: both find
+// duplicates under key equality, neither reports a false one.
+BOOST_AUTO_TEST_CASE(duplicate_keys_in_large_and_small_mapping_nodes) {
+  Value child = T({S("__hp_value__"), I(1)});
+  for (std::int64_t n : {5, 16, 17, 40}) {
+    std::vector<Value> pairs;
+    for (std::int64_t k = 0; k < n; ++k) pairs.push_back(T({I(k + 2), child}));
+    auto items = decode(one(T({S("__hp_mapping__"), T(pairs)})));
+    BOOST_TEST(items[0].second.entries().size() == static_cast<std::size_t>(n));
+    pairs.push_back(T({Value::floating(static_cast<double>(n - 1 + 2)), child}));
+    HPREF_CHECK_ERROR(decode(one(T({S("__hp_mapping__"), T(pairs)}))), Errc::duplicate_mapping_key,
+                      "mapping key " + std::to_string(n + 1) + ".0 appears twice");
+  }
+}
+
 BOOST_AUTO_TEST_CASE(unhashable_keys) {
   Value child = T({S("__hp_value__"), I(1)});
   HPREF_CHECK_ERROR(decode(one(T({S("__hp_mapping__"), T({T({L({}), child})})}))),

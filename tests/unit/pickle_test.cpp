@@ -274,11 +274,33 @@ BOOST_AUTO_TEST_CASE(strings_that_are_not_utf8) {
 }
 
 BOOST_AUTO_TEST_CASE(dict_keys_equal_under_key_equality) {
-  HPREF_CHECK_ERROR(read("\x80\x05}(K\x01N\x88Nu."sv), Errc::pickle_duplicate_key, "True");
+  HPREF_CHECK_ERROR(read("\x80\x05}(K\x01N\x88Nu."sv), Errc::pickle_duplicate_key, "dict key True appears twice");
   HPREF_CHECK_ERROR(read("\x80\x05(K\x01NG\x3f\xf0\x00\x00\x00\x00\x00\x00Nd."sv),
                     Errc::pickle_duplicate_key, "1.0");
   // SETITEM one at a time also checks.
   HPREF_CHECK_ERROR(read("\x80\x05}K\x00Ns\x89Ns."sv), Errc::pickle_duplicate_key, "False");
+}
+
+// Up to kScannedKeys entries a dict is checked by scanning its entries, past that by a key
+// set built from them when it grows past the scan: a duplicate is found on either side of
+// that change and across it, and no false duplicate is reported.
+BOOST_AUTO_TEST_CASE(dict_duplicates_found_scanned_and_hashed) {
+  auto key = [](int k) { return std::string("K") + static_cast<char>(k) + "N"; };
+  std::string one_by_one = "\x80\x05}";
+  for (int k = 0; k < 16; ++k) one_by_one += key(k) + "s";
+  // 16 entries scanned, then a batch of 4 crossing into the key set, repeating key 3.
+  HPREF_CHECK_ERROR(read(one_by_one + "(" + key(16) + key(17) + key(3) + key(18) + "u."),
+                    Errc::pickle_duplicate_key, "dict key 3 appears twice");
+  std::string batch = "\x80\x05}(";
+  for (int k = 0; k < 20; ++k) batch += key(k);
+  HPREF_CHECK_ERROR(read(batch + key(7) + "u."), Errc::pickle_duplicate_key, "dict key 7 appears twice");  // in one batch
+  HPREF_CHECK_ERROR(read(batch + "u" + key(0) + "s."), Errc::pickle_duplicate_key, "dict key 0 appears twice");  // set, later
+  HPREF_CHECK_ERROR(read(batch + "u\x88Ns."), Errc::pickle_duplicate_key, "dict key True appears twice");  // True == 1
+  Value ok = read(batch + "u(" + key(40) + key(41) + "u" + key(42) + "s.");
+  BOOST_TEST(ok.entries().size() == 23u);
+  Value small = read(one_by_one + ".");
+  BOOST_TEST(small.entries().size() == 16u);
+  HPREF_CHECK_ERROR(read(one_by_one + key(15) + "s."), Errc::pickle_duplicate_key, "dict key 15 appears twice");  // scanned
 }
 
 BOOST_AUTO_TEST_CASE(unhashable_dict_keys) {

@@ -136,6 +136,11 @@ struct KeyEqual {
   bool operator()(const Value& a, const Value& b) const noexcept { return key_equal(a, b); }
 };
 
+// Whether `entries` hold a key equal to `key` (key equality): how decoders check a
+// mapping of up to kScannedKeys entries for duplicates, without a KeySet's allocations.
+bool holds_key(std::span<const Value::Entry> entries, const Value& key) noexcept;
+inline constexpr std::size_t kScannedKeys = 16;
+
 // A set of keys under key equality; insert() returns false for a key already present.
 // Small sets are scanned linearly (no hashing, one allocation); larger ones are hashed.
 class KeySet {

@@ -11,6 +11,8 @@ struct ValueAccess {
   static void append(Value& container, Value child);
   // Adds an entry to a mapping under construction (the caller checks duplicates).
   static void add_entry(Value& mapping, Value key, Value value);
+  // Makes room for `more` further items (list, tuple) or entries (mapping).
+  static void reserve(Value& container, std::size_t more);
   // Count of owners of a container node (1: only its parent holds it).
   static long use_count(const Value& v) noexcept;
 };
