@@ -69,7 +69,6 @@ class Matcher {
   // The work `id` launched by `rank`, or null.
   const WorkRef* work(std::uint64_t id, int rank) const;
   const WorkRef& work(std::uint64_t id) const { return works_[id - 1]; }
-  const WorkRef& last_work() const { return works_.back(); }
 
  private:
   Groups& groups_;

@@ -89,8 +89,8 @@ void Scheduler::serve(int r) {
     if (!await_wake(r)) return;
     delivery_.release(r);
     switch (slot(r).req) {
-      case Req::launch: on_launch(r); break;  // the same rank stages its data
-      case Req::finish: on_finish(r); break;
+      case Req::launch:  // the same rank then stages its data
+      case Req::finish: on_stage(r); break;
       case Req::launch_staged: on_staged(r); return;
       case Req::wait: on_wait(r); return;
       case Req::new_group: on_new_group(r); return;
@@ -271,7 +271,7 @@ int Scheduler::launch_member(int r) {
   return m;
 }
 
-// Stages r's send data; false after answering r with comm_resource.
+// Stages r's data; false after answering r with comm_resource.
 bool Scheduler::stage(int r) {
   Slot& s = slot(r);
   try {
@@ -283,16 +283,17 @@ bool Scheduler::stage(int r) {
   }
 }
 
-void Scheduler::on_launch(int r) {
+// launch (when the data does not fit in the slot) and finish: a staging area.
+void Scheduler::on_stage(int r) {
   slot(r).status = 0;
-  if (launch_member(r) >= 0) stage(r);
+  if (slot(r).req == Req::finish || launch_member(r) >= 0) stage(r);
 }
 
 void Scheduler::on_staged(int r) {
   Slot& s = slot(r);
   ranks_[r].state = State::ready;
   // Checked here too: sends of up to kInlineBytes (empty ones included) travel in the slot
-  // and skip on_launch.
+  // and skip on_stage.
   int m = launch_member(r);
   if (m < 0) return;
   if (s.inline_data && s.stage_bytes > 0) {
@@ -343,16 +344,6 @@ void Scheduler::on_new_group(int r) {
     slot(p).status = 0;
     slot(p).handle = static_cast<std::uint64_t>(id);
     ranks_[p].state = State::ready;
-  }
-}
-
-void Scheduler::on_finish(int r) {
-  Slot& s = slot(r);
-  s.status = 0;
-  try {
-    s.handle = delivery_.stage(r, s.stage_bytes);
-  } catch (const CommError& e) {
-    s.status = static_cast<std::int32_t>(e.code());
   }
 }
 

@@ -53,11 +53,10 @@ class Scheduler {
   // Requests.
   int launch_member(int r);
   bool stage(int r);
-  void on_launch(int r);
+  void on_stage(int r);
   void on_staged(int r);
   void on_wait(int r);
   void on_new_group(int r);
-  void on_finish(int r);
   void on_finish_staged(int r);
   // Operations and groups.
   void advance(const OpKey& key);
