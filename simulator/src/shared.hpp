@@ -22,7 +22,9 @@ inline constexpr std::size_t kInlineBytes = 4096;
 // most kMaxRanks members: signature_wire_bytes(kMaxRanks), checked by the scheduler).
 inline constexpr std::size_t kSignatureBytes = 8 * (6 + 2 * kMaxRanks);
 
-enum class Req : std::int32_t { none, new_group, launch, launch_staged, wait, finish, finish_staged };
+enum class Req : std::int32_t {
+  none, new_group, launch, launch_staged, wait, finish, finish_staged
+};
 // How a rank function ended: returned, threw an hpref::Error (its Errc travels), or threw
 // anything else.
 enum class Finish : std::int32_t { ok, error, exception };

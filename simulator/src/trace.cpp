@@ -51,7 +51,8 @@ void Trace::new_group(int id, const std::vector<int>& ranks, const std::string& 
 }
 
 void Trace::exit(int rank, bool ok, std::string_view kind) {
-  lines_.push_back("r" + std::to_string(rank) + (ok ? " exit ok" : " exit error " + std::string(kind)));
+  std::string how = ok ? " exit ok" : " exit error " + std::string(kind);
+  lines_.push_back("r" + std::to_string(rank) + how);
 }
 
 void Trace::died(int rank) { lines_.push_back("r" + std::to_string(rank) + " died"); }
