@@ -1,5 +1,5 @@
-// Cluster::run: the segment, the rank processes, cleanup on every exit path; fault plans,
-// failure classes and the trace hash.
+// Cluster::run: the segment, the rank processes, cleanup on every exit path; failure
+// classes.
 #include "hpref/sim/cluster.hpp"
 
 #include <dirent.h>
@@ -17,8 +17,9 @@
 #include <new>
 #include <ostream>
 
-#include "monitor.hpp"
+#include "faults.hpp"
 #include "rank_comm.hpp"
+#include "scheduler.hpp"
 
 namespace hpref::sim {
 namespace {
@@ -109,82 +110,21 @@ class Session {
   signal(SIGTERM, SIG_DFL);
   while (sem_wait(&control->slots[rank].go) != 0) {
   }
-  std::uint64_t crash_at = 0;
-  for (const Fault& f : options.faults) {
-    if (f.kind == Fault::Kind::crash && f.rank == rank) crash_at = f.at;
-  }
-  detail::RankComm comm(control, base, rank, size, options.world_backend, crash_at);
+  detail::RankComm comm(control, base, rank, size, options.world_backend,
+                        detail::FaultPlan::crash_call(options.faults, rank));
+  using detail::Finish;
   try {
-    std::string value = fn(comm);
-    comm.finish(true, "", value);
+    comm.finish(Finish::ok, Errc::internal, fn(comm));
   } catch (const Error& e) {
-    comm.finish(false, std::string(e.kind()), e.what());
+    comm.finish(Finish::error, e.code(), e.what());
   } catch (const std::exception& e) {
-    comm.finish(false, "exception", e.what());
+    comm.finish(Finish::exception, Errc::internal, e.what());
   } catch (...) {
-    comm.finish(false, "exception", "a non-standard exception");
+    comm.finish(Finish::exception, Errc::internal, "a non-standard exception");
   }
-}
-
-std::uint64_t parse_number(std::string_view text, std::string_view spec) {
-  std::uint64_t v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
-    throw Error(Errc::invalid_argument, "fault '" + std::string(spec) +
-                                            "' is not crash:R@K, flip:R@K[:B] or delay:R@K");
-  }
-  return v;
 }
 
 }  // namespace
-
-Fault Fault::parse(std::string_view spec) {
-  Fault f;
-  auto colon = spec.find(':');
-  auto at = spec.find('@');
-  if (colon == std::string_view::npos || at == std::string_view::npos || at < colon) {
-    parse_number("", spec);
-  }
-  std::string_view kind = spec.substr(0, colon);
-  if (kind == "crash") {
-    f.kind = Kind::crash;
-  } else if (kind == "flip") {
-    f.kind = Kind::flip;
-  } else if (kind == "delay") {
-    f.kind = Kind::delay;
-  } else {
-    parse_number("", spec);
-  }
-  f.rank = static_cast<int>(parse_number(spec.substr(colon + 1, at - colon - 1), spec));
-  std::string_view rest = spec.substr(at + 1);
-  auto second = rest.find(':');
-  f.at = parse_number(rest.substr(0, second), spec);
-  if (second != std::string_view::npos) {
-    if (f.kind != Kind::flip) parse_number("", spec);
-    f.byte = static_cast<std::int64_t>(parse_number(rest.substr(second + 1), spec));
-  }
-  if (f.at == 0 && f.kind != Kind::delay) {
-    throw Error(Errc::invalid_argument, "fault '" + std::string(spec) + "': K counts from 1");
-  }
-  return f;
-}
-
-Fault Fault::drawn(std::uint64_t seed, int ranks) {
-  SplitMix64 rng(seed ^ 0xfa017c0ffeeULL);
-  Fault f;
-  f.kind = static_cast<Kind>(rng.next() % 3);
-  f.rank = static_cast<int>(rng.next() % static_cast<std::uint64_t>(std::max(ranks, 1)));
-  f.at = 1 + rng.next() % 8;
-  return f;
-}
-
-std::string Fault::str() const {
-  const char* names[] = {"crash", "flip", "delay"};
-  std::string out = std::string(names[static_cast<int>(kind)]) + ":" + std::to_string(rank) + "@" +
-                    std::to_string(at);
-  if (kind == Kind::flip && byte >= 0) out += ":" + std::to_string(byte);
-  return out;
-}
 
 std::string_view failure_name(Failure f) noexcept {
   switch (f) {
@@ -224,16 +164,13 @@ Failure RunResult::failure() const {
   for (const RankOutcome& o : outcomes) {
     if (o.status == RankOutcome::Status::died) peer = true;
     if (o.status != RankOutcome::Status::error) continue;
-    if (o.kind == "comm_mismatch") {
-      mismatch = true;
-    } else if (o.kind == "comm_deadlock") {
-      deadlock = true;
-    } else if (o.kind == "comm_buffer_mutated" || o.kind == "comm_memory_space") {
-      detected = true;
-    } else if (o.kind == "comm_peer_failed") {
-      peer = true;
-    } else {
-      other = true;
+    switch (o.code.value_or(Errc::internal)) {
+      case Errc::comm_mismatch: mismatch = true; break;
+      case Errc::comm_deadlock: deadlock = true; break;
+      case Errc::comm_buffer_mutated:
+      case Errc::comm_memory_space: detected = true; break;
+      case Errc::comm_peer_failed: peer = true; break;
+      default: other = true;
     }
   }
   if (mismatch) return Failure::mismatch;
@@ -241,15 +178,6 @@ Failure RunResult::failure() const {
   if (detected) return Failure::check;
   if (peer) return Failure::peer_failure;
   return other ? Failure::check : Failure::none;
-}
-
-std::uint64_t trace_hash(std::span<const std::string> lines) noexcept {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (const std::string& line : lines) {
-    h = fnv1a64(line.data(), line.size(), h);
-    h = fnv1a64("\n", 1, h);
-  }
-  return h;
 }
 
 std::vector<std::string> leftover_segments(int creator) {
@@ -306,8 +234,7 @@ RunResult Cluster::run(int ranks, const Options& options, const RankFn& fn) {
     g_children[g_child_count++] = pid;
   }
   if (options.on_started) options.on_started(std::vector<int>(pids.begin(), pids.end()));
-  detail::Monitor monitor(control, session.segment(), ranks, options, pids);
-  return monitor.run();
+  return detail::Scheduler(control, session.segment(), ranks, options, pids).run();
 }
 
 }  // namespace hpref::sim

@@ -20,19 +20,10 @@ namespace hpref::sim::detail {
 
 // What a launch stages and how its wait delivers.
 struct RankComm::Launch {
-  Launch(const Group* g, OpKind k) : group(g), kind(k) {}
-  const Group* group;
-  OpKind kind;
-  int root = -1;
-  ReduceOp op = ReduceOp::sum;
-  DType dtype = DType::int64;
-  const void* send = nullptr;  // staged at launch, checked unchanged at wait
-  std::size_t send_bytes = 0;
-  void* recv = nullptr;
-  std::size_t recv_bytes = 0;
-  std::uint64_t in_bytes = 0;  // the signature's byte count
-  std::uint64_t out_bytes = 0;
-  std::span<const std::size_t> counts_in, counts_out;
+  const Group& group;
+  OpSignature sig;
+  ConstBuffer send;  // staged at launch, checked unchanged at wait
+  MutableBuffer recv;
 };
 
 struct RankComm::SimWork final : Work::State {
@@ -40,11 +31,9 @@ struct RankComm::SimWork final : Work::State {
   std::uint64_t id = 0;
   OpKind kind = OpKind::barrier;
   int group = -1;
-  const void* send = nullptr;
-  std::size_t send_bytes = 0;
+  ConstBuffer send;
   std::uint64_t send_sum = 0;
-  void* recv = nullptr;
-  std::size_t recv_bytes = 0;
+  MutableBuffer recv;
   bool done = false;
   std::optional<CommError> error;
   void wait() override { comm->wait_work(*this); }
@@ -105,28 +94,19 @@ Work RankComm::launch(const Launch& l) {
   point();
   Slot& s = slot();
   s.req = Req::launch;
-  s.kind = l.kind;
-  s.group = l.group->id();
-  s.root = l.root;
-  s.reduce_op = static_cast<std::int32_t>(l.op);
-  s.dtype = static_cast<std::int32_t>(l.dtype);
-  s.in_bytes = l.in_bytes;
-  s.out_bytes = l.out_bytes;
-  std::fill(s.counts_in, s.counts_in + kMaxRanks, 0);
-  std::fill(s.counts_out, s.counts_out + kMaxRanks, 0);
-  std::copy(l.counts_in.begin(), l.counts_in.end(), s.counts_in);
-  std::copy(l.counts_out.begin(), l.counts_out.end(), s.counts_out);
-  s.stage_bytes = l.send_bytes;
+  s.group = l.group.id();
+  write_signature(l.sig, l.group.size(), s.signature);
+  s.stage_bytes = l.send.bytes;
   auto work = std::make_shared<SimWork>();
   // The data is taken at launch: small sends travel in the slot, larger ones are copied
   // into a staging area the monitor hands out first.
-  s.inline_data = l.send_bytes <= kInlineBytes;
+  s.inline_data = l.send.bytes <= kInlineBytes;
   if (s.inline_data) {
-    work->send_sum = copy_with_checksum(s.data, l.send, l.send_bytes);
+    work->send_sum = copy_with_checksum(s.data, l.send.data, l.send.bytes);
   } else {
     call();
     if (s.status != 0) throw_response();
-    work->send_sum = copy_with_checksum(base_ + s.handle, l.send, l.send_bytes);
+    work->send_sum = copy_with_checksum(base_ + s.handle, l.send.data, l.send.bytes);
   }
   s.checksum = work->send_sum;
   s.req = Req::launch_staged;
@@ -134,12 +114,10 @@ Work RankComm::launch(const Launch& l) {
   if (s.status != 0) throw_response();
   work->comm = this;
   work->id = s.work_id;
-  work->kind = l.kind;
-  work->group = l.group->id();
+  work->kind = l.sig.kind;
+  work->group = l.group.id();
   work->send = l.send;
-  work->send_bytes = l.send_bytes;
   work->recv = l.recv;
-  work->recv_bytes = l.recv_bytes;
   return Work(work);
 }
 
@@ -162,7 +140,7 @@ void RankComm::wait_work(SimWork& w) {
       throw;
     }
   }
-  if (w.send_bytes && buffer_checksum(w.send, w.send_bytes) != w.send_sum) {
+  if (w.send.bytes && buffer_checksum(w.send.data, w.send.bytes) != w.send_sum) {
     w.error = CommError(Errc::comm_buffer_mutated,
                         std::string("rank ") + std::to_string(rank_) + " changed its send buffer of " +
                             op_kind_name(w.kind) + " on group " + std::to_string(w.group) +
@@ -170,86 +148,52 @@ void RankComm::wait_work(SimWork& w) {
                         w.group, -1, {rank_});
     throw *w.error;
   }
-  auto* out = static_cast<char*>(w.recv);
+  auto* out = static_cast<char*>(w.recv.data);
   for (std::int32_t i = 0; i < s.npieces; ++i) {
     const Piece& p = s.pieces[i];
     if (p.bytes) std::memcpy(out + p.dst, base_ + p.handle + p.offset, p.bytes);
   }
-  if (s.flip_byte >= 0 && static_cast<std::size_t>(s.flip_byte) < w.recv_bytes) {
+  if (s.flip_byte >= 0 && static_cast<std::size_t>(s.flip_byte) < w.recv.bytes) {
     out[s.flip_byte] = static_cast<char>(out[s.flip_byte] ^ 0xff);
   }
 }
 
 Work RankComm::all_gather(const Group& group, ConstBuffer in, MutableBuffer out) {
-  check_all_gather(group, rank_, in, out);
-  Launch l(&group, OpKind::all_gather);
-  l.send = in.data;
-  l.send_bytes = in.bytes;
-  l.recv = out.data;
-  l.recv_bytes = out.bytes;
-  l.in_bytes = in.bytes;
-  return launch(l);
+  return launch({group, check_all_gather(group, rank_, in, out), in, out});
 }
 
 Work RankComm::broadcast(const Group& group, MutableBuffer buffer, int root) {
-  check_broadcast(group, rank_, buffer, root);
-  Launch l(&group, OpKind::broadcast);
-  l.root = root;
-  l.in_bytes = buffer.bytes;
-  if (root == rank_) {
-    l.send = buffer.data;
-    l.send_bytes = buffer.bytes;
-  } else {
-    l.recv = buffer.data;
-    l.recv_bytes = buffer.bytes;
-  }
-  return launch(l);
+  OpSignature sig = check_broadcast(group, rank_, buffer, root);
+  if (root == rank_) return launch({group, std::move(sig), buffer, {}});
+  return launch({group, std::move(sig), {}, buffer});
 }
 
 Work RankComm::all_reduce(const Group& group, MutableBuffer buffer, DType dtype, ReduceOp op) {
-  check_all_reduce(group, rank_, buffer, dtype, op);
-  Launch l(&group, OpKind::all_reduce);
-  l.op = op;
-  l.dtype = dtype;
-  l.send = buffer.data;
-  l.send_bytes = buffer.bytes;
-  l.recv = buffer.data;
-  l.recv_bytes = buffer.bytes;
-  l.in_bytes = buffer.bytes;
-  return launch(l);
+  return launch({group, check_all_reduce(group, rank_, buffer, dtype, op), buffer, buffer});
 }
 
-Work RankComm::all_to_all_v(const Group& group, ConstBuffer in, std::span<const std::size_t> in_counts,
-                            MutableBuffer out, std::span<const std::size_t> out_counts) {
+Work RankComm::all_to_all_v(const Group& group, ConstBuffer in,
+                            std::span<const std::size_t> in_counts, MutableBuffer out,
+                            std::span<const std::size_t> out_counts) {
   OpSignature sig = check_all_to_all_v(group, rank_, in, in_counts, out, out_counts);
   std::size_t received = std::accumulate(out_counts.begin(), out_counts.end(), std::size_t{0});
-  Launch l(&group, OpKind::all_to_all_v);
-  l.send = in.data;
-  l.send_bytes = sig.bytes;
-  l.recv = out.data;
-  l.recv_bytes = received;
-  l.in_bytes = sig.bytes;
-  l.out_bytes = received;
-  l.counts_in = in_counts;
-  l.counts_out = out_counts;
-  return launch(l);
+  ConstBuffer send{in.data, sig.bytes, in.space};
+  return launch({group, std::move(sig), send, {out.data, received, out.space}});
 }
 
 Work RankComm::barrier(const Group& group) {
-  check_barrier(group, rank_);
-  Launch l(&group, OpKind::barrier);
-  return launch(l);
+  return launch({group, check_barrier(group, rank_), {}, {}});
 }
 
-void RankComm::finish(bool ok, const std::string& kind, const std::string& text) {
-  std::string outcome = ok ? text : kind + '\n' + text;
+void RankComm::finish(Finish how, Errc code, const std::string& text) {
   Slot& s = slot();
   s.req = Req::finish;
-  s.outcome_status = ok ? 0 : 1;
-  s.stage_bytes = outcome.size();
+  s.stage_bytes = text.size();
   call();
-  if (s.status == 0 && !outcome.empty()) std::memcpy(base_ + s.handle, outcome.data(), outcome.size());
+  if (s.status == 0 && !text.empty()) std::memcpy(base_ + s.handle, text.data(), text.size());
   s.req = Req::finish_staged;
+  s.finish = how;
+  s.finish_code = static_cast<std::int32_t>(code);
   std::fflush(nullptr);
 #ifdef HPREF_GCOV_DUMP
   __gcov_dump();  // while holding the baton: the monitor waits, the run is unchanged

@@ -28,7 +28,8 @@ class RankComm final : public Communicator {
   Work barrier(const Group& group) override;
 
   // Reports the rank function's outcome to the monitor and ends the process.
-  [[noreturn]] void finish(bool ok, const std::string& kind, const std::string& text);
+  // `text`: the returned value, or the error's message; `code`: Finish::error's kind.
+  [[noreturn]] void finish(Finish how, Errc code, const std::string& text);
 
   struct Launch;
   struct SimWork;

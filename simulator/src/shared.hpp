@@ -18,9 +18,16 @@ inline constexpr std::size_t kNameBytes = 128;
 // Send data up to this size travels in the slot itself: one round trip per launch.
 inline constexpr std::size_t kInlineBytes = 4096;
 
-enum class Req : std::int32_t { none, new_group, launch, launch_staged, wait, finish, finish_staged };
-using hpref::OpKind;
-using hpref::op_kind_name;
+// An operation's signature in its wire form (write_signature over the group's size, at
+// most kMaxRanks members: signature_wire_bytes(kMaxRanks), checked by the scheduler).
+inline constexpr std::size_t kSignatureBytes = 8 * (6 + 2 * kMaxRanks);
+
+enum class Req : std::int32_t {
+  none, new_group, launch, launch_staged, wait, finish, finish_staged
+};
+// How a rank function ended: returned, threw an hpref::Error (its Errc travels), or threw
+// anything else.
+enum class Finish : std::int32_t { ok, error, exception };
 
 // A copy a rank makes at wait(): bytes from a staged area into its output buffer.
 struct Piece {
@@ -34,15 +41,8 @@ struct Slot {
   sem_t go;  // the monitor posts: your turn, your response is ready
   // ---- request (rank -> monitor)
   Req req;
-  OpKind kind;
   std::int32_t group;
-  std::int32_t root;
-  std::int32_t reduce_op;
-  std::int32_t dtype;
-  std::uint64_t in_bytes;
-  std::uint64_t out_bytes;
-  std::uint64_t counts_in[kMaxRanks];
-  std::uint64_t counts_out[kMaxRanks];
+  std::uint8_t signature[kSignatureBytes];
   std::int32_t nranks;
   std::int32_t ranks[kMaxRanks];
   char backend[kNameBytes];
@@ -51,7 +51,8 @@ struct Slot {
   std::uint64_t checksum;     // launch_staged: checksum of the staged bytes
   std::int32_t inline_data;   // launch_staged: the bytes are in `data` (not yet staged)
   unsigned char data[kInlineBytes];
-  std::int32_t outcome_status;  // finish: 0 ok, 1 error
+  Finish finish;             // finish_staged: how the rank function ended
+  std::int32_t finish_code;  // Finish::error: the Errc
   // ---- response (monitor -> rank)
   std::int32_t status;  // 0 ok, else an Errc value
   std::int32_t err_group;

@@ -59,8 +59,9 @@ struct RankOutcome {
   enum class Status { ok, error, died };
   Status status = Status::ok;
   std::string value;    // ok: what the rank function returned
-  std::string kind;     // error: the hpref::Error kind ("comm_deadlock", ...)
+  std::string kind;     // error: errc_name(code) ("comm_deadlock", ...), or "exception"
   std::string message;  // error: what(); died: how
+  std::optional<Errc> code;  // error: the hpref::Error's code; none for another exception
 };
 
 std::ostream& operator<<(std::ostream& os, RankOutcome::Status s);

@@ -1,0 +1,138 @@
+// Buffers, refcounts and what a wait delivers (see delivery.hpp).
+#include "delivery.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+namespace hpref::sim::detail {
+
+void respond_error(Slot& s, const CommError& e) {
+  std::string shown = e.what();
+  if (shown.size() >= kMessageBytes) {
+    shown = shown.substr(0, kMessageBytes - 40) + " ... (message shortened)";
+  }
+  s.status = static_cast<std::int32_t>(e.code());
+  std::memcpy(s.message, shown.c_str(), shown.size() + 1);
+  s.err_group = e.group();
+  s.err_seq = e.seq();
+  s.err_nranks = static_cast<std::int32_t>(std::min<std::size_t>(e.ranks().size(), kMaxRanks));
+  std::copy(e.ranks().begin(), e.ranks().begin() + s.err_nranks, s.err_ranks);
+  s.npieces = 0;
+}
+
+Delivery::Delivery(boost::interprocess::managed_shared_memory& segment,
+                   std::size_t segment_bytes, Matcher& matcher, const Groups& groups, int ranks)
+    : segment_(segment), base_(static_cast<char*>(segment.get_address())),
+      segment_bytes_(segment_bytes), matcher_(matcher), groups_(groups),
+      stage_(static_cast<std::size_t>(ranks), 0), held_(static_cast<std::size_t>(ranks)) {}
+
+std::uint64_t Delivery::allocate(std::uint64_t bytes) {
+  if (bytes == 0) return 0;
+  void* p = segment_.allocate(bytes, std::nothrow);
+  if (p == nullptr) {
+    throw CommError(Errc::comm_resource, "the simulator segment has no room for " +
+                                             std::to_string(bytes) +
+                                             " more bytes; raise Options::segment_bytes (now " +
+                                             std::to_string(segment_bytes_) + ")");
+  }
+  return static_cast<std::uint64_t>(static_cast<char*>(p) - base_);
+}
+
+void Delivery::deallocate(std::uint64_t& handle) {
+  if (handle != 0) segment_.deallocate(base_ + handle);
+  handle = 0;
+}
+
+std::uint64_t Delivery::stage(int r, std::uint64_t bytes) {
+  return stage_[static_cast<std::size_t>(r)] = allocate(bytes);
+}
+
+std::uint64_t Delivery::take_stage(int r) {
+  return std::exchange(stage_[static_cast<std::size_t>(r)], 0);
+}
+
+void Delivery::drop_stage(int r) { deallocate(stage_[static_cast<std::size_t>(r)]); }
+
+std::string Delivery::take_text(int r, std::uint64_t bytes) {
+  std::uint64_t handle = take_stage(r);
+  std::string text = handle ? std::string(base_ + handle, bytes) : std::string();
+  deallocate(handle);
+  return text;
+}
+
+void Delivery::reduce(Op& op) {
+  const OpSignature& sig = op.sig();
+  if (sig.kind != OpKind::all_reduce || sig.bytes == 0) return;
+  op.result = allocate(sig.bytes);
+  std::memcpy(base_ + op.result, base_ + op.members[0].handle, sig.bytes);
+  for (std::size_t i = 1; i < op.members.size(); ++i) {
+    reduce_into(sig.dtype, sig.op, base_ + op.result, base_ + op.members[i].handle,
+                sig.bytes / element_size(sig.dtype));
+  }
+}
+
+std::uint64_t Delivery::pieces(Slot& s, const Op& op, const WorkRef& w) const {
+  const OpSignature& sig = op.sig();
+  s.npieces = 0;
+  auto add = [&](std::uint64_t handle, std::uint64_t offset, std::uint64_t bytes,
+                 std::uint64_t dst) { s.pieces[s.npieces++] = {handle, offset, bytes, dst}; };
+  auto m = static_cast<std::size_t>(w.member);
+  switch (sig.kind) {
+    case OpKind::all_gather:
+      for (std::size_t i = 0; i < op.members.size(); ++i) {
+        add(op.members[i].handle, 0, sig.bytes, i * sig.bytes);
+      }
+      return sig.bytes * op.members.size();
+    case OpKind::broadcast: {
+      if (sig.root == w.rank) return 0;
+      int root = groups_[w.key.group].group.index_of(sig.root);
+      add(op.members[static_cast<std::size_t>(root)].handle, 0, sig.bytes, 0);
+      return sig.bytes;
+    }
+    case OpKind::all_reduce: add(op.result, 0, sig.bytes, 0); return sig.bytes;
+    case OpKind::all_to_all_v: {
+      std::uint64_t dst = 0;
+      for (std::size_t i = 0; i < op.members.size(); ++i) {
+        const std::vector<std::uint64_t>& counts = op.sigs[i].counts_in;
+        std::uint64_t offset = 0;
+        for (std::size_t j = 0; j < m; ++j) offset += counts[j];
+        add(op.members[i].handle, offset, counts[m], dst);
+        dst += counts[m];
+      }
+      return dst;
+    }
+    case OpKind::barrier: return 0;
+  }
+  return 0;
+}
+
+void Delivery::release(int r) {
+  std::vector<WorkRef>& held = held_[static_cast<std::size_t>(r)];
+  for (const WorkRef& w : held) consume(w.key, w.member);
+  held.clear();
+}
+
+void Delivery::consume_all(int r) {
+  std::vector<OpKey> keys;
+  for (auto& [key, op] : matcher_.ops()) keys.push_back(key);
+  for (const OpKey& key : keys) {
+    int m = groups_[key.group].group.index_of(r);
+    if (m >= 0) consume(key, m);
+  }
+}
+
+void Delivery::consume(const OpKey& key, int member) {
+  auto it = matcher_.ops().find(key);
+  if (it == matcher_.ops().end()) return;
+  Op& op = it->second;
+  Member& me = op.members[static_cast<std::size_t>(member)];
+  if (me.consumed) return;
+  me.consumed = true;
+  if (--op.unconsumed > 0) return;
+  for (Member& x : op.members) deallocate(x.handle);
+  deallocate(op.result);
+  matcher_.ops().erase(it);
+}
+
+}  // namespace hpref::sim::detail

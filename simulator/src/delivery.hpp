@@ -1,0 +1,54 @@
+// Data (SPEC 9.3): the segment's buffers and what each wait delivers. Send data is staged
+// at launch; an operation's buffers live until every member has consumed its share (copied
+// it at its wait, or is gone); an all_reduce is reduced once, in member order. Only the
+// monitor allocates in the segment. respond_error writes any error answer into a slot.
+#pragma once
+
+#include <boost/interprocess/managed_shared_memory.hpp>
+#include <cstdint>
+#include <vector>
+
+#include "matcher.hpp"
+#include "shared.hpp"
+
+namespace hpref::sim::detail {
+
+void respond_error(Slot& s, const CommError& e);
+
+class Delivery {
+ public:
+  Delivery(boost::interprocess::managed_shared_memory& segment, std::size_t segment_bytes,
+           Matcher& matcher, const Groups& groups, int ranks);
+  char* at(std::uint64_t handle) const { return base_ + handle; }
+  // A staging area for rank r's next launch or outcome (0 bytes: none). CommError
+  // comm_resource when the segment is full.
+  std::uint64_t stage(int r, std::uint64_t bytes);
+  std::uint64_t take_stage(int r);  // now the operation's
+  void drop_stage(int r);
+  // The `bytes` rank r staged (its outcome) as text; the area is freed.
+  std::string take_text(int r, std::uint64_t bytes);
+  // all_reduce: the members' data reduced in member order (CommError comm_resource).
+  void reduce(Op& op);
+  // The pieces of work `w`'s operation its rank copies, into `s`; the bytes received.
+  std::uint64_t pieces(Slot& s, const Op& op, const WorkRef& w) const;
+  // Rank r may copy from `w`'s buffers until its next request.
+  void hold(int r, const WorkRef& w) { held_[static_cast<std::size_t>(r)].push_back(w); }
+  void release(int r);  // r made its next request, or is gone
+  // The member has copied its share or is gone; the last one frees the op's buffers.
+  void consume(const OpKey& key, int member);
+  void consume_all(int r);  // r is gone: its share of every operation
+
+ private:
+  std::uint64_t allocate(std::uint64_t bytes);
+  void deallocate(std::uint64_t& handle);
+
+  boost::interprocess::managed_shared_memory& segment_;
+  char* base_;
+  std::size_t segment_bytes_;
+  Matcher& matcher_;
+  const Groups& groups_;
+  std::vector<std::uint64_t> stage_;         // per rank: handed out, not yet launched
+  std::vector<std::vector<WorkRef>> held_;  // per rank
+};
+
+}  // namespace hpref::sim::detail

@@ -1,0 +1,34 @@
+// The run's trace (SPEC 9.3): typed events, each written as one line in schedule order;
+// the lines are RunResult::trace and their FNV-1a 64 is the trace hash (cluster.hpp).
+// chrome_trace.cpp reads these lines back: a new event or field is a change there too.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hpref/op_signature.hpp"
+
+namespace hpref::sim::detail {
+
+class Trace {
+ public:
+  // "r2 g1 s3 all_to_all_v bytes=96/64 in=[..] out=[..] sum=<checksum>"
+  void launch(int rank, int group, std::int64_t seq, const OpSignature& sig, std::uint64_t sum);
+  // past: the byte is past the `received` bytes and nothing was flipped.
+  void flip(int rank, int group, std::int64_t seq, std::int64_t byte, bool past,
+            std::uint64_t received);
+  void new_group(int id, const std::vector<int>& ranks, const std::string& backend);
+  void exit(int rank, bool ok, std::string_view kind);
+  void died(int rank);
+  void deadlock(const std::vector<int>& blocked);
+  // Ranks stuck in new_group #id while others went past it.
+  void skipped_new_group(int id, const std::vector<int>& blocked);
+  std::vector<std::string> take() { return std::move(lines_); }
+
+ private:
+  std::vector<std::string> lines_;
+};
+
+}  // namespace hpref::sim::detail
