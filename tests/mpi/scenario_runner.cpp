@@ -35,7 +35,8 @@ struct Args {
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "hpref_mpi_scenarios: %s\n"
-               "usage: hpref_mpi_scenarios --normal [--seeds A:B] [--checked] [--max-count N] [--timeout-ms T]\n"
+               "usage: hpref_mpi_scenarios --normal [--seeds A:B] [--checked] [--max-count N] "
+               "[--timeout-ms T]\n"
                "       hpref_mpi_scenarios --broken NAME [--timeout-ms T]\n"
                "       hpref_mpi_scenarios --large | --mutations | --list-broken\n",
                why.c_str());
@@ -201,8 +202,8 @@ int mutations(int rank, int size) {
       }
       std::string want = mutate ? "comm_buffer_mutated" : "no error";
       if (got != want) {
-        std::printf("mutations rank %d: %s wait %d: expected %s, got %s\n", rank, what.c_str(), attempt + 1,
-                    want.c_str(), got.c_str());
+        std::printf("mutations rank %d: %s wait %d: expected %s, got %s\n", rank, what.c_str(),
+                    attempt + 1, want.c_str(), got.c_str());
         ++failures;
       }
     }
@@ -210,24 +211,32 @@ int mutations(int rank, int size) {
   for (bool mutate : {true, false}) {
     std::string tag = mutate ? " (changed)" : " (unchanged)";
     std::vector<char> in(8, 1), out(8 * n);
-    expect("all_gather" + tag, mutate, in, [&] { return comm.all_gather(world, {in.data(), 8}, {out.data(), out.size()}); });
+    expect("all_gather" + tag, mutate, in, [&] {
+      return comm.all_gather(world, {in.data(), 8}, {out.data(), out.size()});
+    });
     std::vector<char> buffer(8, 2);
-    expect("broadcast" + tag, mutate && rank == 0, buffer, [&] { return comm.broadcast(world, {buffer.data(), 8}, 0); });
+    expect("broadcast" + tag, mutate && rank == 0, buffer, [&] {
+      return comm.broadcast(world, {buffer.data(), 8}, 0);
+    });
     for (hpref::DType dtype : {hpref::DType::int64, hpref::DType::float64}) {
       std::vector<char> values(16, 0);
-      values[0] = 3;  // little-endian int64 3; a tiny positive float64
-      expect(std::string("all_reduce ") + std::string(hpref::dtype_name(dtype)) + tag, mutate, values,
-             [&] { return comm.all_reduce(world, {values.data(), values.size()}, dtype, hpref::ReduceOp::max); });
-      if (!mutate && values[0] != 3) {
-        std::printf("mutations rank %d: all_reduce %s: max of 3s is %d\n", rank,
+      values[0] = 3;  // int64 3, float64 3 x 2^-1074: both sum to 3 x size in the low byte
+      expect(std::string("all_reduce ") + std::string(hpref::dtype_name(dtype)) + tag, mutate,
+             values, [&] {
+               return comm.all_reduce(world, {values.data(), values.size()}, dtype,
+                                      hpref::ReduceOp::sum);
+             });
+      if (!mutate && values[0] != 3 * size) {
+        std::printf("mutations rank %d: all_reduce %s: the sum of 3s is %d\n", rank,
                     std::string(hpref::dtype_name(dtype)).c_str(), values[0]);
         ++failures;
       }
     }
     std::vector<std::size_t> ones(n, 1);
     std::vector<char> a2a_in(n, 4), a2a_out(n);
-    expect("all_to_all_v" + tag, mutate, a2a_in,
-           [&] { return comm.all_to_all_v(world, {a2a_in.data(), n}, ones, {a2a_out.data(), n}, ones); });
+    expect("all_to_all_v" + tag, mutate, a2a_in, [&] {
+      return comm.all_to_all_v(world, {a2a_in.data(), n}, ones, {a2a_out.data(), n}, ones);
+    });
   }
   std::printf("mutations rank %d: %s\n", rank, failures ? "FAILED" : "ok");
   return failures ? 1 : 0;

@@ -34,11 +34,7 @@ struct CoreWork final : Work::State {
     try {
       pending->wait();
       if (send && buffer_checksum(send, send_bytes) != send_sum) {
-        throw CommError(Errc::comm_buffer_mutated,
-                        "rank " + std::to_string(op.rank) + " changed its send buffer of " + op_kind_name(op.kind) +
-                            " on group " + std::to_string(op.group) + " seq " + std::to_string(op.seq) +
-                            " between launch and wait",
-                        op.group, op.seq, {op.rank});
+        throw buffer_mutated_error(op.rank, op.kind, op.group, op.seq);
       }
       if (finish) finish();
     } catch (const CommError& e) {
@@ -75,7 +71,8 @@ struct CoreCommunicator::State {
     if (transport->failed()) {
       throw CommError(transport->failure(),
                       std::string("this ") + transport->name() + " communicator failed earlier (" +
-                          std::string(errc_name(transport->failure())) + "); " + transport->after_failure(),
+                          std::string(errc_name(transport->failure())) + "); " +
+                          transport->after_failure(),
                       group.id());
     }
     return groups[id];
@@ -90,14 +87,15 @@ struct CoreCommunicator::State {
     write_signature(mine, n, send.data());
     transport->all_gather(op, send.data(), all.data(), bytes)->wait();
     std::vector<OpSignature> members;
-    for (int i = 0; i < n; ++i) members.push_back(read_signature(all.data() + bytes * static_cast<std::size_t>(i), n));
+    for (int i = 0; i < n; ++i)
+      members.push_back(read_signature(all.data() + bytes * static_cast<std::size_t>(i), n));
     if (auto error = signature_mismatch(group, op.seq, members)) throw *error;
   }
 
   // The launch preamble: the next sequence number; in checked mode the agreement and the
   // send buffer's checksum (host memory only: the core cannot read device memory).
-  std::shared_ptr<CoreWork> begin(const Group& group, Entry& g, const OpSignature& sig, const void* send,
-                                  std::size_t send_bytes) {
+  std::shared_ptr<CoreWork> begin(const Group& group, Entry& g, const OpSignature& sig,
+                                  const void* send, std::size_t send_bytes) {
     auto w = std::make_shared<CoreWork>();
     w->op = {group.id(), g.seq++, sig.kind, g.ranks, transport->rank()};
     if (checked) {
@@ -112,7 +110,8 @@ struct CoreCommunicator::State {
   }
 };
 
-CoreCommunicator::CoreCommunicator(std::unique_ptr<Transport> transport, std::string world_backend, bool checked)
+CoreCommunicator::CoreCommunicator(std::unique_ptr<Transport> transport, std::string world_backend,
+                                   bool checked)
     : state_(std::make_unique<State>()) {
   state_->transport = std::move(transport);
   state_->world_backend = std::move(world_backend);
@@ -169,11 +168,13 @@ Work CoreCommunicator::broadcast(const Group& group, MutableBuffer buffer, int r
   if (g.runner) return g.runner->broadcast(g.runner_group, buffer, root);
   bool is_root = root == rank();
   auto w = state_->begin(group, g, sig, buffer.data, is_root ? buffer.bytes : 0);
-  w->pending = state_->transport->broadcast(w->op, buffer.data, buffer.bytes, group.index_of(root), is_root);
+  w->pending =
+      state_->transport->broadcast(w->op, buffer.data, buffer.bytes, group.index_of(root), is_root);
   return Work(w);
 }
 
-Work CoreCommunicator::all_reduce(const Group& group, MutableBuffer buffer, DType dtype, ReduceOp op) {
+Work CoreCommunicator::all_reduce(const Group& group, MutableBuffer buffer, DType dtype,
+                                  ReduceOp op) {
   OpSignature sig = check_all_reduce(group, rank(), buffer, dtype, op);
   State::Entry& g = state_->lookup(group);
   if (g.runner) return g.runner->all_reduce(g.runner_group, buffer, dtype, op);
@@ -207,8 +208,9 @@ Work CoreCommunicator::all_reduce(const Group& group, MutableBuffer buffer, DTyp
   return Work(w);
 }
 
-Work CoreCommunicator::all_to_all_v(const Group& group, ConstBuffer in, std::span<const std::size_t> in_counts,
-                                    MutableBuffer out, std::span<const std::size_t> out_counts) {
+Work CoreCommunicator::all_to_all_v(const Group& group, ConstBuffer in,
+                                    std::span<const std::size_t> in_counts, MutableBuffer out,
+                                    std::span<const std::size_t> out_counts) {
   OpSignature sig = check_all_to_all_v(group, rank(), in, in_counts, out, out_counts);
   State::Entry& g = state_->lookup(group);
   if (g.runner) return g.runner->all_to_all_v(g.runner_group, in, in_counts, out, out_counts);

@@ -22,11 +22,13 @@ void check(int rc, const char* call, const OpContext& op) {
   if (rc == MPI_SUCCESS) return;
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
-  std::string detail = MPI_Error_string(rc, text, &len) == MPI_SUCCESS ? std::string(text, static_cast<std::size_t>(len))
-                                                                       : "MPI error " + std::to_string(rc);
+  std::string detail = MPI_Error_string(rc, text, &len) == MPI_SUCCESS
+                           ? std::string(text, static_cast<std::size_t>(len))
+                           : "MPI error " + std::to_string(rc);
   throw CommError(Errc::comm_backend,
-                  std::string(call) + " for " + op_kind_name(op.kind) + " on group " + std::to_string(op.group) +
-                      " seq " + std::to_string(op.seq) + " failed on rank " + std::to_string(op.rank) + ": " + detail,
+                  std::string(call) + " for " + op_kind_name(op.kind) + " on group " +
+                      std::to_string(op.group) + " seq " + std::to_string(op.seq) +
+                      " failed on rank " + std::to_string(op.rank) + ": " + detail,
                   op.group, op.seq, std::vector<int>(op.ranks.begin(), op.ranks.end()));
 }
 
@@ -49,7 +51,8 @@ struct MpiPending final : device::Pending {
   bool waited = false;
 
   ~MpiPending() override {
-    if (waited && !transport->failed()) release();  // an unfinished operation may still use its types
+    if (waited && !transport->failed())
+      release();  // an unfinished operation may still use its types
   }
 
   void wait() override {
@@ -57,7 +60,8 @@ struct MpiPending final : device::Pending {
     if (!requests.empty()) {
       transport->poll(op, [&] {
         int done = 0;
-        check(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
+        check(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
+                          MPI_STATUSES_IGNORE),
               "MPI_Testall", op);
         return done != 0;
       });
@@ -81,7 +85,8 @@ class MpiTransport final : public device::Transport {
  public:
   MpiTransport(const Options& options, bool initialized_here, int rank, int size)
       : device::Transport("MPI", "the job must be aborted", rank, size, options.timeout_ms),
-        limit_(options.max_count), initialized_here_(initialized_here) {
+        limit_(options.max_count),
+        initialized_here_(initialized_here) {
     comms_.push_back(MPI_COMM_NULL);
     MPI_Comm_dup(MPI_COMM_WORLD, &comms_[0]);
     MPI_Comm_set_errhandler(comms_[0], MPI_ERRORS_RETURN);
@@ -100,25 +105,28 @@ class MpiTransport final : public device::Transport {
     if (initialized_here_ && !finalized) MPI_Finalize();
   }
 
-  PendingPtr all_gather(const OpContext& op, const void* in, void* out, std::size_t bytes) override {
+  PendingPtr all_gather(const OpContext& op, const void* in, void* out,
+                        std::size_t bytes) override {
     auto w = start(op);
     gather_into(*w, static_cast<const char*>(in), bytes, static_cast<char*>(out));
     return w;
   }
 
-  PendingPtr broadcast(const OpContext& op, void* data, std::size_t bytes, int root, bool) override {
+  PendingPtr broadcast(const OpContext& op, void* data, std::size_t bytes, int root,
+                       bool) override {
     auto w = start(op);
     std::size_t off = 0;
     do {  // one Ibcast even for zero bytes, so that every member matches it
       int len = static_cast<int>(std::min(limit_, bytes - off));
-      check(MPI_Ibcast(static_cast<char*>(data) + off, len, MPI_BYTE, root, w->comm, w->next()), "MPI_Ibcast", op);
+      check(MPI_Ibcast(static_cast<char*>(data) + off, len, MPI_BYTE, root, w->comm, w->next()),
+            "MPI_Ibcast", op);
       off += static_cast<std::size_t>(len);
     } while (off < bytes);
     return w;
   }
 
-  PendingPtr all_reduce(const OpContext& op, const void* in, void* out, std::size_t count, DType dtype,
-                        ReduceOp reduce) override {
+  PendingPtr all_reduce(const OpContext& op, const void* in, void* out, std::size_t count,
+                        DType dtype, ReduceOp reduce) override {
     auto w = start(op);
     MPI_Datatype type = dtype == DType::int32 ? MPI_INT32_T : MPI_INT64_T;
     MPI_Op mop = reduce == ReduceOp::sum ? MPI_SUM : reduce == ReduceOp::min ? MPI_MIN : MPI_MAX;
@@ -126,14 +134,16 @@ class MpiTransport final : public device::Transport {
     do {
       int len = static_cast<int>(std::min(limit_, count - off));
       const void* send = in == out ? MPI_IN_PLACE : static_cast<const char*>(in) + off * esize;
-      check(MPI_Iallreduce(send, static_cast<char*>(out) + off * esize, len, type, mop, w->comm, w->next()),
+      check(MPI_Iallreduce(send, static_cast<char*>(out) + off * esize, len, type, mop, w->comm,
+                           w->next()),
             "MPI_Iallreduce", op);
       off += static_cast<std::size_t>(len);
     } while (off < count);
     return w;
   }
 
-  PendingPtr all_to_all_v(const OpContext& op, const void* in, std::span<const std::size_t> in_counts, void* out,
+  PendingPtr all_to_all_v(const OpContext& op, const void* in,
+                          std::span<const std::size_t> in_counts, void* out,
                           std::span<const std::size_t> out_counts) override;
 
   PendingPtr barrier(const OpContext& op) override {
@@ -144,15 +154,17 @@ class MpiTransport final : public device::Transport {
 
   void refuse_backend(const std::string& backend) override {
     if (!is_accelerator_backend_name(backend)) return;
-    throw CommError(Errc::comm_usage, "new_group on backend '" + backend +
-                                          "': the mpi world moves host memory only; accelerator groups need the "
-                                          "nccl world (--backend nccl)");
+    throw CommError(Errc::comm_usage,
+                    "new_group on backend '" + backend +
+                        "': the mpi world moves host memory only; accelerator groups need the "
+                        "nccl world (--backend nccl)");
   }
 
   // MPI_Comm_split over the world, which non-members join with MPI_UNDEFINED.
   void add_group(const OpContext& op, int id, std::span<const int>, bool member) override {
     comms_.resize(static_cast<std::size_t>(id) + 1, MPI_COMM_NULL);
-    check(MPI_Comm_split(comms_[0], member ? 0 : MPI_UNDEFINED, rank(), &comms_.back()), "MPI_Comm_split", op);
+    check(MPI_Comm_split(comms_[0], member ? 0 : MPI_UNDEFINED, rank(), &comms_.back()),
+          "MPI_Comm_split", op);
     if (comms_.back() != MPI_COMM_NULL) MPI_Comm_set_errhandler(comms_.back(), MPI_ERRORS_RETURN);
   }
 
@@ -170,7 +182,8 @@ class MpiTransport final : public device::Transport {
   // max_count bytes per member through a receive type whose extent is the whole block.
   void gather_into(MpiPending& w, const char* src, std::size_t b, char* dst) {
     if (b <= limit_ && b * (w.op.ranks.size() - 1) <= limit_) {
-      check(MPI_Iallgather(src, static_cast<int>(b), MPI_BYTE, dst, static_cast<int>(b), MPI_BYTE, w.comm, w.next()),
+      check(MPI_Iallgather(src, static_cast<int>(b), MPI_BYTE, dst, static_cast<int>(b), MPI_BYTE,
+                           w.comm, w.next()),
             "MPI_Iallgather", w.op);
       return;
     }
@@ -181,7 +194,8 @@ class MpiTransport final : public device::Transport {
       MPI_Type_create_resized(piece, 0, static_cast<MPI_Aint>(b), &spaced);
       MPI_Type_free(&piece);
       spaced = w.commit(spaced);
-      check(MPI_Iallgather(src + off, len, MPI_BYTE, dst + off, 1, spaced, w.comm, w.next()), "MPI_Iallgather", w.op);
+      check(MPI_Iallgather(src + off, len, MPI_BYTE, dst + off, 1, spaced, w.comm, w.next()),
+            "MPI_Iallgather", w.op);
     }
   }
 
@@ -194,8 +208,9 @@ class MpiTransport final : public device::Transport {
 // displacement is beyond max_count travels as a one-block datatype holding its 64-bit
 // displacement; the rest of a block longer than max_count follows as point-to-point
 // pieces, which only the two ranks concerned need to know about.
-PendingPtr MpiTransport::all_to_all_v(const OpContext& op, const void* in, std::span<const std::size_t> in_counts,
-                                      void* out, std::span<const std::size_t> out_counts) {
+PendingPtr MpiTransport::all_to_all_v(const OpContext& op, const void* in,
+                                      std::span<const std::size_t> in_counts, void* out,
+                                      std::span<const std::size_t> out_counts) {
   auto w = start(op);
   std::size_t n = in_counts.size();
   const auto* src = static_cast<const char*>(in);
@@ -229,21 +244,26 @@ PendingPtr MpiTransport::all_to_all_v(const OpContext& op, const void* in, std::
     auto peer = static_cast<int>(i);
     place(i, sdisp, in_counts[i], 0);
     place(i, rdisp, out_counts[i], 1);
-    if (in_counts[i] > limit_) tails.push_back({src + sdisp + limit_, nullptr, in_counts[i] - limit_, peer});
-    if (out_counts[i] > limit_) tails.push_back({nullptr, dst + rdisp + limit_, out_counts[i] - limit_, peer});
+    if (in_counts[i] > limit_)
+      tails.push_back({src + sdisp + limit_, nullptr, in_counts[i] - limit_, peer});
+    if (out_counts[i] > limit_)
+      tails.push_back({nullptr, dst + rdisp + limit_, out_counts[i] - limit_, peer});
     sdisp += in_counts[i];
     rdisp += out_counts[i];
   }
-  check(MPI_Ialltoallw(src, w->counts[0].data(), w->counts[1].data(), w->types[0].data(), dst, w->counts[2].data(),
-                       w->counts[3].data(), w->types[1].data(), w->comm, w->next()),
+  check(MPI_Ialltoallw(src, w->counts[0].data(), w->counts[1].data(), w->types[0].data(), dst,
+                       w->counts[2].data(), w->counts[3].data(), w->types[1].data(), w->comm,
+                       w->next()),
         "MPI_Ialltoallw", op);
   for (const Tail& t : tails) {
     for (std::size_t off = 0; off < t.bytes; off += limit_) {
       int len = static_cast<int>(std::min(limit_, t.bytes - off));
       if (t.send) {
-        check(MPI_Isend(t.send + off, len, MPI_BYTE, t.peer, kRemainderTag, w->comm, w->next()), "MPI_Isend", op);
+        check(MPI_Isend(t.send + off, len, MPI_BYTE, t.peer, kRemainderTag, w->comm, w->next()),
+              "MPI_Isend", op);
       } else {
-        check(MPI_Irecv(t.recv + off, len, MPI_BYTE, t.peer, kRemainderTag, w->comm, w->next()), "MPI_Irecv", op);
+        check(MPI_Irecv(t.recv + off, len, MPI_BYTE, t.peer, kRemainderTag, w->comm, w->next()),
+              "MPI_Irecv", op);
       }
     }
   }
@@ -253,14 +273,17 @@ PendingPtr MpiTransport::all_to_all_v(const OpContext& op, const void* in, std::
 // MPI is initialized (MPI_THREAD_SERIALIZED: a Work may be waited from another thread when
 // the caller serializes calls) unless the program already did.
 std::unique_ptr<device::Transport> open(const Options& options) {
-  if (options.max_count < 1 || options.max_count > static_cast<std::size_t>(INT_MAX) || options.timeout_ms < 1) {
-    throw Error(Errc::invalid_argument, "MPI options need 1 <= max_count <= INT_MAX and a positive timeout_ms, got " +
-                                            std::to_string(options.max_count) + " and " +
-                                            std::to_string(options.timeout_ms));
+  if (options.max_count < 1 || options.max_count > static_cast<std::size_t>(INT_MAX) ||
+      options.timeout_ms < 1) {
+    throw Error(Errc::invalid_argument,
+                "MPI options need 1 <= max_count <= INT_MAX and a positive timeout_ms, got " +
+                    std::to_string(options.max_count) + " and " +
+                    std::to_string(options.timeout_ms));
   }
   int initialized = 0, provided = 0, rank = 0, size = 1;
   MPI_Initialized(&initialized);
-  if (!initialized && MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+  if (!initialized &&
+      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
     throw CommError(Errc::comm_backend, "MPI_Init_thread failed");
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

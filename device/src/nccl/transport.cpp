@@ -24,14 +24,15 @@ using device::PendingPtr;
 
 void cuda_ok(cudaError_t e, const char* call) {
   if (e == cudaSuccess) return;
-  throw CommError(Errc::comm_backend,
-                  std::string(call) + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+  throw CommError(Errc::comm_backend, std::string(call) + " failed: " + cudaGetErrorName(e) + " (" +
+                                          cudaGetErrorString(e) + ")");
 }
 
 bool nccl_failed(ncclResult_t r) { return r != ncclSuccess && r != ncclInProgress; }
 
 void nccl_ok(ncclResult_t r, const char* call) {
-  if (nccl_failed(r)) throw CommError(Errc::comm_backend, std::string(call) + " failed: " + ncclGetErrorString(r));
+  if (nccl_failed(r))
+    throw CommError(Errc::comm_backend, std::string(call) + " failed: " + ncclGetErrorString(r));
 }
 
 bool on_device(const void* p) {
@@ -46,7 +47,8 @@ bool on_device(const void* p) {
 
 // The node-local rank under a launcher, or -1.
 int local_rank_from_environment() {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "LOCAL_RANK"}) {
+  for (const char* name :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "LOCAL_RANK"}) {
     if (const char* v = std::getenv(name)) return std::atoi(v);
   }
   return -1;
@@ -55,9 +57,8 @@ int local_rank_from_environment() {
 // One buffer of an operation in device memory: the caller's own, or a staged copy.
 struct Staged {
   void* device = nullptr;
-  void* host = nullptr;  // the caller's host buffer, when staged
+  void* host = nullptr;  // the caller's host buffer, when staged (the copy is owned)
   std::size_t bytes = 0;
-  bool owned = false;
   bool copy_back = false;
 };
 
@@ -82,12 +83,14 @@ struct NcclPending final : device::Pending {
 
   // The device address of a buffer: the caller's own, or a staged copy made here.
   void* stage(const void* data, std::size_t bytes, bool copy_in, bool copy_back) {
-    Staged s{const_cast<void*>(data), nullptr, bytes, false, false};
+    Staged s{const_cast<void*>(data), nullptr, bytes, false};
     if (!on_device(data)) {
-      cuda_ok(cudaMallocAsync(&s.device, std::max<std::size_t>(bytes, 1), comm.stream), "cudaMallocAsync");
-      s = {s.device, const_cast<void*>(data), bytes, true, copy_back};
+      cuda_ok(cudaMallocAsync(&s.device, std::max<std::size_t>(bytes, 1), comm.stream),
+              "cudaMallocAsync");
+      s = {s.device, const_cast<void*>(data), bytes, copy_back};
       if (copy_in && bytes) {
-        cuda_ok(cudaMemcpyAsync(s.device, data, bytes, cudaMemcpyHostToDevice, comm.stream), "cudaMemcpyAsync");
+        cuda_ok(cudaMemcpyAsync(s.device, data, bytes, cudaMemcpyHostToDevice, comm.stream),
+                "cudaMemcpyAsync");
       }
     }
     staged.push_back(s);
@@ -105,15 +108,17 @@ struct NcclPending final : device::Pending {
       ncclResult_t async = ncclSuccess;
       if (comm.comm) ncclCommGetAsyncError(comm.comm, &async);
       if (nccl_failed(async)) {
-        transport->fail(Errc::comm_peer_failed, device::op_text(op) + ": NCCL reported " +
-                                                    ncclGetErrorString(async) + "; " + transport->after_failure(),
+        transport->fail(Errc::comm_peer_failed,
+                        device::op_text(op) + ": NCCL reported " + ncclGetErrorString(async) +
+                            "; " + transport->after_failure(),
                         op);
       }
       return false;
     });
     for (Staged& s : staged) {
-      if (s.copy_back && s.bytes) cuda_ok(cudaMemcpy(s.host, s.device, s.bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
-      if (s.owned) cuda_ok(cudaFreeAsync(s.device, comm.stream), "cudaFreeAsync");
+      if (s.copy_back && s.bytes)
+        cuda_ok(cudaMemcpy(s.host, s.device, s.bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+      if (s.host) cuda_ok(cudaFreeAsync(s.device, comm.stream), "cudaFreeAsync");
     }
   }
 };
@@ -123,7 +128,8 @@ struct NcclPending final : device::Pending {
 class NcclTransport final : public device::Transport {
  public:
   NcclTransport(int rank, int size, int device, Communicator* host, std::int64_t timeout_ms)
-      : device::Transport("NCCL", "the communicators were aborted", rank, size, timeout_ms), device_(device),
+      : device::Transport("NCCL", "the communicators were aborted", rank, size, timeout_ms),
+        device_(device),
         host_(host) {
     use_device();
     cuda_ok(cudaMalloc(&scratch_, sizeof(std::int32_t)), "cudaMalloc");
@@ -137,7 +143,8 @@ class NcclTransport final : public device::Transport {
       } else if (c.comm) {
         ncclCommFinalize(c.comm);
         ncclResult_t state = ncclInProgress;
-        while (ncclCommGetAsyncError(c.comm, &state) == ncclSuccess && state == ncclInProgress) sched_yield();
+        while (ncclCommGetAsyncError(c.comm, &state) == ncclSuccess && state == ncclInProgress)
+          sched_yield();
         ncclCommDestroy(c.comm);
       }
       if (c.stream) cudaStreamDestroy(c.stream);
@@ -145,34 +152,42 @@ class NcclTransport final : public device::Transport {
     if (scratch_) cudaFree(scratch_);
   }
 
-  PendingPtr all_gather(const OpContext& op, const void* in, void* out, std::size_t bytes) override {
+  PendingPtr all_gather(const OpContext& op, const void* in, void* out,
+                        std::size_t bytes) override {
     auto w = start(op);
     void* src = w->stage(in, bytes, true, false);
     void* dst = w->stage(out, bytes * op.ranks.size(), false, true);
-    nccl_ok(ncclAllGather(src, dst, bytes, ncclUint8, w->comm.comm, w->comm.stream), "ncclAllGather");
+    nccl_ok(ncclAllGather(src, dst, bytes, ncclUint8, w->comm.comm, w->comm.stream),
+            "ncclAllGather");
     return launched(std::move(w));
   }
 
-  PendingPtr broadcast(const OpContext& op, void* data, std::size_t bytes, int root, bool is_root) override {
+  PendingPtr broadcast(const OpContext& op, void* data, std::size_t bytes, int root,
+                       bool is_root) override {
     auto w = start(op);
     void* d = w->stage(data, bytes, is_root, !is_root);
-    nccl_ok(ncclBroadcast(d, d, bytes, ncclUint8, root, w->comm.comm, w->comm.stream), "ncclBroadcast");
+    nccl_ok(ncclBroadcast(d, d, bytes, ncclUint8, root, w->comm.comm, w->comm.stream),
+            "ncclBroadcast");
     return launched(std::move(w));
   }
 
-  PendingPtr all_reduce(const OpContext& op, const void* in, void* out, std::size_t count, DType dtype,
-                        ReduceOp reduce) override {
+  PendingPtr all_reduce(const OpContext& op, const void* in, void* out, std::size_t count,
+                        DType dtype, ReduceOp reduce) override {
     auto w = start(op);
     std::size_t bytes = count * element_size(dtype);
     void* src = w->stage(in, bytes, true, in == out);
     void* dst = in == out ? src : w->stage(out, bytes, false, true);
     ncclDataType_t type = dtype == DType::int32 ? ncclInt32 : ncclInt64;
-    ncclRedOp_t nop = reduce == ReduceOp::sum ? ncclSum : reduce == ReduceOp::min ? ncclMin : ncclMax;
-    nccl_ok(ncclAllReduce(src, dst, count, type, nop, w->comm.comm, w->comm.stream), "ncclAllReduce");
+    ncclRedOp_t nop = reduce == ReduceOp::sum   ? ncclSum
+                      : reduce == ReduceOp::min ? ncclMin
+                                                : ncclMax;
+    nccl_ok(ncclAllReduce(src, dst, count, type, nop, w->comm.comm, w->comm.stream),
+            "ncclAllReduce");
     return launched(std::move(w));
   }
 
-  PendingPtr all_to_all_v(const OpContext& op, const void* in, std::span<const std::size_t> in_counts, void* out,
+  PendingPtr all_to_all_v(const OpContext& op, const void* in,
+                          std::span<const std::size_t> in_counts, void* out,
                           std::span<const std::size_t> out_counts) override {
     auto w = start(op);
     std::size_t sent = std::accumulate(in_counts.begin(), in_counts.end(), std::size_t{0});
@@ -183,8 +198,10 @@ class NcclTransport final : public device::Transport {
     nccl_ok(ncclGroupStart(), "ncclGroupStart");
     for (std::size_t i = 0, sdisp = 0, rdisp = 0; i < in_counts.size(); ++i) {
       auto peer = static_cast<int>(i);
-      if (in_counts[i]) nccl_ok(ncclSend(src + sdisp, in_counts[i], ncclUint8, peer, comm, stream), "ncclSend");
-      if (out_counts[i]) nccl_ok(ncclRecv(dst + rdisp, out_counts[i], ncclUint8, peer, comm, stream), "ncclRecv");
+      if (in_counts[i])
+        nccl_ok(ncclSend(src + sdisp, in_counts[i], ncclUint8, peer, comm, stream), "ncclSend");
+      if (out_counts[i])
+        nccl_ok(ncclRecv(dst + rdisp, out_counts[i], ncclUint8, peer, comm, stream), "ncclRecv");
       sdisp += in_counts[i];
       rdisp += out_counts[i];
     }
@@ -194,7 +211,8 @@ class NcclTransport final : public device::Transport {
 
   PendingPtr barrier(const OpContext& op) override {
     auto w = start(op);
-    nccl_ok(ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, w->comm.comm, w->comm.stream), "ncclAllReduce");
+    nccl_ok(ncclAllReduce(scratch_, scratch_, 1, ncclInt32, ncclSum, w->comm.comm, w->comm.stream),
+            "ncclAllReduce");
     return launched(std::move(w));
   }
 
@@ -202,8 +220,9 @@ class NcclTransport final : public device::Transport {
   Communicator* runner_for(const std::string& backend) override {
     if (is_accelerator_backend_name(backend)) return nullptr;
     if (!host_) {
-      throw CommError(Errc::comm_usage, "new_group on host backend '" + backend +
-                                            "': this NCCL clique has no host transport (start it under mpirun)");
+      throw CommError(Errc::comm_usage,
+                      "new_group on host backend '" + backend +
+                          "': this NCCL clique has no host transport (start it under mpirun)");
     }
     return host_;
   }
@@ -226,7 +245,9 @@ class NcclTransport final : public device::Transport {
     comms_.resize(std::max(comms_.size(), static_cast<std::size_t>(id) + 1));
     NcclComm& c = comms_[static_cast<std::size_t>(id)];
     c.comm = comm;
-    if (comm) cuda_ok(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    if (comm)
+      cuda_ok(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking),
+              "cudaStreamCreateWithFlags");
   }
 
   // A non-blocking communicator's call returns ncclInProgress until it has settled.
@@ -260,7 +281,8 @@ class NcclTransport final : public device::Transport {
 
   PendingPtr launched(std::unique_ptr<NcclPending> w) {
     settle(w->comm.comm, w->op);
-    cuda_ok(cudaEventCreateWithFlags(&w->event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    cuda_ok(cudaEventCreateWithFlags(&w->event, cudaEventDisableTiming),
+            "cudaEventCreateWithFlags");
     cuda_ok(cudaEventRecord(w->event, w->comm.stream), "cudaEventRecord");
     return w;
   }
@@ -272,21 +294,24 @@ class NcclTransport final : public device::Transport {
 };
 
 // Accelerator groups are split from the world in the SPEC 3.2 order.
-void NcclTransport::add_group(const OpContext& op, int id, std::span<const int> ranks, bool member) {
+void NcclTransport::add_group(const OpContext& op, int id, std::span<const int> ranks,
+                              bool member) {
   use_device();
   ncclComm_t comm = nullptr;
 #if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
   // Every world rank joins the split (non-members with no colour); the child inherits the
   // world's configuration, non-blocking under mpirun.
   (void)ranks;
-  nccl_ok(ncclCommSplit(comms_[0].comm, member ? 0 : NCCL_SPLIT_NOCOLOR, rank(), &comm, nullptr), "ncclCommSplit");
+  nccl_ok(ncclCommSplit(comms_[0].comm, member ? 0 : NCCL_SPLIT_NOCOLOR, rank(), &comm, nullptr),
+          "ncclCommSplit");
   settle(comms_[0].comm, op);
   if (comm) settle(comm, op);
 #else
   // Older NCCL: the group's first member makes an id and the world broadcasts it over the
   // host transport; members initialize from it.
   if (!host_) {
-    throw CommError(Errc::comm_usage, "NCCL before 2.18 has no ncclCommSplit, and this clique has no host transport");
+    throw CommError(Errc::comm_usage,
+                    "NCCL before 2.18 has no ncclCommSplit, and this clique has no host transport");
   }
   ncclUniqueId uid{};
   if (rank() == ranks.front()) nccl_ok(ncclGetUniqueId(&uid), "ncclGetUniqueId");
@@ -294,7 +319,8 @@ void NcclTransport::add_group(const OpContext& op, int id, std::span<const int> 
   if (member) {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    int index = static_cast<int>(std::lower_bound(ranks.begin(), ranks.end(), rank()) - ranks.begin());
+    int index =
+        static_cast<int>(std::lower_bound(ranks.begin(), ranks.end(), rank()) - ranks.begin());
     nccl_ok(ncclCommInitRankConfig(&comm, static_cast<int>(ranks.size()), uid, index, &config),
             "ncclCommInitRankConfig");
     settle(comm, op);
@@ -317,29 +343,37 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<NcclTransport> transport, Opt
 
 NcclCommunicator::~NcclCommunicator() = default;
 
-int NcclCommunicator::device() const noexcept { return static_cast<const NcclTransport&>(transport()).device(); }
+int NcclCommunicator::device() const noexcept {
+  return static_cast<const NcclTransport&>(transport()).device();
+}
 
 std::unique_ptr<NcclCommunicator> NcclCommunicator::over(Communicator& host, Options options) {
   int devices = visible_devices();
-  if (devices < 1) throw CommError(Errc::comm_backend, "the nccl backend needs a CUDA device; this process sees none");
+  if (devices < 1)
+    throw CommError(Errc::comm_backend,
+                    "the nccl backend needs a CUDA device; this process sees none");
   int local = local_rank_from_environment();
-  auto t = std::make_unique<NcclTransport>(host.rank(), host.size(), (local >= 0 ? local : host.rank()) % devices,
-                                           &host, options.timeout_ms);
+  auto t = std::make_unique<NcclTransport>(host.rank(), host.size(),
+                                           (local >= 0 ? local : host.rank()) % devices, &host,
+                                           options.timeout_ms);
   ncclUniqueId id{};
   if (host.rank() == 0) nccl_ok(ncclGetUniqueId(&id), "ncclGetUniqueId");
   host.broadcast(host.world(), {&id, sizeof id, MemorySpace::host}, 0).wait();
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // calls return at once; settle() polls them against the deadline
   ncclComm_t comm = nullptr;
-  nccl_ok(ncclCommInitRankConfig(&comm, host.size(), id, host.rank(), &config), "ncclCommInitRankConfig");
+  nccl_ok(ncclCommInitRankConfig(&comm, host.size(), id, host.rank(), &config),
+          "ncclCommInitRankConfig");
   t->add(0, comm);
   t->settle(comm, OpContext{0, -1, OpKind::barrier, t->world_ranks(), host.rank()});
   return std::make_unique<NcclCommunicator>(std::move(t), options);
 }
 
-std::vector<std::unique_ptr<NcclCommunicator>> NcclCommunicator::clique(int devices, Options options) {
+std::vector<std::unique_ptr<NcclCommunicator>> NcclCommunicator::clique(int devices,
+                                                                        Options options) {
   if (devices < 1 || devices > visible_devices()) {
-    throw CommError(Errc::comm_usage, "a clique of " + std::to_string(devices) + " GPUs, but this process sees " +
+    throw CommError(Errc::comm_usage, "a clique of " + std::to_string(devices) +
+                                          " GPUs, but this process sees " +
                                           std::to_string(visible_devices()));
   }
   std::vector<ncclComm_t> comms(static_cast<std::size_t>(devices));
@@ -354,4 +388,3 @@ std::vector<std::unique_ptr<NcclCommunicator>> NcclCommunicator::clique(int devi
 }
 
 }  // namespace hpref::nccl
-

@@ -1,9 +1,7 @@
-// What a real backend supplies to the operation core (hpref/device/communicator.hpp): its
-// raw byte operations on the groups the core creates, each returning a Pending that wait()
-// completes. The core does everything else once for every backend: argument checks,
-// group table, sequence numbers, checked-mode agreement and send-buffer checksums, float
-// all_reduce in group order, cached errors. This base class also holds what the
-// transports share: the deadline poll (SPEC 9.2), the failed state and the messages.
+// What a real backend supplies to the operation core (hpref/device/communicator.hpp): raw
+// byte operations on the groups the core creates, each returning a Pending that wait()
+// completes; the core does the rest. This base class holds what the transports share: the
+// deadline poll (SPEC 9.2) and the failed state.
 #pragma once
 
 #include <cstddef>
@@ -43,19 +41,23 @@ class Transport {
  public:
   // `name` for messages ("MPI"); `after_failure` says what a failure left behind ("the job
   // must be aborted").
-  Transport(const char* name, const char* after_failure, int rank, int size, std::int64_t timeout_ms);
+  Transport(const char* name, const char* after_failure, int rank, int size,
+            std::int64_t timeout_ms);
   virtual ~Transport() = default;
 
   // ---- supplied by each backend: raw operations on group op.group ----------------------
   // `bytes` from each member into out (member i at i * bytes).
-  virtual PendingPtr all_gather(const OpContext& op, const void* in, void* out, std::size_t bytes) = 0;
+  virtual PendingPtr all_gather(const OpContext& op, const void* in, void* out,
+                                std::size_t bytes) = 0;
   // `root` is the root's member index; `is_root` says whether it is this rank.
-  virtual PendingPtr broadcast(const OpContext& op, void* data, std::size_t bytes, int root, bool is_root) = 0;
+  virtual PendingPtr broadcast(const OpContext& op, void* data, std::size_t bytes, int root,
+                               bool is_root) = 0;
   // Integer dtypes only (exact in any order); in == out reduces in place.
-  virtual PendingPtr all_reduce(const OpContext& op, const void* in, void* out, std::size_t count, DType dtype,
-                                ReduceOp reduce) = 0;
-  virtual PendingPtr all_to_all_v(const OpContext& op, const void* in, std::span<const std::size_t> in_counts,
-                                  void* out, std::span<const std::size_t> out_counts) = 0;
+  virtual PendingPtr all_reduce(const OpContext& op, const void* in, void* out, std::size_t count,
+                                DType dtype, ReduceOp reduce) = 0;
+  virtual PendingPtr all_to_all_v(const OpContext& op, const void* in,
+                                  std::span<const std::size_t> in_counts, void* out,
+                                  std::span<const std::size_t> out_counts) = 0;
   virtual PendingPtr barrier(const OpContext& op) = 0;
   // new_group, before the agreement: refuse a backend name this transport cannot serve.
   virtual void refuse_backend(const std::string&) {}
@@ -74,7 +76,6 @@ class Transport {
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return static_cast<int>(world_.size()); }
   const std::vector<int>& world_ranks() const noexcept { return world_; }
-  std::int64_t timeout_ms() const noexcept { return timeout_ms_; }
   // True once an operation failed (timed out, or a peer failed); every later one is refused.
   bool failed() const noexcept { return failed_; }
   Errc failure() const noexcept { return failure_; }
