@@ -83,6 +83,14 @@ std::optional<CommError> signature_mismatch(const Group& group, std::int64_t seq
   return std::nullopt;
 }
 
+CommError buffer_mutated_error(int rank, OpKind kind, int group, std::int64_t seq) {
+  return CommError(Errc::comm_buffer_mutated,
+                   "rank " + std::to_string(rank) + " changed its send buffer of " +
+                       op_kind_name(kind) + " on group " + std::to_string(group) +
+                       (seq >= 0 ? " seq " + std::to_string(seq) : "") + " between launch and wait",
+                   group, seq, {rank});
+}
+
 // ---- wire form: magic, kind, root, op, dtype, bytes, then 2 x members counts -----------
 
 namespace {

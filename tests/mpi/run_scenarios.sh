@@ -4,6 +4,7 @@
 #   run_scenarios.sh normal  NP RUNNER HPREF [runner flags...]   every scenario, every seed
 #   run_scenarios.sh broken  NP RUNNER HPREF                      each broken scenario's refusal
 #   run_scenarios.sh large   2  RUNNER HPREF                      counts beyond INT_MAX
+#   run_scenarios.sh mutations NP RUNNER HPREF                    every send buffer checked
 set -uo pipefail
 mode=$1 np=$2 runner=$3 hpref=$4
 shift 4
@@ -81,12 +82,12 @@ broken)
   [ "$count" -gt 0 ] || fail "no broken scenario ran"
   echo "ok: $count broken scenarios refused as expected on $np MPI ranks"
   ;;
-large)
-  out=$(timeout 900 "${mpirun[@]}" "$runner" --large 2>&1 < /dev/null)
+large | mutations)
+  out=$(timeout 900 "${mpirun[@]}" "$runner" "--$mode" 2>&1 < /dev/null)
   rc=$?
   echo "$out"
-  [ "$rc" -eq 0 ] || fail "--large exited $rc"
-  [ "$(echo "$out" | grep -c ': ok$')" -eq 2 ] || fail "both ranks must report ok"
+  [ "$rc" -eq 0 ] || fail "--$mode exited $rc"
+  [ "$(echo "$out" | grep -c ': ok$')" -eq "$np" ] || fail "every rank must report ok"
   ;;
 *) fail "unknown mode $mode" ;;
 esac

@@ -5,6 +5,7 @@
 //   hpref_mpi_scenarios --normal [--seeds A:B] [--checked] [--max-count N]
 //   hpref_mpi_scenarios --broken NAME [--timeout-ms T]     (checked mode, short deadline)
 //   hpref_mpi_scenarios --large                           (counts beyond INT_MAX, 2 ranks)
+//   hpref_mpi_scenarios --mutations                       (checked mode: every send buffer)
 //   hpref_mpi_scenarios --list-broken
 #include <mpi.h>
 
@@ -24,7 +25,7 @@ namespace {
 using hpref::sim::Scenario;
 
 struct Args {
-  bool normal = false, large = false, list_broken = false, checked = false;
+  bool normal = false, large = false, mutations = false, list_broken = false, checked = false;
   std::string broken;
   std::uint64_t first_seed = 1, last_seed = 3;
   std::int64_t timeout_ms = 120000;
@@ -34,9 +35,10 @@ struct Args {
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "hpref_mpi_scenarios: %s\n"
-               "usage: hpref_mpi_scenarios --normal [--seeds A:B] [--checked] [--max-count N] [--timeout-ms T]\n"
+               "usage: hpref_mpi_scenarios --normal [--seeds A:B] [--checked] [--max-count N] "
+               "[--timeout-ms T]\n"
                "       hpref_mpi_scenarios --broken NAME [--timeout-ms T]\n"
-               "       hpref_mpi_scenarios --large | --list-broken\n",
+               "       hpref_mpi_scenarios --large | --mutations | --list-broken\n",
                why.c_str());
   std::exit(2);
 }
@@ -54,6 +56,8 @@ Args parse(int argc, char** argv) {
         a.normal = true;
       } else if (arg == "--large") {
         a.large = true;
+      } else if (arg == "--mutations") {
+        a.mutations = true;
       } else if (arg == "--list-broken") {
         a.list_broken = true;
       } else if (arg == "--checked") {
@@ -175,6 +179,69 @@ int large(int rank, int size) {
   return failures ? 1 : 0;
 }
 
+// Checked mode checksums every send buffer (the core's, for every backend): each rank
+// changes its send buffer between launch and wait, and wait() must raise
+// comm_buffer_mutated there, twice (the error is kept); a broadcast's non-roots change
+// nothing and get no error. The same calls unchanged must pass and reduce correctly.
+int mutations(int rank, int size) {
+  hpref::mpi::Options options;
+  options.checked = true;
+  hpref::mpi::MpiCommunicator comm(options);
+  hpref::Group world = comm.world();
+  auto n = static_cast<std::size_t>(size);
+  int failures = 0;
+  auto expect = [&](const std::string& what, bool mutate, std::vector<char>& send, auto launch) {
+    hpref::Work work = launch();
+    if (mutate) send[0] = static_cast<char>(send[0] ^ 1);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      std::string got = "no error";
+      try {
+        work.wait();
+      } catch (const hpref::Error& e) {
+        got = std::string(e.kind());
+      }
+      std::string want = mutate ? "comm_buffer_mutated" : "no error";
+      if (got != want) {
+        std::printf("mutations rank %d: %s wait %d: expected %s, got %s\n", rank, what.c_str(),
+                    attempt + 1, want.c_str(), got.c_str());
+        ++failures;
+      }
+    }
+  };
+  for (bool mutate : {true, false}) {
+    std::string tag = mutate ? " (changed)" : " (unchanged)";
+    std::vector<char> in(8, 1), out(8 * n);
+    expect("all_gather" + tag, mutate, in, [&] {
+      return comm.all_gather(world, {in.data(), 8}, {out.data(), out.size()});
+    });
+    std::vector<char> buffer(8, 2);
+    expect("broadcast" + tag, mutate && rank == 0, buffer, [&] {
+      return comm.broadcast(world, {buffer.data(), 8}, 0);
+    });
+    for (hpref::DType dtype : {hpref::DType::int64, hpref::DType::float64}) {
+      std::vector<char> values(16, 0);
+      values[0] = 3;  // int64 3, float64 3 x 2^-1074: both sum to 3 x size in the low byte
+      expect(std::string("all_reduce ") + std::string(hpref::dtype_name(dtype)) + tag, mutate,
+             values, [&] {
+               return comm.all_reduce(world, {values.data(), values.size()}, dtype,
+                                      hpref::ReduceOp::sum);
+             });
+      if (!mutate && values[0] != 3 * size) {
+        std::printf("mutations rank %d: all_reduce %s: the sum of 3s is %d\n", rank,
+                    std::string(hpref::dtype_name(dtype)).c_str(), values[0]);
+        ++failures;
+      }
+    }
+    std::vector<std::size_t> ones(n, 1);
+    std::vector<char> a2a_in(n, 4), a2a_out(n);
+    expect("all_to_all_v" + tag, mutate, a2a_in, [&] {
+      return comm.all_to_all_v(world, {a2a_in.data(), n}, ones, {a2a_out.data(), n}, ones);
+    });
+  }
+  std::printf("mutations rank %d: %s\n", rank, failures ? "FAILED" : "ok");
+  return failures ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -193,6 +260,8 @@ int main(int argc, char** argv) {
     }
   } else if (a.large) {
     status = large(rank, size);
+  } else if (a.mutations) {
+    status = mutations(rank, size);
   } else if (a.normal) {
     hpref::mpi::Options options;
     options.checked = a.checked;
@@ -217,7 +286,7 @@ int main(int argc, char** argv) {
                 kind.empty() ? "returned" : (ok ? "got it" : ("got " + kind + " instead").c_str()));
     status = ok ? 0 : 1;
   } else {
-    usage("say --normal, --broken NAME, --large or --list-broken");
+    usage("say --normal, --broken NAME, --large, --mutations or --list-broken");
   }
   std::fflush(stdout);
   MPI_Finalize();

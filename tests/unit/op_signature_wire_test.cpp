@@ -297,6 +297,19 @@ BOOST_AUTO_TEST_CASE(signature_mismatch_names_both_ranks_and_both_calls) {
   BOOST_TEST(err->ranks() == (std::vector<int>{0, 2}));
 }
 
+BOOST_AUTO_TEST_CASE(buffer_mutated_error_names_rank_operation_group_and_seq) {
+  CommError err = buffer_mutated_error(2, OpKind::all_reduce, 1, 4);
+  BOOST_TEST(err.kind() == "comm_buffer_mutated");
+  BOOST_TEST(std::string(err.what()) ==
+             "rank 2 changed its send buffer of all_reduce on group 1 seq 4 between launch "
+             "and wait");
+  BOOST_TEST(err.group() == 1);
+  BOOST_TEST(err.seq() == 4);
+  BOOST_TEST(err.ranks() == (std::vector<int>{2}));
+  BOOST_TEST(std::string(buffer_mutated_error(0, OpKind::broadcast, 0, -1).what()) ==
+             "rank 0 changed its send buffer of broadcast on group 0 between launch and wait");
+}
+
 BOOST_AUTO_TEST_CASE(signature_mismatch_names_the_first_member_that_differs_from_the_first) {
   Group g(3, {2, 5, 7}, "sim", 5);
   std::vector<OpSignature> members{bcast(5, 16), bcast(5, 16), bcast(7, 16)};

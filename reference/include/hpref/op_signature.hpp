@@ -43,6 +43,11 @@ std::optional<std::pair<int, int>> a2av_disagreement(std::span<const OpSignature
 std::optional<CommError> signature_mismatch(const Group& group, std::int64_t seq,
                                             std::span<const OpSignature> members);
 
+// The CommError comm_buffer_mutated: `rank` changed its send buffer of an operation
+// between launch and wait ("rank 1 changed its send buffer of all_gather on group 0 seq 3
+// between launch and wait"; the seq is left out when negative).
+CommError buffer_mutated_error(int rank, OpKind kind, int group, std::int64_t seq);
+
 // A fixed-size wire form, the same size on every member of a group of `members` ranks
 // (all-gathered in checked mode before each operation).
 std::size_t signature_wire_bytes(int members) noexcept;

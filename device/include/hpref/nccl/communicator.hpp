@@ -7,17 +7,17 @@
 // is aborted (ncclCommAbort). Buffers of an accelerator group may be device memory, used
 // in place, or host memory, staged through device memory (SPEC 4.5): that is how host
 // control values and this library's host-backed tensors travel. Host groups ("mpi",
-// "gloo", ...) run on the host Communicator the world was bootstrapped over. No CUDA or
-// NCCL header is needed to use this one.
+// "gloo", ...) run on the host Communicator the world was bootstrapped over. The operation
+// lifecycle (checks, sequence numbers, checked mode, float reductions) is the core's
+// (hpref/device/communicator.hpp); this is its NCCL transport (device/src/nccl/transport.cpp).
+// No CUDA or NCCL header is needed to use this one.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <span>
-#include <string>
 #include <vector>
 
-#include "hpref/communicator.hpp"
+#include "hpref/device/communicator.hpp"
 
 namespace hpref::nccl {
 
@@ -26,14 +26,17 @@ struct Options {
   // raises CommError comm_timeout.
   std::int64_t timeout_ms = 600000;
   // SPEC 9.2 checked mode: each operation's signature is all-gathered over its group first
-  // and a disagreement raises comm_mismatch instead of hanging.
+  // and a disagreement raises comm_mismatch instead of hanging; each send buffer in host
+  // memory is checksummed at launch and compared at wait() (comm_buffer_mutated).
   bool checked = false;
 };
 
 // The CUDA devices this process sees (0 without a driver or device).
 int visible_devices() noexcept;
 
-class NcclCommunicator final : public Communicator {
+class NcclTransport;  // device/src/nccl/transport.cpp
+
+class NcclCommunicator final : public device::CoreCommunicator {
  public:
   // Under mpirun: one GPU per rank (the node-local rank, from OMPI_COMM_WORLD_LOCAL_RANK,
   // SLURM_LOCALID or LOCAL_RANK, modulo the visible devices). The world communicator's
@@ -45,32 +48,9 @@ class NcclCommunicator final : public Communicator {
   // groups are refused.
   static std::vector<std::unique_ptr<NcclCommunicator>> clique(int devices, Options options = {});
 
+  NcclCommunicator(std::unique_ptr<NcclTransport> transport, Options options);
   ~NcclCommunicator() override;
-  NcclCommunicator(const NcclCommunicator&) = delete;
-  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
-
-  int rank() const override;
-  int size() const override;
-  std::string world_backend() const override { return "nccl"; }
-  Group world() const override;
-  Group new_group(std::span<const int> ranks, const std::string& backend) override;
-  Work all_gather(const Group& group, ConstBuffer in, MutableBuffer out) override;
-  Work broadcast(const Group& group, MutableBuffer buffer, int root) override;
-  // Integers: ncclAllReduce. Floats: all-gathered and reduced in group order on the host,
-  // the order SPEC 9.1 fixes, so results are bitwise those of the simulator and MPI.
-  Work all_reduce(const Group& group, MutableBuffer buffer, DType dtype, ReduceOp op) override;
-  Work all_to_all_v(const Group& group, ConstBuffer in, std::span<const std::size_t> in_counts, MutableBuffer out,
-                    std::span<const std::size_t> out_counts) override;
-  Work barrier(const Group& group) override;
-
   int device() const noexcept;  // the CUDA device of this rank
-  bool failed() const noexcept;  // true once a communicator was aborted
-
-  struct Impl;
-  explicit NcclCommunicator(std::unique_ptr<Impl> impl);
-
- private:
-  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace hpref::nccl

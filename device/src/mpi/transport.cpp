@@ -1,0 +1,305 @@
+// hpref::mpi's transport: OpenMPI's non-blocking collectives under the operation core,
+// polled against the core's deadline, with counts and displacements beyond int split.
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "hpref/device/transport.hpp"
+#include "hpref/mpi/communicator.hpp"
+
+namespace hpref::mpi {
+
+namespace {
+
+using device::OpContext;
+using device::PendingPtr;
+
+constexpr int kRemainderTag = 17;  // point-to-point tails of all_to_all_v blocks beyond max_count
+constexpr int kAbortStatus = 5;
+
+void check(int rc, const char* call, const OpContext& op) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  std::string detail = MPI_Error_string(rc, text, &len) == MPI_SUCCESS
+                           ? std::string(text, static_cast<std::size_t>(len))
+                           : "MPI error " + std::to_string(rc);
+  throw CommError(Errc::comm_backend,
+                  std::string(call) + " for " + op_kind_name(op.kind) + " on group " +
+                      std::to_string(op.group) + " seq " + std::to_string(op.seq) +
+                      " failed on rank " + std::to_string(op.rank) + ": " + detail,
+                  op.group, op.seq, std::vector<int>(op.ranks.begin(), op.ranks.end()));
+}
+
+[[noreturn]] void abort_mpi_job(int status) {
+  std::fflush(nullptr);
+  MPI_Abort(MPI_COMM_WORLD, status);
+  std::_Exit(status);  // MPI_Abort does not return; this is for the compiler
+}
+
+// A launched operation: its requests and what must outlive them (MPI reads count arrays
+// and datatypes until completion).
+struct MpiPending final : device::Pending {
+  device::Transport* transport = nullptr;
+  OpContext op;
+  MPI_Comm comm = MPI_COMM_NULL;
+  std::vector<MPI_Request> requests;
+  std::vector<int> counts[4];
+  std::vector<MPI_Datatype> types[2];
+  std::vector<MPI_Datatype> owned;  // committed derived types, freed at completion
+  bool waited = false;
+
+  ~MpiPending() override {
+    if (waited && !transport->failed())
+      release();  // an unfinished operation may still use its types
+  }
+
+  void wait() override {
+    waited = true;  // a timed-out operation's types stay allocated: MPI may still use them
+    if (!requests.empty()) {
+      transport->poll(op, [&] {
+        int done = 0;
+        check(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
+                          MPI_STATUSES_IGNORE),
+              "MPI_Testall", op);
+        return done != 0;
+      });
+    }
+    release();
+  }
+
+  MPI_Request* next() { return &requests.emplace_back(); }
+  MPI_Datatype commit(MPI_Datatype t) {
+    MPI_Type_commit(&t);
+    owned.push_back(t);
+    return t;
+  }
+  void release() {
+    for (MPI_Datatype& t : owned) MPI_Type_free(&t);
+    owned.clear();
+  }
+};
+
+class MpiTransport final : public device::Transport {
+ public:
+  MpiTransport(const Options& options, bool initialized_here, int rank, int size)
+      : device::Transport("MPI", "the job must be aborted", rank, size, options.timeout_ms),
+        limit_(options.max_count),
+        initialized_here_(initialized_here) {
+    comms_.push_back(MPI_COMM_NULL);
+    MPI_Comm_dup(MPI_COMM_WORLD, &comms_[0]);
+    MPI_Comm_set_errhandler(comms_[0], MPI_ERRORS_RETURN);
+  }
+
+  ~MpiTransport() override {
+    if (failed()) {
+      if (initialized_here_) abort_mpi_job(kAbortStatus);
+      return;  // the program owns MPI and must abort the job itself
+    }
+    for (MPI_Comm& c : comms_) {
+      if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
+    }
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (initialized_here_ && !finalized) MPI_Finalize();
+  }
+
+  PendingPtr all_gather(const OpContext& op, const void* in, void* out,
+                        std::size_t bytes) override {
+    auto w = start(op);
+    gather_into(*w, static_cast<const char*>(in), bytes, static_cast<char*>(out));
+    return w;
+  }
+
+  PendingPtr broadcast(const OpContext& op, void* data, std::size_t bytes, int root,
+                       bool) override {
+    auto w = start(op);
+    std::size_t off = 0;
+    do {  // one Ibcast even for zero bytes, so that every member matches it
+      int len = static_cast<int>(std::min(limit_, bytes - off));
+      check(MPI_Ibcast(static_cast<char*>(data) + off, len, MPI_BYTE, root, w->comm, w->next()),
+            "MPI_Ibcast", op);
+      off += static_cast<std::size_t>(len);
+    } while (off < bytes);
+    return w;
+  }
+
+  PendingPtr all_reduce(const OpContext& op, const void* in, void* out, std::size_t count,
+                        DType dtype, ReduceOp reduce) override {
+    auto w = start(op);
+    MPI_Datatype type = dtype == DType::int32 ? MPI_INT32_T : MPI_INT64_T;
+    MPI_Op mop = reduce == ReduceOp::sum ? MPI_SUM : reduce == ReduceOp::min ? MPI_MIN : MPI_MAX;
+    std::size_t esize = element_size(dtype), off = 0;
+    do {
+      int len = static_cast<int>(std::min(limit_, count - off));
+      const void* send = in == out ? MPI_IN_PLACE : static_cast<const char*>(in) + off * esize;
+      check(MPI_Iallreduce(send, static_cast<char*>(out) + off * esize, len, type, mop, w->comm,
+                           w->next()),
+            "MPI_Iallreduce", op);
+      off += static_cast<std::size_t>(len);
+    } while (off < count);
+    return w;
+  }
+
+  PendingPtr all_to_all_v(const OpContext& op, const void* in,
+                          std::span<const std::size_t> in_counts, void* out,
+                          std::span<const std::size_t> out_counts) override;
+
+  PendingPtr barrier(const OpContext& op) override {
+    auto w = start(op);
+    check(MPI_Ibarrier(w->comm, w->next()), "MPI_Ibarrier", op);
+    return w;
+  }
+
+  void refuse_backend(const std::string& backend) override {
+    if (!is_accelerator_backend_name(backend)) return;
+    throw CommError(Errc::comm_usage,
+                    "new_group on backend '" + backend +
+                        "': the mpi world moves host memory only; accelerator groups need the "
+                        "nccl world (--backend nccl)");
+  }
+
+  // MPI_Comm_split over the world, which non-members join with MPI_UNDEFINED.
+  void add_group(const OpContext& op, int id, std::span<const int>, bool member) override {
+    comms_.resize(static_cast<std::size_t>(id) + 1, MPI_COMM_NULL);
+    check(MPI_Comm_split(comms_[0], member ? 0 : MPI_UNDEFINED, rank(), &comms_.back()),
+          "MPI_Comm_split", op);
+    if (comms_.back() != MPI_COMM_NULL) MPI_Comm_set_errhandler(comms_.back(), MPI_ERRORS_RETURN);
+  }
+
+ private:
+  std::unique_ptr<MpiPending> start(const OpContext& op) {
+    auto w = std::make_unique<MpiPending>();
+    w->transport = this;
+    w->op = op;
+    w->comm = comms_[static_cast<std::size_t>(op.group)];
+    return w;
+  }
+
+  // Adds to `w` the requests of an all-gather of `b` bytes per member into `dst` (member i
+  // at i * b): one MPI_Iallgather when counts and displacements fit, else rounds of at most
+  // max_count bytes per member through a receive type whose extent is the whole block.
+  void gather_into(MpiPending& w, const char* src, std::size_t b, char* dst) {
+    if (b <= limit_ && b * (w.op.ranks.size() - 1) <= limit_) {
+      check(MPI_Iallgather(src, static_cast<int>(b), MPI_BYTE, dst, static_cast<int>(b), MPI_BYTE,
+                           w.comm, w.next()),
+            "MPI_Iallgather", w.op);
+      return;
+    }
+    for (std::size_t off = 0; off < b; off += limit_) {
+      int len = static_cast<int>(std::min(limit_, b - off));
+      MPI_Datatype piece, spaced;
+      MPI_Type_contiguous(len, MPI_BYTE, &piece);
+      MPI_Type_create_resized(piece, 0, static_cast<MPI_Aint>(b), &spaced);
+      MPI_Type_free(&piece);
+      spaced = w.commit(spaced);
+      check(MPI_Iallgather(src + off, len, MPI_BYTE, dst + off, 1, spaced, w.comm, w.next()),
+            "MPI_Iallgather", w.op);
+    }
+  }
+
+  std::size_t limit_;
+  bool initialized_here_;
+  std::vector<MPI_Comm> comms_;  // by group id; MPI_COMM_NULL where this rank is not a member
+};
+
+// One MPI_Ialltoallw carries the first max_count bytes of every block. A block whose
+// displacement is beyond max_count travels as a one-block datatype holding its 64-bit
+// displacement; the rest of a block longer than max_count follows as point-to-point
+// pieces, which only the two ranks concerned need to know about.
+PendingPtr MpiTransport::all_to_all_v(const OpContext& op, const void* in,
+                                      std::span<const std::size_t> in_counts, void* out,
+                                      std::span<const std::size_t> out_counts) {
+  auto w = start(op);
+  std::size_t n = in_counts.size();
+  const auto* src = static_cast<const char*>(in);
+  auto* dst = static_cast<char*>(out);
+  for (auto& c : w->counts) c.assign(n, 0);
+  for (auto& t : w->types) t.assign(n, MPI_BYTE);
+  struct Tail {
+    const char* send;
+    char* recv;
+    std::size_t bytes;
+    int peer;
+  };
+  std::vector<Tail> tails;
+  auto place = [&](std::size_t i, std::size_t displacement, std::size_t count, int side) {
+    std::size_t head = std::min(count, limit_);
+    if (head == 0) return;
+    if (displacement <= limit_) {
+      w->counts[2 * side][i] = static_cast<int>(head);
+      w->counts[2 * side + 1][i] = static_cast<int>(displacement);
+    } else {
+      int len = static_cast<int>(head);
+      MPI_Aint where = static_cast<MPI_Aint>(displacement);
+      MPI_Datatype t;
+      MPI_Type_create_hindexed(1, &len, &where, MPI_BYTE, &t);
+      w->types[side][i] = w->commit(t);
+      w->counts[2 * side][i] = 1;
+    }
+  };
+  std::size_t sdisp = 0, rdisp = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    auto peer = static_cast<int>(i);
+    place(i, sdisp, in_counts[i], 0);
+    place(i, rdisp, out_counts[i], 1);
+    if (in_counts[i] > limit_)
+      tails.push_back({src + sdisp + limit_, nullptr, in_counts[i] - limit_, peer});
+    if (out_counts[i] > limit_)
+      tails.push_back({nullptr, dst + rdisp + limit_, out_counts[i] - limit_, peer});
+    sdisp += in_counts[i];
+    rdisp += out_counts[i];
+  }
+  check(MPI_Ialltoallw(src, w->counts[0].data(), w->counts[1].data(), w->types[0].data(), dst,
+                       w->counts[2].data(), w->counts[3].data(), w->types[1].data(), w->comm,
+                       w->next()),
+        "MPI_Ialltoallw", op);
+  for (const Tail& t : tails) {
+    for (std::size_t off = 0; off < t.bytes; off += limit_) {
+      int len = static_cast<int>(std::min(limit_, t.bytes - off));
+      if (t.send) {
+        check(MPI_Isend(t.send + off, len, MPI_BYTE, t.peer, kRemainderTag, w->comm, w->next()),
+              "MPI_Isend", op);
+      } else {
+        check(MPI_Irecv(t.recv + off, len, MPI_BYTE, t.peer, kRemainderTag, w->comm, w->next()),
+              "MPI_Irecv", op);
+      }
+    }
+  }
+  return w;
+}
+
+// MPI is initialized (MPI_THREAD_SERIALIZED: a Work may be waited from another thread when
+// the caller serializes calls) unless the program already did.
+std::unique_ptr<device::Transport> open(const Options& options) {
+  if (options.max_count < 1 || options.max_count > static_cast<std::size_t>(INT_MAX) ||
+      options.timeout_ms < 1) {
+    throw Error(Errc::invalid_argument,
+                "MPI options need 1 <= max_count <= INT_MAX and a positive timeout_ms, got " +
+                    std::to_string(options.max_count) + " and " +
+                    std::to_string(options.timeout_ms));
+  }
+  int initialized = 0, provided = 0, rank = 0, size = 1;
+  MPI_Initialized(&initialized);
+  if (!initialized &&
+      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+    throw CommError(Errc::comm_backend, "MPI_Init_thread failed");
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return std::make_unique<MpiTransport>(options, !initialized, rank, size);
+}
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(Options options)
+    : CoreCommunicator(open(options), "mpi", options.checked), options_(options) {}
+
+MpiCommunicator::~MpiCommunicator() = default;
+
+const Options& MpiCommunicator::options() const noexcept { return options_; }
+
+void MpiCommunicator::abort_job(int status) { abort_mpi_job(status); }
+
+}  // namespace hpref::mpi
