@@ -4,13 +4,13 @@
 // cheap when a memo-shared value would expand on re-encoding.
 #pragma once
 
+#include <sys/resource.h>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <optional>
-#include <sys/resource.h>
 #include <span>
 #include <string>
 #include <string_view>

@@ -44,7 +44,8 @@ std::string first_line(std::string s) {
 // Runs fn(rank communicator) on a fresh clique, a thread per GPU; "" when every rank
 // returned, else the first failure.
 std::string on_clique(int devices, hpref::nccl::Options options,
-                      const std::function<std::string(hpref::Communicator&)>& fn, std::string* value) {
+                      const std::function<std::string(hpref::Communicator&)>& fn,
+                      std::string* value) {
   auto comms = NcclCommunicator::clique(devices, options);
   std::vector<std::string> errors(static_cast<std::size_t>(devices)), values(errors.size());
   std::vector<std::thread> threads;
@@ -75,18 +76,23 @@ std::string device_buffers(hpref::Communicator& c) {
   const std::size_t each = 1 << 20;
   auto n = static_cast<std::size_t>(c.size());
   std::vector<unsigned char> host_in(each), host_out(each * n);
-  for (std::size_t i = 0; i < each; ++i) host_in[i] = static_cast<unsigned char>(i * 7 + static_cast<std::size_t>(c.rank()));
+  for (std::size_t i = 0; i < each; ++i)
+    host_in[i] = static_cast<unsigned char>(i * 7 + static_cast<std::size_t>(c.rank()));
   void *in = nullptr, *out = nullptr;
-  if (cudaMalloc(&in, each) != cudaSuccess || cudaMalloc(&out, each * n) != cudaSuccess) return "cudaMalloc failed";
+  if (cudaMalloc(&in, each) != cudaSuccess || cudaMalloc(&out, each * n) != cudaSuccess)
+    return "cudaMalloc failed";
   cudaMemcpy(in, host_in.data(), each, cudaMemcpyHostToDevice);
-  c.all_gather(c.world(), {in, each, MemorySpace::accelerator}, {out, each * n, MemorySpace::accelerator}).wait();
+  c.all_gather(c.world(), {in, each, MemorySpace::accelerator},
+               {out, each * n, MemorySpace::accelerator})
+      .wait();
   cudaMemcpy(host_out.data(), out, each * n, cudaMemcpyDeviceToHost);
   for (std::size_t r = 0; r < n; ++r) {
     for (std::size_t i = 0; i < each; i += 997) {
       if (host_out[r * each + i] != static_cast<unsigned char>(i * 7 + r)) {
         cudaFree(in);
         cudaFree(out);
-        throw hpref::Error(hpref::Errc::scenario_check, "device all_gather: member " + std::to_string(r) + " byte " +
+        throw hpref::Error(hpref::Errc::scenario_check, "device all_gather: member " +
+                                                            std::to_string(r) + " byte " +
                                                             std::to_string(i) + " differs");
       }
     }
@@ -98,7 +104,9 @@ std::string device_buffers(hpref::Communicator& c) {
     out_counts[j] = j + static_cast<std::size_t>(c.rank()) + 1;
   }
   std::vector<unsigned char> send;
-  for (std::size_t j = 0; j < n; ++j) send.insert(send.end(), in_counts[j], static_cast<unsigned char>(c.rank() * 16 + static_cast<int>(j)));
+  for (std::size_t j = 0; j < n; ++j)
+    send.insert(send.end(), in_counts[j],
+                static_cast<unsigned char>(c.rank() * 16 + static_cast<int>(j)));
   std::size_t received = std::accumulate(out_counts.begin(), out_counts.end(), std::size_t{0});
   cudaMemcpy(in, send.data(), send.size(), cudaMemcpyHostToDevice);
   c.all_to_all_v(c.world(), {in, send.size(), MemorySpace::accelerator}, in_counts,
@@ -112,8 +120,9 @@ std::string device_buffers(hpref::Communicator& c) {
   for (std::size_t i = 0; i < n; ++i) {
     for (std::size_t k = 0; k < out_counts[i]; ++k, ++off) {
       if (got[off] != static_cast<unsigned char>(i * 16 + static_cast<std::size_t>(c.rank()))) {
-        throw hpref::Error(hpref::Errc::scenario_check, "device all_to_all_v: the block from rank " + std::to_string(i) +
-                                                            " differs");
+        throw hpref::Error(
+            hpref::Errc::scenario_check,
+            "device all_to_all_v: the block from rank " + std::to_string(i) + " differs");
       }
     }
   }
@@ -142,8 +151,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "hpref_gpu_check: no CUDA device is visible\n");
     return 2;
   }
-  std::printf("hpref GPU check: %d rank(s), one per GPU, in one process (ncclCommInitAll, a thread per GPU)\n",
-              devices);
+  std::printf(
+      "hpref GPU check: %d rank(s), one per GPU, in one process (ncclCommInitAll, a thread per "
+      "GPU)\n",
+      devices);
   std::fflush(stdout);
   std::vector<Row> rows;
   auto timed = [&](Row row, const std::function<std::string(std::string*)>& body) {
@@ -154,7 +165,8 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
       error = e.what();
     }
-    row.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    row.ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     row.ok = error.empty();
     row.result = row.ok ? "pass (" + first_line(value) + ")" : "FAIL: " + first_line(error);
     std::printf("  %-18s seed %-4s %s\n", row.name.c_str(), row.seed.c_str(), row.result.c_str());
@@ -168,9 +180,13 @@ int main(int argc, char** argv) {
     if (!wanted || devices < s.min_ranks || devices > s.max_ranks) continue;
     for (int seed = 1; seed <= seeds; ++seed) {
       timed({s.name, std::to_string(seed), devices, "", false, 0}, [&](std::string* value) {
-        return on_clique(devices, options, [&](hpref::Communicator& c) {
-          return s.fn(c, hpref::sim::ScenarioContext{static_cast<std::uint64_t>(seed), devices});
-        }, value);
+        return on_clique(
+            devices, options,
+            [&](hpref::Communicator& c) {
+              return s.fn(c,
+                          hpref::sim::ScenarioContext{static_cast<std::uint64_t>(seed), devices});
+            },
+            value);
       });
     }
   }
@@ -178,20 +194,26 @@ int main(int argc, char** argv) {
   timed({"collectives checked", "1", devices, "", false, 0}, [&](std::string* value) {
     hpref::nccl::Options checked = options;
     checked.checked = true;
-    return on_clique(devices, checked, [&](hpref::Communicator& c) {
-      return hpref::sim::find_scenario("collectives")->fn(c, hpref::sim::ScenarioContext{1, devices});
-    }, value);
+    return on_clique(
+        devices, checked,
+        [&](hpref::Communicator& c) {
+          return hpref::sim::find_scenario("collectives")
+              ->fn(c, hpref::sim::ScenarioContext{1, devices});
+        },
+        value);
   });
   timed({"device buffers", "-", devices, "", false, 0},
         [&](std::string* value) { return on_clique(devices, options, device_buffers, value); });
 
   int passed = 0;
-  std::printf("\n| %-20s | %-4s | %-5s | %-8s | %-60s |\n", "check", "seed", "ranks", "ms", "result");
+  std::printf("\n| %-20s | %-4s | %-5s | %-8s | %-60s |\n", "check", "seed", "ranks", "ms",
+              "result");
   std::printf("|%s|%s|%s|%s|%s|\n", std::string(22, '-').c_str(), std::string(6, '-').c_str(),
-              std::string(7, '-').c_str(), std::string(10, '-').c_str(), std::string(62, '-').c_str());
+              std::string(7, '-').c_str(), std::string(10, '-').c_str(),
+              std::string(62, '-').c_str());
   for (const Row& r : rows) {
-    std::printf("| %-20s | %-4s | %-5d | %8.1f | %-60s |\n", r.name.c_str(), r.seed.c_str(), r.ranks, r.ms,
-                r.result.substr(0, 60).c_str());
+    std::printf("| %-20s | %-4s | %-5d | %8.1f | %-60s |\n", r.name.c_str(), r.seed.c_str(),
+                r.ranks, r.ms, r.result.substr(0, 60).c_str());
     passed += r.ok ? 1 : 0;
   }
   std::printf("\n%d of %zu checks passed on %d GPU(s)\n", passed, rows.size(), devices);

@@ -58,8 +58,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (const auto* fixed = std::get_if<std::int64_t>(&fields[f].dims[d])) {
         HPREF_FUZZ_REQUIRE(shape[d] == *fixed, "fixed dim not kept");
       } else {
-        auto k = std::find(syms.begin(), syms.end(), std::get<std::string>(fields[f].dims[d])) - syms.begin();
-        HPREF_FUZZ_REQUIRE(shape[d] == header[static_cast<std::size_t>(k) + 1], "symbol value not kept");
+        auto k = std::find(syms.begin(), syms.end(), std::get<std::string>(fields[f].dims[d])) -
+                 syms.begin();
+        HPREF_FUZZ_REQUIRE(shape[d] == header[static_cast<std::size_t>(k) + 1],
+                           "symbol value not kept");
       }
     }
     auto numel = checked_numel(shape);

@@ -32,8 +32,10 @@ std::vector<std::int64_t> boundaries(ByteReader& in) {
 
 void check_planner(const std::vector<Route>& routes) {
   for (std::size_t r = 0; r < routes.size(); ++r) {
-    HPREF_FUZZ_REQUIRE(routes[r].is_valid(), "planner route " + std::to_string(r) + " is not valid");
-    HPREF_FUZZ_REQUIRE(routes[r].needs_exchange == routes[0].needs_exchange, "needs_exchange differs");
+    HPREF_FUZZ_REQUIRE(routes[r].is_valid(),
+                       "planner route " + std::to_string(r) + " is not valid");
+    HPREF_FUZZ_REQUIRE(routes[r].needs_exchange == routes[0].needs_exchange,
+                       "needs_exchange differs");
     for (std::size_t p = 0; p < routes.size(); ++p) {
       HPREF_FUZZ_REQUIRE(routes[r].input_splits[p] == routes[p].output_splits[r],
                          "send " + std::to_string(r) + "->" + std::to_string(p) + " != receive");
@@ -55,8 +57,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::vector<std::int64_t> owners = ints(in, 34);
     std::optional<std::span<const std::int64_t>> own;
     if (with_owners) own = owners;
-    auto route = attempt("interval_route", [&] { return interval_route(local_length, rank, intervals, own); });
-    auto all = attempt("interval_routes", [&] { return interval_routes(local_length, intervals, own); });
+    auto route = attempt("interval_route",
+                         [&] { return interval_route(local_length, rank, intervals, own); });
+    auto all =
+        attempt("interval_routes", [&] { return interval_routes(local_length, intervals, own); });
     if (route) {
       HPREF_FUZZ_REQUIRE(route.value->is_valid(), "interval_route gave an invalid route");
       if (!with_owners) {
@@ -77,16 +81,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   Outcome<Route> route;
   Outcome<std::vector<Route>> all;
   if (op == 1) {
-    route = attempt("sliding_window_route", [&] { return sliding_window_route(b, local_length, ranks, rank, last); });
-    all = attempt("sliding_window_routes", [&] { return sliding_window_routes(b, local_length, ranks, last); });
+    route = attempt("sliding_window_route",
+                    [&] { return sliding_window_route(b, local_length, ranks, rank, last); });
+    all = attempt("sliding_window_routes",
+                  [&] { return sliding_window_routes(b, local_length, ranks, last); });
   } else {
-    route = attempt("document_prefix_route", [&] { return document_prefix_route(b, local_length, ranks, rank, last); });
-    all = attempt("document_prefix_routes", [&] { return document_prefix_routes(b, local_length, ranks, last); });
+    route = attempt("document_prefix_route",
+                    [&] { return document_prefix_route(b, local_length, ranks, rank, last); });
+    all = attempt("document_prefix_routes",
+                  [&] { return document_prefix_routes(b, local_length, ranks, last); });
   }
   if (route) {
     HPREF_FUZZ_REQUIRE(route.value->is_valid(), "route is not valid");
     HPREF_FUZZ_REQUIRE(all, "the planner refused what one rank accepted");
-    HPREF_FUZZ_REQUIRE((*all.value)[static_cast<std::size_t>(rank)] == *route.value, "the planner's route differs");
+    HPREF_FUZZ_REQUIRE((*all.value)[static_cast<std::size_t>(rank)] == *route.value,
+                       "the planner's route differs");
   }
   if (all) check_planner(*all.value);
   return 0;

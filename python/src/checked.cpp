@@ -20,29 +20,35 @@ namespace hpref::py {
 namespace {
 
 OpKind kind_of(const std::string& name) {
-  for (auto k : {OpKind::all_gather, OpKind::broadcast, OpKind::all_reduce, OpKind::all_to_all_v, OpKind::barrier}) {
+  for (auto k : {OpKind::all_gather, OpKind::broadcast, OpKind::all_reduce, OpKind::all_to_all_v,
+                 OpKind::barrier}) {
     if (name == op_kind_name(k)) return k;
   }
-  throw Error(Errc::invalid_argument, "op_signature kind '" + name +
-                                          "' is not all_gather, broadcast, all_reduce, all_to_all_v or barrier");
+  throw Error(Errc::invalid_argument,
+              "op_signature kind '" + name +
+                  "' is not all_gather, broadcast, all_reduce, all_to_all_v or barrier");
 }
 
 ReduceOp op_of(const std::string& name) {
   for (auto o : {ReduceOp::sum, ReduceOp::min, ReduceOp::max}) {
     if (name == reduce_op_name(o)) return o;
   }
-  throw Error(Errc::invalid_argument, "op_signature reduce op '" + name + "' is not sum, min or max");
+  throw Error(Errc::invalid_argument,
+              "op_signature reduce op '" + name + "' is not sum, min or max");
 }
 
 DType dtype_of(const std::string& name) {
   auto d = dtype_from_bare_name(name);
-  if (!d) throw Error(Errc::unsupported_dtype, "op_signature dtype '" + name + "' is not a SPEC 1.3 dtype");
+  if (!d)
+    throw Error(Errc::unsupported_dtype,
+                "op_signature dtype '" + name + "' is not a SPEC 1.3 dtype");
   return *d;
 }
 
 int member_count(std::size_t members) {
   if (members == 0 || members > (1u << 20)) {
-    throw Error(Errc::invalid_argument, "a checked group has 1 to 2^20 members, got " + std::to_string(members));
+    throw Error(Errc::invalid_argument,
+                "a checked group has 1 to 2^20 members, got " + std::to_string(members));
   }
   return static_cast<int>(members);
 }
@@ -58,8 +64,8 @@ nb::bytes signature_bytes(const OpSignature& s, int members) {
 void bind_checked(nb::module_& m) {
   m.def(
       "op_signature",
-      [](const std::string& kind, std::size_t members, int root, const std::string& op, const std::string& dtype,
-         std::uint64_t bytes, const std::vector<std::uint64_t>& counts_in,
+      [](const std::string& kind, std::size_t members, int root, const std::string& op,
+         const std::string& dtype, std::uint64_t bytes, const std::vector<std::uint64_t>& counts_in,
          const std::vector<std::uint64_t>& counts_out) {
         int n = member_count(members);
         OpSignature s;
@@ -70,25 +76,32 @@ void bind_checked(nb::module_& m) {
         s.bytes = bytes;
         if (s.kind == OpKind::all_to_all_v &&
             (counts_in.size() != members || counts_out.size() != members)) {
-          throw Error(Errc::invalid_argument, "all_to_all_v's signature takes " + std::to_string(members) +
-                                                  " counts each way, got " + std::to_string(counts_in.size()) +
-                                                  " and " + std::to_string(counts_out.size()));
+          throw Error(Errc::invalid_argument,
+                      "all_to_all_v's signature takes " + std::to_string(members) +
+                          " counts each way, got " + std::to_string(counts_in.size()) + " and " +
+                          std::to_string(counts_out.size()));
         }
         s.counts_in = counts_in;
         s.counts_out = counts_out;
         return signature_bytes(s, n);
       },
-      nb::arg("kind"), nb::arg("members"), nb::arg("root") = -1, nb::arg("op") = "sum", nb::arg("dtype") = "uint8",
-      nb::arg("bytes") = 0, nb::arg("counts_in") = std::vector<std::uint64_t>{},
+      nb::arg("kind"), nb::arg("members"), nb::arg("root") = -1, nb::arg("op") = "sum",
+      nb::arg("dtype") = "uint8", nb::arg("bytes") = 0,
+      nb::arg("counts_in") = std::vector<std::uint64_t>{},
       nb::arg("counts_out") = std::vector<std::uint64_t>{},
-      "The SPEC 9.2 signature of one operation on a group of `members` ranks in the fixed-size wire "
-      "form the C++ checked mode all-gathers (hpref::write_signature): kind (all_gather, broadcast, "
+      "The SPEC 9.2 signature of one operation on a group of `members` ranks in the fixed-size "
+      "wire "
+      "form the C++ checked mode all-gathers (hpref::write_signature): kind (all_gather, "
+      "broadcast, "
       "all_reduce, all_to_all_v, barrier), root (a world rank, broadcast), reduce op and dtype "
-      "(all_reduce), bytes (per member for all_gather; the buffer otherwise; all_to_all_v: bytes sent), "
+      "(all_reduce), bytes (per member for all_gather; the buffer otherwise; all_to_all_v: bytes "
+      "sent), "
       "and for all_to_all_v the bytes to and from each member.");
 
-  m.def("signature_bytes", [](std::size_t members) { return signature_wire_bytes(member_count(members)); },
-        nb::arg("members"), "The size of one signature on a group of `members` ranks.");
+  m.def(
+      "signature_bytes",
+      [](std::size_t members) { return signature_wire_bytes(member_count(members)); },
+      nb::arg("members"), "The size of one signature on a group of `members` ranks.");
 
   m.def(
       "signature_text",
@@ -96,7 +109,8 @@ void bind_checked(nb::module_& m) {
         int n = member_count(members);
         if (sig.size() != signature_wire_bytes(n)) {
           throw CommError(Errc::comm_mismatch, "a signature of " + std::to_string(sig.size()) +
-                                                   " bytes is not one of a " + std::to_string(n) + "-member group");
+                                                   " bytes is not one of a " + std::to_string(n) +
+                                                   "-member group");
         }
         return read_signature(reinterpret_cast<const std::uint8_t*>(sig.c_str()), n).str();
       },
@@ -110,14 +124,16 @@ void bind_checked(nb::module_& m) {
         std::size_t one = signature_wire_bytes(n);
         if (gathered.size() != one * ranks.size()) {
           throw CommError(Errc::comm_mismatch,
-                          "checked mode gathered " + std::to_string(gathered.size()) + " signature bytes on group " +
-                              std::to_string(group_id) + ", expected " + std::to_string(one * ranks.size()),
+                          "checked mode gathered " + std::to_string(gathered.size()) +
+                              " signature bytes on group " + std::to_string(group_id) +
+                              ", expected " + std::to_string(one * ranks.size()),
                           group_id, seq);
         }
         const auto* p = reinterpret_cast<const std::uint8_t*>(gathered.c_str());
         std::vector<OpSignature> members;
         members.reserve(ranks.size());
-        for (std::size_t i = 0; i < ranks.size(); ++i) members.push_back(read_signature(p + i * one, n));
+        for (std::size_t i = 0; i < ranks.size(); ++i)
+          members.push_back(read_signature(p + i * one, n));
         // The message names world ranks: a Group whose ranks are the members' world ranks,
         // seen from its first member (signature_mismatch reads only id and ranks).
         Group group(group_id, ranks, "checked", ranks.front());
@@ -127,7 +143,8 @@ void bind_checked(nb::module_& m) {
       "Raises hpref.CommMismatch with the C++ checked mode's message when the members' signatures "
       "(`gathered`: each member's op_signature bytes, in group order) disagree: another call "
       "(\"rank 0 launched barrier but rank 1 launched all_reduce(...)\") or, for all_to_all_v, the "
-      "first pair i -> j whose counts differ (\"rank 1 sends 96 bytes to rank 3, which expects 64\"); "
+      "first pair i -> j whose counts differ (\"rank 1 sends 96 bytes to rank 3, which expects "
+      "64\"); "
       "`ranks` are the members' world ranks, named in the message with `group_id` and `seq`.");
 
   m.def(
@@ -136,7 +153,8 @@ void bind_checked(nb::module_& m) {
         return buffer_checksum(reinterpret_cast<const void*>(address), nbytes);
       },
       nb::arg("address"), nb::arg("nbytes"), nb::call_guard<nb::gil_scoped_release>(),
-      "hpref::buffer_checksum (four-lane Fletcher-style sums folded with FNV-1a, ~11 GB/s on one core) "
+      "hpref::buffer_checksum (four-lane Fletcher-style sums folded with FNV-1a, ~11 GB/s on one "
+      "core) "
       "of `nbytes` bytes of host memory at `address`: the send-buffer checksum compared at wait() "
       "(SPEC 9.3). The GIL is released while it reads. The caller keeps the memory alive.");
 }

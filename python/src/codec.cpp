@@ -41,7 +41,8 @@ struct HeldBuffer {
 // asked. nullopt (Python error cleared) when the object cannot give such a buffer.
 std::optional<SharedBytes> view_buffer(nb::handle object, bool writable) {
   auto held = std::make_shared<HeldBuffer>();
-  if (PyObject_GetBuffer(object.ptr(), &held->view, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) != 0) {
+  if (PyObject_GetBuffer(object.ptr(), &held->view, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) !=
+      0) {
     PyErr_Clear();
     held->view.obj = nullptr;  // nothing to release
     return std::nullopt;
@@ -51,7 +52,9 @@ std::optional<SharedBytes> view_buffer(nb::handle object, bool writable) {
   return SharedBytes(std::move(held), bytes);
 }
 
-std::string py_type_name(nb::handle o) { return nb::cast<std::string>(nb::str(o.type().attr("__qualname__"))); }
+std::string py_type_name(nb::handle o) {
+  return nb::cast<std::string>(nb::str(o.type().attr("__qualname__")));
+}
 
 // The segment bytes of `buffer`: its own memory when it is writable (tensors decoded from
 // it are writable views sharing it, as the original's are views of its bytearray) unless
@@ -64,7 +67,8 @@ SharedBytes segment_bytes(nb::handle buffer, bool copy) {
   if (!view) {
     throw Error(Errc::invalid_argument,
                 "a segment must be bytes or a C-contiguous buffer (bytearray, memoryview, "
-                "numpy uint8 array), got a Python " + py_type_name(buffer));
+                "numpy uint8 array), got a Python " +
+                    py_type_name(buffer));
   }
   return SharedBytes::copy_of(view->span());
 }
@@ -91,10 +95,14 @@ struct Converter {
 
   nb::object operator()(const Value& v) const {
     switch (v.kind()) {
-      case ValueKind::none: return nb::none();
-      case ValueKind::boolean: return nb::bool_(v.as_bool());
-      case ValueKind::integer: return nb::int_(v.as_int());
-      case ValueKind::floating: return nb::float_(v.as_float());
+      case ValueKind::none:
+        return nb::none();
+      case ValueKind::boolean:
+        return nb::bool_(v.as_bool());
+      case ValueKind::integer:
+        return nb::int_(v.as_int());
+      case ValueKind::floating:
+        return nb::float_(v.as_float());
       case ValueKind::string: {
         std::string_view s = v.as_str();
         return once(s.data(), s.size(), [&] { return nb::str(s.data(), s.size()); });
@@ -104,20 +112,23 @@ struct Converter {
         return once(b.data(), b.size(), [&] { return nb::bytes(b.data(), b.size()); });
       }
       case ValueKind::bytearray:
-        return nb::steal(PyByteArray_FromStringAndSize(
-            reinterpret_cast<const char*>(v.as_bytes().data()),
-            static_cast<Py_ssize_t>(v.as_bytes().size())));
-      case ValueKind::tensor: return tensors(v.as_tensor());
+        return nb::steal(
+            PyByteArray_FromStringAndSize(reinterpret_cast<const char*>(v.as_bytes().data()),
+                                          static_cast<Py_ssize_t>(v.as_bytes().size())));
+      case ValueKind::tensor:
+        return tensors(v.as_tensor());
       case ValueKind::tuple: {
         nb::object out = nb::steal(PyTuple_New(static_cast<Py_ssize_t>(v.items().size())));
         Py_ssize_t i = 0;
-        for (const Value& item : v.items()) PyTuple_SET_ITEM(out.ptr(), i++, (*this)(item).release().ptr());
+        for (const Value& item : v.items())
+          PyTuple_SET_ITEM(out.ptr(), i++, (*this)(item).release().ptr());
         return out;
       }
       case ValueKind::list: {
         nb::object out = nb::steal(PyList_New(static_cast<Py_ssize_t>(v.items().size())));
         Py_ssize_t i = 0;
-        for (const Value& item : v.items()) PyList_SET_ITEM(out.ptr(), i++, (*this)(item).release().ptr());
+        for (const Value& item : v.items())
+          PyList_SET_ITEM(out.ptr(), i++, (*this)(item).release().ptr());
         return out;
       }
       case ValueKind::mapping: {
@@ -168,15 +179,16 @@ class GcPause {
   bool was_enabled_;
 };
 
-nb::list items_to_python(const std::vector<Item>& items, const KeyMaker& keys, nb::handle make_tensor,
-                         const SharedBytes& buffer) {
+nb::list items_to_python(const std::vector<Item>& items, const KeyMaker& keys,
+                         nb::handle make_tensor, const SharedBytes& buffer) {
   TensorViews views(make_tensor, &buffer);
   Converter convert{views};
   GcPause pause;
   nb::object out = nb::steal(PyList_New(static_cast<Py_ssize_t>(items.size())));
   Py_ssize_t i = 0;
   for (const auto& [key, value] : items) {
-    PyList_SET_ITEM(out.ptr(), i++, nb::make_tuple(keys(key, convert), convert(value)).release().ptr());
+    PyList_SET_ITEM(out.ptr(), i++,
+                    nb::make_tuple(keys(key, convert), convert(value)).release().ptr());
   }
   return nb::borrow<nb::list>(out);
 }
@@ -230,7 +242,8 @@ std::optional<Value> torch_tensor_in_place(nb::handle o) {
   if (found == dtypes.end()) {
     std::string name = nb::cast<std::string>(nb::str(dtype_object));
     std::optional<DType> dtype;
-    if (name.rfind("torch.", 0) == 0) dtype = dtype_from_bare_name(std::string_view(name).substr(6));
+    if (name.rfind("torch.", 0) == 0)
+      dtype = dtype_from_bare_name(std::string_view(name).substr(6));
     if (dtype && (*dtype == DType::qint8 || *dtype == DType::quint8 || *dtype == DType::qint32 ||
                   *dtype == DType::quint4x2 || *dtype == DType::quint2x4)) {
       dtype.reset();  // quantized: the general path says what torch says
@@ -279,8 +292,8 @@ struct FromPython {
       int overflow = 0;
       long long v = PyLong_AsLongLongAndOverflow(p, &overflow);
       if (overflow) {
-        throw Error(Errc::invalid_argument,
-                    "int " + nb::cast<std::string>(nb::str(o)) + " does not fit in 64 bits (SPEC 1.1)");
+        throw Error(Errc::invalid_argument, "int " + nb::cast<std::string>(nb::str(o)) +
+                                                " does not fit in 64 bits (SPEC 1.1)");
       }
       return Value::integer(v);
     }
@@ -290,16 +303,19 @@ struct FromPython {
       const char* utf8 = PyUnicode_AsUTF8AndSize(p, &size);
       if (!utf8) {
         PyErr_Clear();
-        throw Error(Errc::invalid_utf8, "a str that is not valid UTF-8 (a lone surrogate) cannot be encoded");
+        throw Error(Errc::invalid_utf8,
+                    "a str that is not valid UTF-8 (a lone surrogate) cannot be encoded");
       }
       return Value::string(std::string_view(utf8, static_cast<std::size_t>(size)));
     }
     if (PyBytes_Check(p)) {
-      return Value::bytes(std::string_view(PyBytes_AS_STRING(p), static_cast<std::size_t>(PyBytes_GET_SIZE(p))));
+      return Value::bytes(
+          std::string_view(PyBytes_AS_STRING(p), static_cast<std::size_t>(PyBytes_GET_SIZE(p))));
     }
     if (PyByteArray_Check(p)) {
       auto* b = reinterpret_cast<const std::uint8_t*>(PyByteArray_AS_STRING(p));
-      return Value::bytearray(std::span<const std::uint8_t>(b, static_cast<std::size_t>(PyByteArray_GET_SIZE(p))));
+      return Value::bytearray(
+          std::span<const std::uint8_t>(b, static_cast<std::size_t>(PyByteArray_GET_SIZE(p))));
     }
     // A RawTensor is a NamedTuple: checked before tuples.
     if (PyTuple_Check(p) && PyObject_IsInstance(p, raw_type.ptr()) == 1) {
@@ -313,10 +329,12 @@ struct FromPython {
     }
     if (PyDict_Check(p)) {
       std::vector<Value::Entry> entries;
-      for (auto [k, v] : nb::borrow<nb::dict>(o)) entries.emplace_back((*this)(k, depth + 1), (*this)(v, depth + 1));
+      for (auto [k, v] : nb::borrow<nb::dict>(o))
+        entries.emplace_back((*this)(k, depth + 1), (*this)(v, depth + 1));
       return Value::mapping(std::move(entries));
     }
-    if (!torch_tensor.is_none() && PyObject_TypeCheck(p, reinterpret_cast<PyTypeObject*>(torch_tensor.ptr()))) {
+    if (!torch_tensor.is_none() &&
+        PyObject_TypeCheck(p, reinterpret_cast<PyTypeObject*>(torch_tensor.ptr()))) {
       if (auto v = torch_tensor_in_place(o)) return std::move(*v);
     }
     nb::object converted = convert(o);
@@ -337,7 +355,8 @@ nb::object byte_view(const SharedBytes& bytes) {
   std::size_t shape[1] = {keep->size()};
   // Writable: the bytes are the caller's writable buffer or our private copy (segment_bytes).
   auto* data = const_cast<std::uint8_t*>(keep->data());
-  nb::object array = nb::cast(nb::ndarray<nb::numpy, std::uint8_t, nb::ndim<1>>(data, 1, shape, owner));
+  nb::object array =
+      nb::cast(nb::ndarray<nb::numpy, std::uint8_t, nb::ndim<1>>(data, 1, shape, owner));
   return nb::steal(PyMemoryView_FromObject(array.ptr()));
 }
 
@@ -348,7 +367,8 @@ nb::object TensorViews::operator()(const Tensor& t) {
       storage.data() >= base_ && storage.data() + storage.size() <= base_ + size_) {
     // One memoryview per buffer, sliced per tensor (a slice costs ~0.1 us, a fresh view ~10).
     auto offset = static_cast<Py_ssize_t>(storage.data() - base_);
-    data = nb::steal(PySequence_GetSlice(whole_.ptr(), offset, offset + static_cast<Py_ssize_t>(storage.size())));
+    data = nb::steal(PySequence_GetSlice(whole_.ptr(), offset,
+                                         offset + static_cast<Py_ssize_t>(storage.size())));
     if (!data.is_valid()) throw nb::python_error();
   } else {
     data = byte_view(storage);  // empty, or the bytes of another buffer
@@ -369,7 +389,9 @@ TensorViews::TensorViews(nb::handle make, const SharedBytes* buffer) : make_(mak
   }
 }
 
-nb::object tensor_to_python(const Tensor& t, nb::handle make) { return TensorViews(make, nullptr)(t); }
+nb::object tensor_to_python(const Tensor& t, nb::handle make) {
+  return TensorViews(make, nullptr)(t);
+}
 
 Tensor tensor_from_python(nb::handle raw) {
   std::string name = nb::cast<std::string>(nb::str(raw.attr("dtype")));
@@ -377,7 +399,8 @@ Tensor tensor_from_python(nb::handle raw) {
   std::vector<std::int64_t> shape;
   for (nb::handle d : raw.attr("shape")) {
     if (!PyLong_Check(d.ptr()) || PyBool_Check(d.ptr())) {
-      throw Error(Errc::invalid_tensor, "a tensor dim must be an int, got " + nb::cast<std::string>(nb::repr(d)));
+      throw Error(Errc::invalid_tensor,
+                  "a tensor dim must be an int, got " + nb::cast<std::string>(nb::repr(d)));
     }
     shape.push_back(nb::cast<std::int64_t>(d));
   }
@@ -411,9 +434,9 @@ void bind_codec(nb::module_& m) {
 
   m.def(
       "decode_received",
-      [](nb::handle buffer, const std::vector<std::uint64_t>& splits, bool strict, nb::object key_class,
-         nb::handle make_tensor, nb::object make_key, std::size_t key_arity, bool sample_key_rule,
-         bool copy) {
+      [](nb::handle buffer, const std::vector<std::uint64_t>& splits, bool strict,
+         nb::object key_class, nb::handle make_tensor, nb::object make_key, std::size_t key_arity,
+         bool sample_key_rule, bool copy) {
         DecodeArgs a = decode_args(strict, key_class, make_key, key_arity, sample_key_rule);
         SharedBytes data = segment_bytes(buffer, copy);
         std::vector<Item> items;
@@ -469,19 +492,23 @@ void bind_codec(nb::module_& m) {
       [](nb::handle buffer, bool strict, nb::object key_class, std::uint64_t max_output_bytes) {
         DecodeOptions options;
         options.strict = strict;
-        options.pickle.key_class = key_class.is_none() ? KeyClass(kDefaultKeyClass) : key_class_from_python(key_class);
+        options.pickle.key_class =
+            key_class.is_none() ? KeyClass(kDefaultKeyClass) : key_class_from_python(key_class);
         SharedBytes data = segment_bytes(buffer, /*copy=*/false);
         nb::gil_scoped_release release;
         return inspect_segment(data.span(), options, max_output_bytes);
       },
-      nb::arg("buffer"), nb::arg("strict"), nb::arg("key_class").none(), nb::arg("max_output_bytes"),
-      "The inspect view of a segment (hpref frame inspect's text).");
+      nb::arg("buffer"), nb::arg("strict"), nb::arg("key_class").none(),
+      nb::arg("max_output_bytes"), "The inspect view of a segment (hpref frame inspect's text).");
 
-  m.def("dtype_names", [] {
-    std::vector<std::string> names;
-    for (int i = 0; i < kDTypeCount; ++i) names.emplace_back(dtype_name(dtype_at(i)));
-    return names;
-  }, "The SPEC 1.3 dtype names in table order.");
+  m.def(
+      "dtype_names",
+      [] {
+        std::vector<std::string> names;
+        for (int i = 0; i < kDTypeCount; ++i) names.emplace_back(dtype_name(dtype_at(i)));
+        return names;
+      },
+      "The SPEC 1.3 dtype names in table order.");
 }
 
 }  // namespace hpref::py

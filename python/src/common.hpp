@@ -17,7 +17,7 @@ void bind_codec(nb::module_& m);
 void bind_routes(nb::module_& m);
 void bind_oracle(nb::module_& m);
 void bind_planning(nb::module_& m);
-void bind_sim(nb::module_& m);  // when built with the simulator (HPREF_PY_SIM)
+void bind_sim(nb::module_& m);      // when built with the simulator (HPREF_PY_SIM)
 void bind_checked(nb::module_& m);  // SPEC 9.2 checked mode for Python communicators (issue 13)
 
 // A tensor as `make(dtype_name, shape_tuple, data)` where data is a writable memoryview

@@ -20,20 +20,23 @@ NB_MODULE(_core, m) {
     try {
       std::rethrow_exception(p);
     } catch (const hpref::Error& e) {
-      nb::object exc = nb::module_::import_("hpref.errors")
-                           .attr("_from_core")(nb::str(e.kind().data(), e.kind().size()),
-                                               nb::str(e.what()));
+      nb::object exc =
+          nb::module_::import_("hpref.errors")
+              .attr("_from_core")(nb::str(e.kind().data(), e.kind().size()), nb::str(e.what()));
       PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
     }
   });
 
-  m.def("error_kinds", [] {
-    std::vector<std::string> kinds;
+  m.def(
+      "error_kinds",
+      [] {
+        std::vector<std::string> kinds;
 #define HPREF_KIND_NAME(name) kinds.emplace_back(#name);
-    HPREF_ERROR_KINDS(HPREF_KIND_NAME)
+        HPREF_ERROR_KINDS(HPREF_KIND_NAME)
 #undef HPREF_KIND_NAME
-    return kinds;
-  }, "Every error kind hpref raises (hpref::Errc), in declaration order.");
+        return kinds;
+      },
+      "Every error kind hpref raises (hpref::Errc), in declaration order.");
 
   hpref::py::bind_codec(m);
   hpref::py::bind_routes(m);

@@ -22,7 +22,8 @@ namespace {
 
 std::vector<Route> checked_routes(nb::handle objects) {
   std::vector<Route> routes = routes_from_python(objects);
-  if (routes.empty()) throw Error(Errc::oracle_mismatch, "the oracle needs at least one route, got none");
+  if (routes.empty())
+    throw Error(Errc::oracle_mismatch, "the oracle needs at least one route, got none");
   std::int64_t owner = 0;
   for (std::size_t r = 0; r < routes.size(); ++r) {
     const Route& route = routes[r];
@@ -33,9 +34,8 @@ std::vector<Route> checked_routes(nb::handle objects) {
     }
     if (why.empty() && route.global_start + route.local_output_start != owner) {
       why = "its owner shard starts at row " +
-            std::to_string(route.global_start + route.local_output_start) +
-            ", not where rank " + std::to_string(r) + "'s predecessors end (" +
-            std::to_string(owner) + ")";
+            std::to_string(route.global_start + route.local_output_start) + ", not where rank " +
+            std::to_string(r) + "'s predecessors end (" + std::to_string(owner) + ")";
     }
     if (!why.empty()) throw Error(Errc::oracle_mismatch, "route " + std::to_string(r) + ": " + why);
     owner += route.local_length;

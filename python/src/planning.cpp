@@ -28,8 +28,8 @@ using OptionalNames = std::optional<Names>;
 
 DataTopology make_topology(std::vector<std::int64_t> shape, Names names, std::vector<int> ranks,
                            int global_rank, OptionalNames dp) {
-  return DataTopology(TopologyInputs{std::move(shape), std::move(names), std::move(ranks), global_rank,
-                                     std::move(dp)});
+  return DataTopology(TopologyInputs{std::move(shape), std::move(names), std::move(ranks),
+                                     global_rank, std::move(dp)});
 }
 
 nb::dict topology_dict(const DataTopology& t) {
@@ -106,30 +106,40 @@ void bind_planning(nb::module_& m) {
         return topology_dict(make_topology(std::move(shape), std::move(names), std::move(ranks),
                                            global_rank, std::move(dp)));
       },
-      nb::arg("mesh_shape"), nb::arg("mesh_dim_names"), nb::arg("rank_list"), nb::arg("global_rank"),
-      nb::arg("dp_dim_names").none(), "SPEC 3.1: a named device mesh seen from one rank.");
+      nb::arg("mesh_shape"), nb::arg("mesh_dim_names"), nb::arg("rank_list"),
+      nb::arg("global_rank"), nb::arg("dp_dim_names").none(),
+      "SPEC 3.1: a named device mesh seen from one rank.");
   m.def(
       "group_plan",
       [](std::vector<std::int64_t> shape, Names names, std::vector<int> ranks, int global_rank,
          OptionalNames dp, std::vector<int> readers, int planner, std::string cpu_backend,
-         std::optional<std::string> payload_backend, std::optional<std::string> communication_device,
-         bool enable_payload_exchange, std::optional<std::string> model_device, bool distributed,
-         int world_size, int rank, std::string world_backend) {
+         std::optional<std::string> payload_backend,
+         std::optional<std::string> communication_device, bool enable_payload_exchange,
+         std::optional<std::string> model_device, bool distributed, int world_size, int rank,
+         std::string world_backend) {
         DataTopology topo = make_topology(std::move(shape), std::move(names), std::move(ranks),
                                           global_rank, std::move(dp));
-        GroupPlanInputs in{&topo,         std::move(readers),   planner,
-                           std::move(cpu_backend),   std::move(payload_backend),
-                           std::move(communication_device), enable_payload_exchange,
-                           std::move(model_device), distributed, world_size, rank,
+        GroupPlanInputs in{&topo,
+                           std::move(readers),
+                           planner,
+                           std::move(cpu_backend),
+                           std::move(payload_backend),
+                           std::move(communication_device),
+                           enable_payload_exchange,
+                           std::move(model_device),
+                           distributed,
+                           world_size,
+                           rank,
                            std::move(world_backend)};
         return plan_dict(plan_groups(in));
       },
-      nb::arg("mesh_shape"), nb::arg("mesh_dim_names"), nb::arg("rank_list"), nb::arg("global_rank"),
-      nb::arg("dp_dim_names").none(), nb::arg("reader_ranks"), nb::arg("planner_rank"),
-      nb::arg("cpu_backend"), nb::arg("payload_backend").none(),
+      nb::arg("mesh_shape"), nb::arg("mesh_dim_names"), nb::arg("rank_list"),
+      nb::arg("global_rank"), nb::arg("dp_dim_names").none(), nb::arg("reader_ranks"),
+      nb::arg("planner_rank"), nb::arg("cpu_backend"), nb::arg("payload_backend").none(),
       nb::arg("communication_device").none(), nb::arg("enable_payload_exchange"),
-      nb::arg("model_device").none(), nb::arg("distributed"), nb::arg("world_size"), nb::arg("rank"),
-      nb::arg("world_backend"), "SPEC 3.2: the process groups every rank creates, in order.");
+      nb::arg("model_device").none(), nb::arg("distributed"), nb::arg("world_size"),
+      nb::arg("rank"), nb::arg("world_backend"),
+      "SPEC 3.2: the process groups every rank creates, in order.");
   m.def(
       "batch_layout",
       [](const std::vector<FieldTuple>& fields) {
@@ -147,16 +157,19 @@ void bind_planning(nb::module_& m) {
         ModelBatchLayout layout = make_layout(fields);
         if (entries.is_none()) {
           if (status != kEndOfData && status != kBatchFailed) {
-            throw Error(Errc::batch_header, "a header without a batch has status 0 (end of data) or "
-                                            "-1 (failed), got " + std::to_string(status));
+            throw Error(Errc::batch_header,
+                        "a header without a batch has status 0 (end of data) or "
+                        "-1 (failed), got " +
+                            std::to_string(status));
           }
           return layout.header(status);
         }
         std::vector<Value::Entry> batch;
         for (nb::handle item : entries) {  // (name, RawTensor or None)
           nb::handle value = item[1];
-          batch.emplace_back(Value::string(nb::cast<std::string>(item[0])),
-                             value.is_none() ? Value::none() : Value::tensor(tensor_from_python(value)));
+          batch.emplace_back(
+              Value::string(nb::cast<std::string>(item[0])),
+              value.is_none() ? Value::none() : Value::tensor(tensor_from_python(value)));
         }
         return layout.header(layout.flatten(Value::mapping(std::move(batch))));
       },
@@ -171,7 +184,9 @@ void bind_planning(nb::module_& m) {
   m.def(
       "batch_shapes",
       [](const std::vector<FieldTuple>& fields, const std::vector<std::int64_t>& header,
-         std::uint64_t max_message_bytes) { return make_layout(fields).shapes(header, max_message_bytes); },
+         std::uint64_t max_message_bytes) {
+        return make_layout(fields).shapes(header, max_message_bytes);
+      },
       nb::arg("fields"), nb::arg("header"), nb::arg("max_message_bytes"),
       "SPEC 6.3: every field's shape from a status-1 header, checked before allocating.");
 }

@@ -21,7 +21,7 @@ namespace hpref::py {
 namespace {
 
 constexpr std::array<const char*, 8> kFields = {
-    "local_length",  "global_start", "global_end",    "local_output_start",
+    "local_length", "global_start", "global_end",    "local_output_start",
     "send_offsets", "input_splits", "output_splits", "needs_exchange"};
 
 struct PyRoute {
@@ -51,8 +51,8 @@ std::int64_t to_i64(PyObject* o, const char* what, Py_ssize_t index = -1) {
     Py_DECREF(i);
   }
   if (overflow != 0) {
-    throw Error(Errc::route_overflow, name() + " = " + nb::cast<std::string>(nb::repr(o)) +
-                                          " is beyond int64");
+    throw Error(Errc::route_overflow,
+                name() + " = " + nb::cast<std::string>(nb::repr(o)) + " is beyond int64");
   }
   if (v == -1 && PyErr_Occurred()) throw nb::python_error();
   return v;
@@ -80,7 +80,8 @@ std::optional<std::vector<std::int64_t>> int64_buffer(nb::handle o) {
     return std::nullopt;
   }
   std::string_view format = view.format != nullptr ? view.format : "B";
-  if (!format.empty() && (format[0] == '<' || format[0] == '=' || format[0] == '@')) format.remove_prefix(1);
+  if (!format.empty() && (format[0] == '<' || format[0] == '=' || format[0] == '@'))
+    format.remove_prefix(1);
   std::optional<std::vector<std::int64_t>> out;
   if (view.ndim == 1 && view.itemsize == 8 && (format == "q" || format == "l")) {
     out.emplace(static_cast<std::size_t>(view.len / 8));
@@ -94,7 +95,8 @@ std::vector<std::int64_t> to_i64s(nb::handle o, const char* what) {
   if (auto direct = int64_buffer(o)) return std::move(*direct);
   FastSequence seq(o, what);
   std::vector<std::int64_t> out(static_cast<std::size_t>(seq.size()));
-  for (Py_ssize_t i = 0; i < seq.size(); ++i) out[static_cast<std::size_t>(i)] = to_i64(seq[i], what, i);
+  for (Py_ssize_t i = 0; i < seq.size(); ++i)
+    out[static_cast<std::size_t>(i)] = to_i64(seq[i], what, i);
   return out;
 }
 
@@ -104,8 +106,9 @@ std::vector<Interval> to_intervals(nb::handle o) {
   for (Py_ssize_t i = 0; i < seq.size(); ++i) {
     FastSequence pair(seq[i], "each interval");
     if (pair.size() != 2) {
-      throw nb::value_error(("intervals[" + std::to_string(i) + "] must be a (start, end) pair, got " +
-                             std::to_string(pair.size()) + " items")
+      throw nb::value_error(("intervals[" + std::to_string(i) +
+                             "] must be a (start, end) pair, got " + std::to_string(pair.size()) +
+                             " items")
                                 .c_str());
     }
     out[static_cast<std::size_t>(i)] = {to_i64(pair[0], "interval start", i),
@@ -142,29 +145,41 @@ nb::object cached_table(PyRoute& r, std::size_t which) {
 // Field i of a route object as Python sees it.
 nb::object field(PyRoute& r, std::size_t i) {
   switch (i) {
-    case 0: return nb::int_(r.route.local_length);
-    case 1: return nb::int_(r.route.global_start);
-    case 2: return nb::int_(r.route.global_end);
-    case 3: return nb::int_(r.route.local_output_start);
-    case 4: case 5: case 6: return cached_table(r, i - 4);
-    default: return nb::bool_(r.route.needs_exchange);
+    case 0:
+      return nb::int_(r.route.local_length);
+    case 1:
+      return nb::int_(r.route.global_start);
+    case 2:
+      return nb::int_(r.route.global_end);
+    case 3:
+      return nb::int_(r.route.local_output_start);
+    case 4:
+    case 5:
+    case 6:
+      return cached_table(r, i - 4);
+    default:
+      return nb::bool_(r.route.needs_exchange);
   }
 }
 
-nb::object wrap(Route route) { return nb::cast(PyRoute{std::move(route), {}}, nb::rv_policy::move); }
+nb::object wrap(Route route) {
+  return nb::cast(PyRoute{std::move(route), {}}, nb::rv_policy::move);
+}
 
 nb::object wrap_all(std::vector<Route> routes) {
   nb::object t = nb::steal(PyTuple_New(static_cast<Py_ssize_t>(routes.size())));
   if (!t.is_valid()) throw nb::python_error();
   for (std::size_t i = 0; i < routes.size(); ++i) {
-    PyTuple_SET_ITEM(t.ptr(), static_cast<Py_ssize_t>(i), wrap(std::move(routes[i])).release().ptr());
+    PyTuple_SET_ITEM(t.ptr(), static_cast<Py_ssize_t>(i),
+                     wrap(std::move(routes[i])).release().ptr());
   }
   return t;
 }
 
 Route route_from_fields(nb::handle local_length, nb::handle global_start, nb::handle global_end,
                         nb::handle local_output_start, nb::handle send_offsets,
-                        nb::handle input_splits, nb::handle output_splits, nb::handle needs_exchange) {
+                        nb::handle input_splits, nb::handle output_splits,
+                        nb::handle needs_exchange) {
   Route r;
   r.local_length = to_i64(local_length.ptr(), "local_length");
   r.global_start = to_i64(global_start.ptr(), "global_start");
@@ -221,22 +236,29 @@ void bind_route_class(nb::module_& m) {
       nb::arg("local_length"), nb::arg("global_start"), nb::arg("global_end"),
       nb::arg("local_output_start"), nb::arg("send_offsets"), nb::arg("input_splits"),
       nb::arg("output_splits"), nb::arg("needs_exchange"));
-  cls.def_prop_ro("local_length", [](const PyRoute& r) { return r.route.local_length; },
-                  "Rows this rank owns.");
-  cls.def_prop_ro("global_start", [](const PyRoute& r) { return r.route.global_start; },
-                  "First global row of this rank's interval.");
-  cls.def_prop_ro("global_end", [](const PyRoute& r) { return r.route.global_end; },
-                  "End (exclusive) of this rank's interval.");
-  cls.def_prop_ro("local_output_start", [](const PyRoute& r) { return r.route.local_output_start; },
-                  "Where the own shard sits in the assembled output.");
-  cls.def_prop_ro("send_offsets", [](PyRoute& r) { return cached_table(r, 0); },
-                  "Per peer: the first local row sent to it.");
-  cls.def_prop_ro("input_splits", [](PyRoute& r) { return cached_table(r, 1); },
-                  "Per peer: rows sent to it.");
-  cls.def_prop_ro("output_splits", [](PyRoute& r) { return cached_table(r, 2); },
-                  "Per peer: rows received from it.");
-  cls.def_prop_ro("needs_exchange", [](const PyRoute& r) { return r.route.needs_exchange; },
-                  "Whether any rank's interval differs from its owner shard (the same on every rank).");
+  cls.def_prop_ro(
+      "local_length", [](const PyRoute& r) { return r.route.local_length; },
+      "Rows this rank owns.");
+  cls.def_prop_ro(
+      "global_start", [](const PyRoute& r) { return r.route.global_start; },
+      "First global row of this rank's interval.");
+  cls.def_prop_ro(
+      "global_end", [](const PyRoute& r) { return r.route.global_end; },
+      "End (exclusive) of this rank's interval.");
+  cls.def_prop_ro(
+      "local_output_start", [](const PyRoute& r) { return r.route.local_output_start; },
+      "Where the own shard sits in the assembled output.");
+  cls.def_prop_ro(
+      "send_offsets", [](PyRoute& r) { return cached_table(r, 0); },
+      "Per peer: the first local row sent to it.");
+  cls.def_prop_ro(
+      "input_splits", [](PyRoute& r) { return cached_table(r, 1); }, "Per peer: rows sent to it.");
+  cls.def_prop_ro(
+      "output_splits", [](PyRoute& r) { return cached_table(r, 2); },
+      "Per peer: rows received from it.");
+  cls.def_prop_ro(
+      "needs_exchange", [](const PyRoute& r) { return r.route.needs_exchange; },
+      "Whether any rank's interval differs from its owner shard (the same on every rank).");
   cls.def(
       "owner_ranges",
       [](PyRoute& r) {
@@ -253,11 +275,14 @@ void bind_route_class(nb::module_& m) {
       },
       "(send_offsets[p], input_splits[p]) per peer p, self included (count 0).");
   cls.def("__eq__", &route_eq, nb::arg("other").none());
-  cls.def("__ne__", [](PyRoute& self, nb::handle other) -> nb::object {
-    nb::object eq = route_eq(self, other);
-    if (eq.is(nb::handle(Py_NotImplemented))) return eq;
-    return nb::bool_(!PyObject_IsTrue(eq.ptr()));
-  }, nb::arg("other").none());
+  cls.def(
+      "__ne__",
+      [](PyRoute& self, nb::handle other) -> nb::object {
+        nb::object eq = route_eq(self, other);
+        if (eq.is(nb::handle(Py_NotImplemented))) return eq;
+        return nb::bool_(!PyObject_IsTrue(eq.ptr()));
+      },
+      nb::arg("other").none());
   cls.def("__hash__", [](PyRoute& r) {
     nb::object t = nb::steal(PyTuple_New(kFields.size()));
     for (std::size_t i = 0; i < kFields.size(); ++i) {
@@ -358,11 +383,13 @@ void bind_routes(nb::module_& m) {
       nb::arg("local_length"), nb::arg("intervals"), nb::arg("owner_offsets").none(),
       "Every rank's interval route (index = rank).");
   // The all-rank window and prefix planners share their arguments but the last one.
-  using Planner = std::vector<Route> (*)(std::span<const std::int64_t>, std::int64_t, std::int64_t, std::int64_t);
+  using Planner = std::vector<Route> (*)(std::span<const std::int64_t>, std::int64_t, std::int64_t,
+                                         std::int64_t);
   auto bind_planner = [&m](const char* name, Planner planner, const char* last, const char* doc) {
     m.def(
         name,
-        [planner, last](nb::handle boundaries, nb::handle local_length, nb::handle size, nb::handle param) {
+        [planner, last](nb::handle boundaries, nb::handle local_length, nb::handle size,
+                        nb::handle param) {
           auto b = to_i64s(boundaries, "boundaries");
           std::int64_t l = to_i64(local_length.ptr(), "local_length");
           std::int64_t s = to_i64(size.ptr(), "size");

@@ -26,7 +26,8 @@ namespace {
 MemorySpace space_of(const std::string& space) {
   if (space == "host") return MemorySpace::host;
   if (space == "accelerator") return MemorySpace::accelerator;
-  throw Error(Errc::invalid_argument, "a buffer's space must be 'host' or 'accelerator', got '" + space + "'");
+  throw Error(Errc::invalid_argument,
+              "a buffer's space must be 'host' or 'accelerator', got '" + space + "'");
 }
 
 ReduceOp reduce_op_of(const std::string& op) {
@@ -40,7 +41,9 @@ std::vector<std::size_t> counts_of(const std::vector<std::int64_t>& counts, cons
   std::vector<std::size_t> out;
   out.reserve(counts.size());
   for (std::int64_t c : counts) {
-    if (c < 0) throw Error(Errc::comm_usage, std::string(what) + " holds a negative count " + std::to_string(c));
+    if (c < 0)
+      throw Error(Errc::comm_usage,
+                  std::string(what) + " holds a negative count " + std::to_string(c));
     out.push_back(static_cast<std::size_t>(c));
   }
   return out;
@@ -65,15 +68,17 @@ class PyComm {
                   std::size_t out_bytes, const std::string& space) {
     MemorySpace s = space_of(space);
     nb::gil_scoped_release release;
-    return comm_->all_gather(g, ConstBuffer{address_of(in), in_bytes, s}, MutableBuffer{address_of(out), out_bytes, s});
+    return comm_->all_gather(g, ConstBuffer{address_of(in), in_bytes, s},
+                             MutableBuffer{address_of(out), out_bytes, s});
   }
-  Work broadcast(const Group& g, std::uintptr_t buffer, std::size_t bytes, int root, const std::string& space) {
+  Work broadcast(const Group& g, std::uintptr_t buffer, std::size_t bytes, int root,
+                 const std::string& space) {
     MemorySpace s = space_of(space);
     nb::gil_scoped_release release;
     return comm_->broadcast(g, MutableBuffer{address_of(buffer), bytes, s}, root);
   }
-  Work all_reduce(const Group& g, std::uintptr_t buffer, std::size_t bytes, const std::string& dtype,
-                  const std::string& op, const std::string& space) {
+  Work all_reduce(const Group& g, std::uintptr_t buffer, std::size_t bytes,
+                  const std::string& dtype, const std::string& op, const std::string& space) {
     MemorySpace s = space_of(space);
     DType d = parse_dtype("torch." + dtype);
     ReduceOp o = reduce_op_of(op);
@@ -81,7 +86,8 @@ class PyComm {
     return comm_->all_reduce(g, MutableBuffer{address_of(buffer), bytes, s}, d, o);
   }
   Work all_to_all_v(const Group& g, std::uintptr_t in, const std::vector<std::int64_t>& in_counts,
-                    std::uintptr_t out, const std::vector<std::int64_t>& out_counts, const std::string& space) {
+                    std::uintptr_t out, const std::vector<std::int64_t>& out_counts,
+                    const std::string& space) {
     MemorySpace s = space_of(space);
     auto ic = counts_of(in_counts, "in_counts");
     auto oc = counts_of(out_counts, "out_counts");
@@ -125,21 +131,25 @@ std::optional<Errc> errc_named(std::string_view kind) {
   throw std::runtime_error(type + ": " + message);
 }
 
-nb::dict sim_run(int world_size, nb::object entry, std::uint64_t seed, const std::vector<std::string>& faults,
-                 int turn_timeout_ms, const std::string& world_backend) {
+nb::dict sim_run(int world_size, nb::object entry, std::uint64_t seed,
+                 const std::vector<std::string>& faults, int turn_timeout_ms,
+                 const std::string& world_backend) {
   sim::Options options;
   options.seed = seed;
   options.world_backend = world_backend;
   options.turn_timeout_ms = turn_timeout_ms;
   for (const std::string& f : faults) {
-    options.faults.push_back(f == "random" ? sim::Fault::drawn(seed, world_size) : sim::Fault::parse(f));
+    options.faults.push_back(f == "random" ? sim::Fault::drawn(seed, world_size)
+                                           : sim::Fault::parse(f));
   }
   sim::RankFn fn = [&entry](Communicator& comm) -> std::string {
     PyOS_AfterFork_Child();  // this process now runs Python alone
     try {
       nb::object result = entry(nb::cast(PyComm(&comm)));
-      if (!PyBytes_Check(result.ptr())) throw Error(Errc::internal, "the rank entry must return bytes");
-      return std::string(PyBytes_AS_STRING(result.ptr()), static_cast<std::size_t>(PyBytes_GET_SIZE(result.ptr())));
+      if (!PyBytes_Check(result.ptr()))
+        throw Error(Errc::internal, "the rank entry must return bytes");
+      return std::string(PyBytes_AS_STRING(result.ptr()),
+                         static_cast<std::size_t>(PyBytes_GET_SIZE(result.ptr())));
     } catch (nb::python_error& e) {
       rethrow_python(e);
     }
@@ -157,8 +167,8 @@ nb::dict sim_run(int world_size, nb::object entry, std::uint64_t seed, const std
   nb::list outcomes;
   const char* status_names[] = {"ok", "error", "died"};
   for (const sim::RankOutcome& o : r.outcomes) {
-    outcomes.append(nb::make_tuple(status_names[static_cast<int>(o.status)], nb::bytes(o.value.data(), o.value.size()),
-                                   o.kind, o.message));
+    outcomes.append(nb::make_tuple(status_names[static_cast<int>(o.status)],
+                                   nb::bytes(o.value.data(), o.value.size()), o.kind, o.message));
   }
   nb::dict out;
   out["outcomes"] = outcomes;
@@ -184,13 +194,15 @@ void bind_sim(nb::module_& m) {
       .def_prop_ro("index", &Group::index)
       .def_prop_ro("is_member", &Group::is_member)
       .def_prop_ro("backend", [](const Group& g) { return g.backend(); })
-      .def_prop_ro("memory", [](const Group& g) {
-        return std::string(g.memory() == MemorySpace::host ? "host" : "accelerator");
-      })
+      .def_prop_ro("memory",
+                   [](const Group& g) {
+                     return std::string(g.memory() == MemorySpace::host ? "host" : "accelerator");
+                   })
       .def("__repr__", [](const Group& g) {
         std::string ranks;
         for (int r : g.ranks()) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-        return "Group(id=" + std::to_string(g.id()) + ", ranks=[" + ranks + "], backend='" + g.backend() + "')";
+        return "Group(id=" + std::to_string(g.id()) + ", ranks=[" + ranks + "], backend='" +
+               g.backend() + "')";
       });
   nb::class_<Work>(m, "Work", "A launched operation: wait() completes it or raises its CommError.")
       .def("wait", [](Work& w) {
@@ -203,24 +215,30 @@ void bind_sim(nb::module_& m) {
       .def("world_backend", &PyComm::world_backend)
       .def("world", &PyComm::world)
       .def("new_group", &PyComm::new_group, nb::arg("ranks"), nb::arg("backend"))
-      .def("all_gather", &PyComm::all_gather, nb::arg("group"), nb::arg("in_addr"), nb::arg("in_bytes"),
-           nb::arg("out_addr"), nb::arg("out_bytes"), nb::arg("space") = "host")
-      .def("broadcast", &PyComm::broadcast, nb::arg("group"), nb::arg("addr"), nb::arg("nbytes"), nb::arg("root"),
+      .def("all_gather", &PyComm::all_gather, nb::arg("group"), nb::arg("in_addr"),
+           nb::arg("in_bytes"), nb::arg("out_addr"), nb::arg("out_bytes"),
            nb::arg("space") = "host")
-      .def("all_reduce", &PyComm::all_reduce, nb::arg("group"), nb::arg("addr"), nb::arg("nbytes"), nb::arg("dtype"),
-           nb::arg("op"), nb::arg("space") = "host")
-      .def("all_to_all_v", &PyComm::all_to_all_v, nb::arg("group"), nb::arg("in_addr"), nb::arg("in_counts"),
-           nb::arg("out_addr"), nb::arg("out_counts"), nb::arg("space") = "host")
+      .def("broadcast", &PyComm::broadcast, nb::arg("group"), nb::arg("addr"), nb::arg("nbytes"),
+           nb::arg("root"), nb::arg("space") = "host")
+      .def("all_reduce", &PyComm::all_reduce, nb::arg("group"), nb::arg("addr"), nb::arg("nbytes"),
+           nb::arg("dtype"), nb::arg("op"), nb::arg("space") = "host")
+      .def("all_to_all_v", &PyComm::all_to_all_v, nb::arg("group"), nb::arg("in_addr"),
+           nb::arg("in_counts"), nb::arg("out_addr"), nb::arg("out_counts"),
+           nb::arg("space") = "host")
       .def("barrier", &PyComm::barrier, nb::arg("group"));
   m.def("sim_run", &sim_run, nb::arg("world_size"), nb::arg("entry"), nb::arg("seed") = 1,
         nb::arg("faults") = std::vector<std::string>{}, nb::arg("turn_timeout_ms") = 120000,
         nb::arg("world_backend") = "sim",
         "Runs entry(communicator) -> bytes on world_size forked simulated ranks (SPEC 9.3); "
         "returns outcomes, trace, trace hash and failure class.");
-  m.def("sim_chrome_trace", [](const std::vector<std::string>& lines) { return sim::chrome_trace(lines); },
-        nb::arg("lines"), "A run's trace lines as Chrome trace-event JSON (hpref/sim/chrome_trace.hpp).");
-  m.def("sim_leftover_segments", [] { return sim::leftover_segments(); },
-        "Simulator segments left in /dev/shm by processes that no longer exist.");
+  m.def(
+      "sim_chrome_trace",
+      [](const std::vector<std::string>& lines) { return sim::chrome_trace(lines); },
+      nb::arg("lines"),
+      "A run's trace lines as Chrome trace-event JSON (hpref/sim/chrome_trace.hpp).");
+  m.def(
+      "sim_leftover_segments", [] { return sim::leftover_segments(); },
+      "Simulator segments left in /dev/shm by processes that no longer exist.");
 }
 
 }  // namespace hpref::py

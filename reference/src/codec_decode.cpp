@@ -41,8 +41,8 @@ std::span<const Value> checked_pairs(const Value& pairs, const char* what) {
   }
   for (const Value& pair : pairs.items()) {
     if (!is_pair(pair)) {
-      throw Error(Errc::metadata_not_pairs, std::string(what) + " entry " + repr(pair, 60) +
-                                                " is not a (key, value) pair");
+      throw Error(Errc::metadata_not_pairs,
+                  std::string(what) + " entry " + repr(pair, 60) + " is not a (key, value) pair");
     }
     const Value& key = pair.items()[0];
     if (!key.is_hashable()) {
@@ -107,10 +107,11 @@ class SchemaDecoder {
   void spend_key_work(const Value& key) {
     std::uint64_t units = key_work_units(key);
     if (units > work_budget_ - work_) {
-      throw Error(Errc::pickle_node_limit,
-                  "mapping keys would bring the decoder's work past " + std::to_string(work_budget_) +
-                      " units (the node limit plus the segment's size): a long key repeated in many "
-                      "__hp_mapping__ nodes?");
+      throw Error(
+          Errc::pickle_node_limit,
+          "mapping keys would bring the decoder's work past " + std::to_string(work_budget_) +
+              " units (the node limit plus the segment's size): a long key repeated in many "
+              "__hp_mapping__ nodes?");
     }
     work_ += units;
   }
@@ -141,16 +142,16 @@ class SchemaDecoder {
   static void need_at_least(std::span<const Value> f, std::size_t n, std::string_view tag) {
     if (f.size() < n) {
       throw Error(Errc::schema_field_count, std::string(tag) + " node has " +
-                                                std::to_string(f.size()) + " fields, needs at least " +
-                                                std::to_string(n));
+                                                std::to_string(f.size()) +
+                                                " fields, needs at least " + std::to_string(n));
     }
   }
 
   static void need_exactly(std::span<const Value> f, std::size_t n, std::string_view tag) {
     if (f.size() != n) {
       throw Error(Errc::schema_field_count, std::string(tag) + " node has " +
-                                                std::to_string(f.size()) + " fields, needs exactly " +
-                                                std::to_string(n));
+                                                std::to_string(f.size()) +
+                                                " fields, needs exactly " + std::to_string(n));
     }
   }
 
@@ -165,10 +166,9 @@ class SchemaDecoder {
     auto len = static_cast<std::uint64_t>(size.as_int());
     if (off > binary_.size() || len > binary_.size() - off) {
       throw Error(Errc::range_out_of_bounds,
-                  std::string(tag) + " range [" + std::to_string(off) + ", " +
-                      std::to_string(off) + " + " + std::to_string(len) +
-                      ") lies past the binary region of " + std::to_string(binary_.size()) +
-                      " bytes");
+                  std::string(tag) + " range [" + std::to_string(off) + ", " + std::to_string(off) +
+                      " + " + std::to_string(len) + ") lies past the binary region of " +
+                      std::to_string(binary_.size()) + " bytes");
     }
     return binary_.slice(static_cast<std::size_t>(off), static_cast<std::size_t>(len));
   }
@@ -183,7 +183,8 @@ class SchemaDecoder {
       auto it = shapes_.find(shape.node_identity());
       if (it != shapes_.end()) return it->second;
     }
-    if (same_dims(shape, last_dims_)) return last_dims_;  // tensors of a segment often share a shape
+    if (same_dims(shape, last_dims_))
+      return last_dims_;  // tensors of a segment often share a shape
     auto dims = std::make_shared<std::vector<std::int64_t>>();
     dims->reserve(shape.items().size());
     for (const Value& d : shape.items()) {
@@ -198,7 +199,8 @@ class SchemaDecoder {
     return dims;
   }
 
-  static bool same_dims(const Value& shape, const std::shared_ptr<const std::vector<std::int64_t>>& dims) {
+  static bool same_dims(const Value& shape,
+                        const std::shared_ptr<const std::vector<std::int64_t>>& dims) {
     if (!dims || dims->size() != shape.items().size()) return false;
     for (std::size_t i = 0; i < dims->size(); ++i) {
       const Value& d = shape.items()[i];
@@ -217,17 +219,16 @@ class SchemaDecoder {
     SharedBytes bytes = range(f[3], f[4], kTensorTag);
     auto numel = checked_numel(*dims);
     std::int64_t expected = 0;
-    if (!numel || __builtin_mul_overflow(*numel, static_cast<std::int64_t>(element_size(dtype)),
-                                         &expected)) {
-      throw Error(Errc::tensor_size_mismatch,
-                  "tensor byte size mismatch: shape " + repr(f[2], 60) +
-                      " has more elements than int64 can count, got " +
-                      std::to_string(bytes.size()) + " bytes");
+    if (!numel ||
+        __builtin_mul_overflow(*numel, static_cast<std::int64_t>(element_size(dtype)), &expected)) {
+      throw Error(Errc::tensor_size_mismatch, "tensor byte size mismatch: shape " + repr(f[2], 60) +
+                                                  " has more elements than int64 can count, got " +
+                                                  std::to_string(bytes.size()) + " bytes");
     }
     if (static_cast<std::uint64_t>(expected) != bytes.size()) {
-      throw Error(Errc::tensor_size_mismatch,
-                  "tensor byte size mismatch: expected " + std::to_string(expected) + ", got " +
-                      std::to_string(bytes.size()));
+      throw Error(Errc::tensor_size_mismatch, "tensor byte size mismatch: expected " +
+                                                  std::to_string(expected) + ", got " +
+                                                  std::to_string(bytes.size()));
     }
     return Value::tensor(Tensor(dtype, std::move(dims), std::move(bytes)));
   }
@@ -242,8 +243,8 @@ class SchemaDecoder {
   static const Value& children(std::span<const Value> f, std::string_view tag) {
     need_at_least(f, 2, tag);
     if (!is_sequence(f[1])) {
-      throw Error(Errc::invalid_schema_node, std::string(tag) + " children " + repr(f[1], 60) +
-                                                 " are not a tuple or list");
+      throw Error(Errc::invalid_schema_node,
+                  std::string(tag) + " children " + repr(f[1], 60) + " are not a tuple or list");
     }
     return f[1];
   }
@@ -324,7 +325,8 @@ SegmentHeader read_segment_header(std::span<const std::uint8_t> segment) {
 std::vector<Item> decode_segment(const SharedBytes& segment, const DecodeOptions& options) {
   SegmentHeader h = read_segment_header(segment.span());
   switch (h.kind) {
-    case SegmentHeader::Kind::empty: return {};
+    case SegmentHeader::Kind::empty:
+      return {};
     case SegmentHeader::Kind::legacy: {
       Value legacy = read_pickle(segment.span(), options.pickle);
       std::vector<Item> out;
@@ -333,18 +335,19 @@ std::vector<Item> decode_segment(const SharedBytes& segment, const DecodeOptions
       }
       return out;
     }
-    case SegmentHeader::Kind::framed: break;
+    case SegmentHeader::Kind::framed:
+      break;
   }
   auto meta_size = static_cast<std::size_t>(h.metadata_size);
-  Value metadata =
-      read_pickle(segment.span().subspan(kFrameHeaderSize, meta_size), options.pickle);
+  Value metadata = read_pickle(segment.span().subspan(kFrameHeaderSize, meta_size), options.pickle);
   std::span<const Value> pairs = checked_pairs(metadata, "frame metadata");
-  SharedBytes binary = segment.slice(kFrameHeaderSize + meta_size,
-                                     static_cast<std::size_t>(h.binary_size));
+  SharedBytes binary =
+      segment.slice(kFrameHeaderSize + meta_size, static_cast<std::size_t>(h.binary_size));
   SchemaDecoder decoder(binary, options.pickle.limits.max_nodes + segment.size());
   std::vector<Item> out;
   out.reserve(pairs.size());
-  for (const Value& pair : pairs) out.emplace_back(pair.items()[0], decoder.decode(pair.items()[1]));
+  for (const Value& pair : pairs)
+    out.emplace_back(pair.items()[0], decoder.decode(pair.items()[1]));
   if (options.strict) {
     for (const Value& pair : pairs) decoder.check_layout(pair.items()[1]);
     decoder.finish_layout();
@@ -357,8 +360,7 @@ std::vector<Item> decode_segment(std::span<const std::uint8_t> segment,
   return decode_segment(SharedBytes::copy_of(segment), options);
 }
 
-std::vector<Item> merge_received(const SharedBytes& received,
-                                 std::span<const std::uint64_t> splits,
+std::vector<Item> merge_received(const SharedBytes& received, std::span<const std::uint64_t> splits,
                                  const DecodeOptions& options) {
   std::uint64_t total = 0;
   for (std::uint64_t s : splits) {
@@ -389,9 +391,10 @@ std::vector<Item> merge_received(const SharedBytes& received,
       }
       work += units;
       if (!keys.insert(item.first)) {
-        throw Error(Errc::duplicate_payload_key,
-                    "payload for key " + repr(item.first, 80) + " arrived twice (again from "
-                    "data-plane rank index " + std::to_string(rank) + ")");
+        throw Error(Errc::duplicate_payload_key, "payload for key " + repr(item.first, 80) +
+                                                     " arrived twice (again from "
+                                                     "data-plane rank index " +
+                                                     std::to_string(rank) + ")");
       }
       out.push_back(std::move(item));
     }

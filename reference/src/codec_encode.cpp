@@ -30,7 +30,8 @@ bool contains_binary(const Value& v) {
   switch (v.kind()) {
     case ValueKind::tensor:
     case ValueKind::bytes:
-    case ValueKind::bytearray: return true;
+    case ValueKind::bytearray:
+      return true;
     case ValueKind::tuple:
     case ValueKind::list:
       for (const Value& child : v.items()) {
@@ -42,7 +43,8 @@ bool contains_binary(const Value& v) {
         if (contains_binary(entry.second)) return true;
       }
       return false;
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -71,8 +73,8 @@ class Encoder {
   void check_item(std::size_t i, const Item& item) {
     begin_item(i);
     if (!item.first.is_hashable()) {
-      fail(Errc::unhashable_key, "items[" + std::to_string(i) + "].key " + repr(item.first) +
-                                     " is not hashable");
+      fail(Errc::unhashable_key,
+           "items[" + std::to_string(i) + "].key " + repr(item.first) + " is not hashable");
     }
     if (2 + item.first.depth() > options_.max_depth) {
       fail(Errc::depth_limit, "items[" + std::to_string(i) + "].key nests deeper than the " +
@@ -114,7 +116,9 @@ class Encoder {
   void schema(const Value& v, int level) {
     if (level > options_.max_depth) fail_depth();
     switch (v.kind()) {
-      case ValueKind::tensor: tensor(v.as_tensor(), level); return;
+      case ValueKind::tensor:
+        tensor(v.as_tensor(), level);
+        return;
       case ValueKind::bytes:
       case ValueKind::bytearray: {
         const SharedBytes& b = v.as_bytes();
@@ -125,8 +129,12 @@ class Encoder {
         return;
       }
       case ValueKind::tuple:
-      case ValueKind::list: sequence(v, level); return;
-      case ValueKind::mapping: mapping(v, level); return;
+      case ValueKind::list:
+        sequence(v, level);
+        return;
+      case ValueKind::mapping:
+        mapping(v, level);
+        return;
       default:
         writer_.begin_tuple(2);
         writer_.str(kValueTag);

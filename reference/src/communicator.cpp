@@ -8,16 +8,20 @@ namespace hpref {
 
 std::string_view reduce_op_name(ReduceOp op) noexcept {
   switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::min: return "min";
-    case ReduceOp::max: return "max";
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::min:
+      return "min";
+    case ReduceOp::max:
+      return "max";
   }
   return "?";
 }
 
 const char* accelerator_device_type(std::string_view backend) {
   std::string lower(backend);
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   return lower.find("nccl") != std::string::npos   ? "cuda"
          : lower.find("hccl") != std::string::npos ? "npu"
                                                    : nullptr;
@@ -57,13 +61,18 @@ void reduce_typed(ReduceOp op, void* dst, const void* src, std::size_t count) {
     switch (op) {
       case ReduceOp::sum:
         if constexpr (std::is_integral_v<T>) {
-          r = static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) + static_cast<std::make_unsigned_t<T>>(b));
+          r = static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) +
+                             static_cast<std::make_unsigned_t<T>>(b));
         } else {
           r = a + b;
         }
         break;
-      case ReduceOp::min: r = b < a ? b : a; break;
-      default: r = b > a ? b : a; break;
+      case ReduceOp::min:
+        r = b < a ? b : a;
+        break;
+      default:
+        r = b > a ? b : a;
+        break;
     }
     std::memcpy(d + i * sizeof(T), &r, sizeof(T));
   }
@@ -73,10 +82,14 @@ void reduce_typed(ReduceOp op, void* dst, const void* src, std::size_t count) {
 
 void reduce_into(DType dtype, ReduceOp op, void* dst, const void* src, std::size_t count) {
   switch (dtype) {
-    case DType::int32: return reduce_typed<std::int32_t>(op, dst, src, count);
-    case DType::int64: return reduce_typed<std::int64_t>(op, dst, src, count);
-    case DType::float32: return reduce_typed<float>(op, dst, src, count);
-    case DType::float64: return reduce_typed<double>(op, dst, src, count);
+    case DType::int32:
+      return reduce_typed<std::int32_t>(op, dst, src, count);
+    case DType::int64:
+      return reduce_typed<std::int64_t>(op, dst, src, count);
+    case DType::float32:
+      return reduce_typed<float>(op, dst, src, count);
+    case DType::float64:
+      return reduce_typed<double>(op, dst, src, count);
     default:
       throw Error(Errc::comm_usage, "all_reduce takes int32, int64, float32 or float64, not " +
                                         std::string(dtype_name(dtype)));

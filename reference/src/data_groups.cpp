@@ -15,7 +15,8 @@ DataGroups create_data_groups(Communicator& comm, GroupPlanInputs inputs) {
   g.planner_rank = g.plan.planner_rank;
   g.distributed = g.plan.distributed;
   std::vector<Group> created;
-  for (const GroupCreation& c : g.plan.creations) created.push_back(comm.new_group(c.ranks, c.backend));
+  for (const GroupCreation& c : g.plan.creations)
+    created.push_back(comm.new_group(c.ranks, c.backend));
   auto keep = [&](const std::optional<std::size_t>& index) -> std::optional<Group> {
     if (!index) return std::nullopt;
     return created[*index];

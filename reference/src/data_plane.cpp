@@ -26,16 +26,20 @@ std::string comm_rank_text(int rank) { return "rank " + std::to_string(rank); }
 
 }  // namespace
 
-void require_same_limit(std::span<const std::uint64_t> limits, std::span<const int> ranks, const char* who) {
-  if (std::all_of(limits.begin(), limits.end(), [&](std::uint64_t v) { return v == limits[0]; })) return;
+void require_same_limit(std::span<const std::uint64_t> limits, std::span<const int> ranks,
+                        const char* who) {
+  if (std::all_of(limits.begin(), limits.end(), [&](std::uint64_t v) { return v == limits[0]; }))
+    return;
   std::map<std::uint64_t, std::vector<int>> by_value;
   for (std::size_t i = 0; i < limits.size(); ++i) by_value[limits[i]].push_back(ranks[i]);
   std::string text;
   for (const auto& [value, holders] : by_value) {
-    text += (text.empty() ? "" : ", ") + std::to_string(value) + " on ranks " + rank_list_text(holders);
+    text +=
+        (text.empty() ? "" : ", ") + std::to_string(value) + " on ranks " + rank_list_text(holders);
   }
-  throw Error(Errc::transport_limit_mismatch, std::string("the ") + who + " ranks disagree on max_message_bytes (" +
-                                                  text + "); every rank must apply the same limit");
+  throw Error(Errc::transport_limit_mismatch, std::string("the ") + who +
+                                                  " ranks disagree on max_message_bytes (" + text +
+                                                  "); every rank must apply the same limit");
 }
 
 MemorySpace staging_space(const Group& group, const TransportOptions& options) {
@@ -44,22 +48,29 @@ MemorySpace staging_space(const Group& group, const TransportOptions& options) {
   const auto& device = options.communication_device;
   std::string type = device ? device->substr(0, device->find(':')) : std::string();
   if (type != want) {
-    throw Error(Errc::transport_device,
-                "group " + std::to_string(group.id()) + " on backend " + group.backend() + " moves " + want +
-                    " memory and needs a " + want + " communication_device, got " +
-                    (device ? "'" + *device + "'" : std::string("none")));
+    throw Error(Errc::transport_device, "group " + std::to_string(group.id()) + " on backend " +
+                                            group.backend() + " moves " + want +
+                                            " memory and needs a " + want +
+                                            " communication_device, got " +
+                                            (device ? "'" + *device + "'" : std::string("none")));
   }
   return MemorySpace::accelerator;
 }
 
-DataPlaneTransport::DataPlaneTransport(Communicator& comm, const DataGroups& groups, TransportOptions options)
-    : comm_(comm), ranks_(groups.data_plane_ranks), planner_(groups.planner_rank), control_(groups.control),
-      payload_(groups.payload), options_(std::move(options)) {
+DataPlaneTransport::DataPlaneTransport(Communicator& comm, const DataGroups& groups,
+                                       TransportOptions options)
+    : comm_(comm),
+      ranks_(groups.data_plane_ranks),
+      planner_(groups.planner_rank),
+      control_(groups.control),
+      payload_(groups.payload),
+      options_(std::move(options)) {
   auto it = std::find(ranks_.begin(), ranks_.end(), comm.rank());
   if (it != ranks_.end()) index_ = static_cast<int>(it - ranks_.begin());
   if (is_member() && ranks_.size() > 1 && !control_) {
-    throw Error(Errc::transport_not_member, "multi-rank data-plane communication needs a control group; rank " +
-                                               std::to_string(comm.rank()) + " has none");
+    throw Error(Errc::transport_not_member,
+                "multi-rank data-plane communication needs a control group; rank " +
+                    std::to_string(comm.rank()) + " has none");
   }
   // SPEC 4 (ours): every rank of the control group must apply the same max_message_bytes,
   // or one rank refuses a size the others accept and they wait forever.
@@ -75,8 +86,9 @@ DataPlaneTransport::DataPlaneTransport(Communicator& comm, const DataGroups& gro
 
 void DataPlaneTransport::require_member(const char* what) const {
   if (!is_member()) {
-    throw Error(Errc::transport_not_member, std::string(what) + " on rank " + std::to_string(comm_.rank()) +
-                                                ", which is not in the data plane " + rank_list_text(ranks_));
+    throw Error(Errc::transport_not_member,
+                std::string(what) + " on rank " + std::to_string(comm_.rank()) +
+                    ", which is not in the data plane " + rank_list_text(ranks_));
   }
 }
 
@@ -148,7 +160,10 @@ bool DataPlaneTransport::all_ranks_true(bool value) {
   require_member("all_ranks_true");
   if (ranks_.size() == 1) return value;
   std::int32_t flag = value ? 1 : 0;
-  comm_.all_reduce(*control_, {&flag, 4, staging_space(*control_, options_)}, DType::int32, ReduceOp::min).wait();
+  comm_
+      .all_reduce(*control_, {&flag, 4, staging_space(*control_, options_)}, DType::int32,
+                  ReduceOp::min)
+      .wait();
   return flag != 0;
 }
 
@@ -182,8 +197,8 @@ DataPlaneTransport::Prepared DataPlaneTransport::prepare_exchange(
     if (std::find(ranks_.begin(), ranks_.end(), target) == ranks_.end()) bad.push_back(target);
   }
   if (!bad.empty()) {
-    throw Error(Errc::transport_targets, "payload routes target ranks outside the data plane " + rank_list_text(ranks_) +
-                                             ": " + rank_list_text(bad));
+    throw Error(Errc::transport_targets, "payload routes target ranks outside the data plane " +
+                                             rank_list_text(ranks_) + ": " + rank_list_text(bad));
   }
   std::vector<SegmentPlan> plans;
   Prepared p;
@@ -216,16 +231,19 @@ DataPlaneTransport::ExchangeWork DataPlaneTransport::begin_exchange(Prepared pre
     return w;
   }
   if (!payload_) {
-    throw Error(Errc::transport_no_payload_group, "the payload exchange needs a payload group; rank " +
-                                                      std::to_string(comm_.rank()) + " has none");
+    throw Error(Errc::transport_no_payload_group,
+                "the payload exchange needs a payload group; rank " + std::to_string(comm_.rank()) +
+                    " has none");
   }
   MemorySpace control_space = staging_space(*control_, options_);
   MemorySpace payload_space = staging_space(*payload_, options_);
-  std::vector<std::int64_t> sizes_out(w.prepared_.input_splits.begin(), w.prepared_.input_splits.end());
+  std::vector<std::int64_t> sizes_out(w.prepared_.input_splits.begin(),
+                                      w.prepared_.input_splits.end());
   std::vector<std::int64_t> sizes_in(n);
   std::vector<std::size_t> eight(n, 8);
-  comm_.all_to_all_v(*control_, {sizes_out.data(), 8 * n, control_space}, eight,
-                     {sizes_in.data(), 8 * n, control_space}, eight)
+  comm_
+      .all_to_all_v(*control_, {sizes_out.data(), 8 * n, control_space}, eight,
+                    {sizes_in.data(), 8 * n, control_space}, eight)
       .wait();
   // SPEC 5.2 (ours): agree before moving bytes. This rank's vote is false when one of its
   // own outgoing segments exceeds the limit (checked first: the cause) or it refuses an
@@ -235,9 +253,9 @@ DataPlaneTransport::ExchangeWork DataPlaneTransport::begin_exchange(Prepared pre
   std::string refusal;
   for (std::size_t i = 0; i < n && refusal.empty(); ++i) {
     if (w.prepared_.input_splits[i] > options_.max_message_bytes) {
-      refusal = "outgoing payload segment of " + std::to_string(w.prepared_.input_splits[i]) + " bytes from " + mine +
-                " to rank " + std::to_string(ranks_[i]) + " exceeds max_message_bytes " +
-                std::to_string(options_.max_message_bytes);
+      refusal = "outgoing payload segment of " + std::to_string(w.prepared_.input_splits[i]) +
+                " bytes from " + mine + " to rank " + std::to_string(ranks_[i]) +
+                " exceeds max_message_bytes " + std::to_string(options_.max_message_bytes);
     }
   }
   std::uint64_t total = 0;
@@ -256,26 +274,32 @@ DataPlaneTransport::ExchangeWork DataPlaneTransport::begin_exchange(Prepared pre
   }
   std::int32_t vote = refusal.empty() ? 1 : 0;
   std::vector<std::int32_t> votes(n);
-  comm_.all_gather(*control_, {&vote, 4, control_space}, {votes.data(), 4 * n, control_space}).wait();
+  comm_.all_gather(*control_, {&vote, 4, control_space}, {votes.data(), 4 * n, control_space})
+      .wait();
   std::vector<int> refusing;
   for (std::size_t i = 0; i < n; ++i) {
     if (votes[i] == 0) refusing.push_back(ranks_[i]);
   }
   if (!refusal.empty()) {
-    throw Error(Errc::transport_size_limit, refusal + "; no rank allocated or launched the byte exchange");
+    throw Error(Errc::transport_size_limit,
+                refusal + "; no rank allocated or launched the byte exchange");
   }
   if (!refusing.empty()) {
-    throw Error(Errc::exchange_refused, "the payload exchange was refused by data-plane ranks " +
-                                            rank_list_text(refusing) + " (a segment over max_message_bytes " +
-                                            std::to_string(options_.max_message_bytes) +
-                                            ", a negative size or sizes summing past 2^64); no rank allocated or "
-                                            "launched the byte exchange");
+    throw Error(Errc::exchange_refused,
+                "the payload exchange was refused by data-plane ranks " + rank_list_text(refusing) +
+                    " (a segment over max_message_bytes " +
+                    std::to_string(options_.max_message_bytes) +
+                    ", a negative size or sizes summing past 2^64); no rank allocated or "
+                    "launched the byte exchange");
   }
-  for (std::size_t i = 0; i < n; ++i) w.output_splits_.push_back(static_cast<std::uint64_t>(sizes_in[i]));
+  for (std::size_t i = 0; i < n; ++i)
+    w.output_splits_.push_back(static_cast<std::uint64_t>(sizes_in[i]));
   w.received_ = std::make_shared<std::vector<std::uint8_t>>(total);
-  std::vector<std::size_t> in_counts(w.prepared_.input_splits.begin(), w.prepared_.input_splits.end());
+  std::vector<std::size_t> in_counts(w.prepared_.input_splits.begin(),
+                                     w.prepared_.input_splits.end());
   std::vector<std::size_t> out_counts(w.output_splits_.begin(), w.output_splits_.end());
-  w.work_ = comm_.all_to_all_v(*payload_, {w.prepared_.send->data(), w.prepared_.send->size(), payload_space},
+  w.work_ = comm_.all_to_all_v(*payload_,
+                               {w.prepared_.send->data(), w.prepared_.send->size(), payload_space},
                                in_counts, {w.received_->data(), total, payload_space}, out_counts);
   return w;
 }

@@ -16,9 +16,8 @@ std::string_view errc_name(Errc code) noexcept {
 
 namespace detail {
 void check_failed(const char* file, int line, const std::string& what) {
-  throw Error(Errc::internal,
-              std::string("internal check failed at ") + file + ":" + std::to_string(line) +
-                  ": " + what);
+  throw Error(Errc::internal, std::string("internal check failed at ") + file + ":" +
+                                  std::to_string(line) + ": " + what);
 }
 }  // namespace detail
 

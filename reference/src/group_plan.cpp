@@ -27,36 +27,39 @@ std::optional<std::string> device_type(const std::optional<std::string>& device,
                   (colon + 1 < d.size() &&
                    std::all_of(d.begin() + static_cast<std::ptrdiff_t>(colon + 1), d.end(),
                                [](unsigned char c) { return std::isdigit(c); }));
-  if ((type != "cpu" && type != "cuda" && type != "npu") || !index_ok || (type == "cpu" && colon != std::string::npos)) {
-    throw Error(Errc::group_device, std::string(what) + " '" + d +
-                                        "' is not a device (cpu, cuda[:N] or npu[:N])");
+  if ((type != "cpu" && type != "cuda" && type != "npu") || !index_ok ||
+      (type == "cpu" && colon != std::string::npos)) {
+    throw Error(Errc::group_device,
+                std::string(what) + " '" + d + "' is not a device (cpu, cuda[:N] or npu[:N])");
   }
   return type;
 }
 
 // SPEC 3.2 step 5: (effective payload backend, reuses control group).
-std::pair<std::optional<std::string>, bool> resolve_payload(const GroupPlanInputs& in,
-                                                            std::size_t data_plane_size,
-                                                            const std::optional<std::string>& device) {
+std::pair<std::optional<std::string>, bool> resolve_payload(
+    const GroupPlanInputs& in, std::size_t data_plane_size,
+    const std::optional<std::string>& device) {
   if (!in.enable_payload_exchange || data_plane_size == 1) return {std::nullopt, false};
-  std::string backend = in.payload_backend ? *in.payload_backend
+  std::string backend = in.payload_backend             ? *in.payload_backend
                         : (device && *device != "cpu") ? in.world_backend
                                                        : in.cpu_backend;
   std::string norm = lower(backend);
   const char* expected = accelerator_device_type(backend);
   bool accelerator = expected != nullptr;
   if (accelerator && (!device || *device == "cpu")) {
-    throw Error(Errc::group_payload_device, "payload backend '" + backend +
-                                                "' needs a rank-local accelerator communication_device, got " +
-                                                (device ? "'" + *device + "'" : std::string("none")));
+    throw Error(Errc::group_payload_device,
+                "payload backend '" + backend +
+                    "' needs a rank-local accelerator communication_device, got " +
+                    (device ? "'" + *device + "'" : std::string("none")));
   }
   if (expected && device && *device != expected) {
-    throw Error(Errc::group_payload_device, "payload backend '" + backend + "' needs a " + expected +
-                                                " communication_device, got " + *device);
+    throw Error(Errc::group_payload_device, "payload backend '" + backend + "' needs a " +
+                                                expected + " communication_device, got " + *device);
   }
   if (!accelerator && device && *device != "cpu") {
-    throw Error(Errc::group_payload_device, "payload backend '" + backend +
-                                                "' cannot exchange tensors on a " + *device + " device");
+    throw Error(
+        Errc::group_payload_device,
+        "payload backend '" + backend + "' cannot exchange tensors on a " + *device + " device");
   }
   bool reuse = norm == lower(in.cpu_backend) && (!device || *device == "cpu");
   return {backend, reuse};
@@ -66,10 +69,14 @@ std::pair<std::optional<std::string>, bool> resolve_payload(const GroupPlanInput
 
 std::string_view group_role_name(GroupRole role) noexcept {
   switch (role) {
-    case GroupRole::control: return "control";
-    case GroupRole::payload: return "payload";
-    case GroupRole::model_parallel_host: return "model_parallel_host";
-    case GroupRole::model_parallel_tensor: return "model_parallel_tensor";
+    case GroupRole::control:
+      return "control";
+    case GroupRole::payload:
+      return "payload";
+    case GroupRole::model_parallel_host:
+      return "model_parallel_host";
+    case GroupRole::model_parallel_tensor:
+      return "model_parallel_tensor";
   }
   return "?";
 }
@@ -87,14 +94,15 @@ GroupPlan plan_groups(const GroupPlanInputs& in) {
   plan.planner_rank = in.planner_rank;
   if (!plane.count(in.planner_rank)) {
     throw Error(Errc::group_planner, "planner_rank " + std::to_string(in.planner_rank) +
-                                         " must belong to the data-plane ranks " + rank_list_text(plan.data_plane_ranks));
+                                         " must belong to the data-plane ranks " +
+                                         rank_list_text(plan.data_plane_ranks));
   }
   // 2. not distributed
   if (!in.distributed) {
     if (topo.rank_list().size() != 1) {
-      throw Error(Errc::group_not_distributed,
-                  "a mesh of " + std::to_string(topo.rank_list().size()) +
-                      " ranks needs an initialized distributed world");
+      throw Error(Errc::group_not_distributed, "a mesh of " +
+                                                   std::to_string(topo.rank_list().size()) +
+                                                   " ranks needs an initialized distributed world");
     }
     return plan;
   }
@@ -116,8 +124,8 @@ GroupPlan plan_groups(const GroupPlanInputs& in) {
   // 4. backend names
   std::string cpu = lower(in.cpu_backend);
   if (in.cpu_backend.empty() || (cpu != "gloo" && cpu != "hccl" && cpu != "sim" && cpu != "mpi")) {
-    throw Error(Errc::group_cpu_backend, "cpu_backend '" + in.cpu_backend +
-                                             "' must be one of gloo, hccl, sim, mpi");
+    throw Error(Errc::group_cpu_backend,
+                "cpu_backend '" + in.cpu_backend + "' must be one of gloo, hccl, sim, mpi");
   }
   if (in.payload_backend && in.payload_backend->empty()) {
     throw Error(Errc::group_payload_backend, "payload_backend must be a non-empty name or none");

@@ -88,7 +88,9 @@ void write_inspect(std::ostream& out, const CountingBuffer* counted,
   std::vector<Item> items = decode_segment(bytes, options);
   SegmentHeader h = read_segment_header(segment);
   switch (h.kind) {
-    case SegmentHeader::Kind::empty: out << "segment: empty (0 bytes, 0 items)\n"; return;
+    case SegmentHeader::Kind::empty:
+      out << "segment: empty (0 bytes, 0 items)\n";
+      return;
     case SegmentHeader::Kind::legacy:
       out << "segment: legacy metadata pickle, " << segment.size() << " bytes, " << items.size()
           << " items (no binary leaves)\n";
@@ -98,7 +100,8 @@ void write_inspect(std::ostream& out, const CountingBuffer* counted,
         if (counted != nullptr && counted->count() > cap) inspect_over_cap(cap);
       }
       return;
-    case SegmentHeader::Kind::framed: break;
+    case SegmentHeader::Kind::framed:
+      break;
   }
   out << "segment: HPB1 frame, " << segment.size() << " bytes = header 20 + metadata "
       << h.metadata_size << " + binary " << h.binary_size << "; " << items.size() << " items"

@@ -28,16 +28,19 @@ ModelBatchLayout::ModelBatchLayout(std::vector<FieldSpec> fields) : fields_(std:
   std::set<std::string> names;
   for (const FieldSpec& f : fields_) {
     if (f.name.empty()) throw Error(Errc::batch_spec, "a batch field needs a non-empty name");
-    if (!is_valid_utf8(f.name)) throw Error(Errc::batch_spec, "batch field name " + quote_bytes(f.name) + " is not UTF-8");
+    if (!is_valid_utf8(f.name))
+      throw Error(Errc::batch_spec, "batch field name " + quote_bytes(f.name) + " is not UTF-8");
     if (!names.insert(f.name).second) {
       throw Error(Errc::batch_spec, "batch field '" + f.name + "' is declared twice");
     }
     for (const Dim& d : f.dims) {
       if (const auto* n = std::get_if<std::int64_t>(&d); n && *n < 0) {
-        throw Error(Errc::batch_spec, "batch field '" + f.name + "' has a negative fixed dim " + std::to_string(*n));
+        throw Error(Errc::batch_spec,
+                    "batch field '" + f.name + "' has a negative fixed dim " + std::to_string(*n));
       }
       if (const auto* s = std::get_if<std::string>(&d)) {
-        if (s->empty()) throw Error(Errc::batch_spec, "batch field '" + f.name + "' has an empty symbol name");
+        if (s->empty())
+          throw Error(Errc::batch_spec, "batch field '" + f.name + "' has an empty symbol name");
         if (symbol_index(symbols_, *s) == symbols_.size()) symbols_.push_back(*s);
       }
     }
@@ -76,10 +79,12 @@ ModelBatchLayout::Flat ModelBatchLayout::flatten(const Value& batch) const {
     for (const auto& [k, v] : batch.entries()) {
       if (k.is(ValueKind::string) && k.as_str() == f.name) found = &v;
     }
-    if (found == nullptr) throw Error(Errc::batch_missing_field, "batch has no field '" + f.name + "'");
+    if (found == nullptr)
+      throw Error(Errc::batch_missing_field, "batch has no field '" + f.name + "'");
     if (!found->is(ValueKind::tensor) || found->as_tensor().dtype() != f.dtype) {
-      std::string got = found->is(ValueKind::tensor) ? std::string(dtype_name(found->as_tensor().dtype()))
-                                                     : std::string(value_kind_name(found->kind()));
+      std::string got = found->is(ValueKind::tensor)
+                            ? std::string(dtype_name(found->as_tensor().dtype()))
+                            : std::string(value_kind_name(found->kind()));
       throw Error(Errc::batch_dtype, "batch field '" + f.name + "' must be a " +
                                          std::string(dtype_name(f.dtype)) + " tensor, got " + got);
     }
@@ -93,17 +98,19 @@ ModelBatchLayout::Flat ModelBatchLayout::flatten(const Value& batch) const {
       std::int64_t actual = t.shape()[i];
       if (const auto* n = std::get_if<std::int64_t>(&f.dims[i])) {
         if (actual != *n) {
-          throw Error(Errc::batch_dim, "batch field '" + f.name + "' dim " + std::to_string(i) + " is " +
-                                           std::to_string(actual) + ", the spec fixes it at " + std::to_string(*n));
+          throw Error(Errc::batch_dim, "batch field '" + f.name + "' dim " + std::to_string(i) +
+                                           " is " + std::to_string(actual) +
+                                           ", the spec fixes it at " + std::to_string(*n));
         }
         continue;
       }
       const auto& s = std::get<std::string>(f.dims[i]);
       std::size_t k = symbol_index(symbols_, s);
       if (bound[k] && flat.symbol_values[k] != actual) {
-        throw Error(Errc::batch_symbol, "symbol '" + s + "' is " + std::to_string(flat.symbol_values[k]) +
-                                            " elsewhere but " + std::to_string(actual) + " in field '" +
-                                            f.name + "' dim " + std::to_string(i));
+        throw Error(Errc::batch_symbol, "symbol '" + s + "' is " +
+                                            std::to_string(flat.symbol_values[k]) +
+                                            " elsewhere but " + std::to_string(actual) +
+                                            " in field '" + f.name + "' dim " + std::to_string(i));
       }
       bound[k] = true;
       flat.symbol_values[k] = actual;
@@ -115,7 +122,9 @@ ModelBatchLayout::Flat ModelBatchLayout::flatten(const Value& batch) const {
     bool known = key.is(ValueKind::string) &&
                  std::any_of(fields_.begin(), fields_.end(),
                              [&](const FieldSpec& f) { return f.name == key.as_str(); });
-    if (!known) throw Error(Errc::batch_unknown_field, "batch field " + repr(key, 60) + " is not in the spec");
+    if (!known)
+      throw Error(Errc::batch_unknown_field,
+                  "batch field " + repr(key, 60) + " is not in the spec");
   }
   return flat;
 }
@@ -135,7 +144,8 @@ std::vector<std::int64_t> ModelBatchLayout::header(std::int64_t status) const {
 std::int64_t ModelBatchLayout::header_status(std::span<const std::int64_t> header) const {
   if (header.size() != 1 + symbols_.size()) {
     throw Error(Errc::batch_header, "batch header has " + std::to_string(header.size()) +
-                                        " values, the spec needs " + std::to_string(1 + symbols_.size()));
+                                        " values, the spec needs " +
+                                        std::to_string(1 + symbols_.size()));
   }
   std::int64_t status = header[0];
   if (status != kBatchFailed && status != kEndOfData && status != kBatch) {
@@ -145,15 +155,16 @@ std::int64_t ModelBatchLayout::header_status(std::span<const std::int64_t> heade
   return status;
 }
 
-std::vector<std::vector<std::int64_t>> ModelBatchLayout::shapes(std::span<const std::int64_t> header,
-                                                                std::uint64_t max_message_bytes) const {
+std::vector<std::vector<std::int64_t>> ModelBatchLayout::shapes(
+    std::span<const std::int64_t> header, std::uint64_t max_message_bytes) const {
   if (header_status(header) != kBatch) {
-    throw Error(Errc::batch_header, "batch header status " + std::to_string(header[0]) + " carries no shapes");
+    throw Error(Errc::batch_header,
+                "batch header status " + std::to_string(header[0]) + " carries no shapes");
   }
   for (std::size_t k = 0; k < symbols_.size(); ++k) {
     if (header[k + 1] < 0) {
-      throw Error(Errc::batch_header, "batch header gives symbol '" + symbols_[k] + "' the negative value " +
-                                          std::to_string(header[k + 1]));
+      throw Error(Errc::batch_header, "batch header gives symbol '" + symbols_[k] +
+                                          "' the negative value " + std::to_string(header[k + 1]));
     }
   }
   std::vector<std::vector<std::int64_t>> out;
@@ -165,10 +176,12 @@ std::vector<std::vector<std::int64_t>> ModelBatchLayout::shapes(std::span<const 
     }
     auto numel = checked_numel(shape);
     std::int64_t bytes = 0;
-    if (!numel || __builtin_mul_overflow(*numel, static_cast<std::int64_t>(element_size(f.dtype)), &bytes) ||
+    if (!numel ||
+        __builtin_mul_overflow(*numel, static_cast<std::int64_t>(element_size(f.dtype)), &bytes) ||
         static_cast<std::uint64_t>(bytes) > max_message_bytes) {
-      throw Error(Errc::batch_size_limit, "batch field '" + f.name + "' of shape " + dims_text(shape) +
-                                              " would exceed max_message_bytes " + std::to_string(max_message_bytes));
+      throw Error(Errc::batch_size_limit,
+                  "batch field '" + f.name + "' of shape " + dims_text(shape) +
+                      " would exceed max_message_bytes " + std::to_string(max_message_bytes));
     }
     out.push_back(std::move(shape));
   }
@@ -177,8 +190,8 @@ std::vector<std::vector<std::int64_t>> ModelBatchLayout::shapes(std::span<const 
 
 Value ModelBatchLayout::rebuild(std::vector<Tensor> tensors) const {
   if (tensors.size() != fields_.size()) {
-    throw Error(Errc::batch_spec, "rebuild got " + std::to_string(tensors.size()) + " tensors for " +
-                                      std::to_string(fields_.size()) + " fields");
+    throw Error(Errc::batch_spec, "rebuild got " + std::to_string(tensors.size()) +
+                                      " tensors for " + std::to_string(fields_.size()) + " fields");
   }
   std::vector<Value::Entry> entries;
   for (std::size_t i = 0; i < fields_.size(); ++i) {

@@ -27,8 +27,12 @@ Device result_device(const TransportOptions& options) {
 ModelParallelTransport::ModelParallelTransport(Communicator& comm, const DataTopology& topology,
                                                const DataGroups& groups, ModelBatchLayout layout,
                                                TransportOptions options)
-    : comm_(comm), constructor_(topology.constructor_rank()), ranks_(topology.model_parallel_ranks()),
-      host_(groups.model_parallel), tensor_(groups.model_parallel_tensor), layout_(std::move(layout)),
+    : comm_(comm),
+      constructor_(topology.constructor_rank()),
+      ranks_(topology.model_parallel_ranks()),
+      host_(groups.model_parallel),
+      tensor_(groups.model_parallel_tensor),
+      layout_(std::move(layout)),
       options_(std::move(options)) {
   std::string device_problem;
   try {
@@ -39,7 +43,8 @@ ModelParallelTransport::ModelParallelTransport(Communicator& comm, const DataTop
   }
   if (ranks_.size() <= 1) return;
   if (!host_) {
-    throw Error(Errc::transport_not_member, "model-parallel broadcast over ranks " + rank_list_text(ranks_) +
+    throw Error(Errc::transport_not_member, "model-parallel broadcast over ranks " +
+                                                rank_list_text(ranks_) +
                                                 " needs a host model-parallel group; rank " +
                                                 std::to_string(comm.rank()) + " has none");
   }
@@ -61,22 +66,27 @@ ModelParallelTransport::ModelParallelTransport(Communicator& comm, const DataTop
   std::vector<int> differ, bad_device;
   std::vector<std::uint64_t> limits(members.size());
   for (std::size_t i = 0; i < members.size(); ++i) {
-    if (std::string(all.data() + i * record, mine.size()) != reference) differ.push_back(members[i]);
+    if (std::string(all.data() + i * record, mine.size()) != reference)
+      differ.push_back(members[i]);
     std::memcpy(&limits[i], all.data() + i * record + mine.size(), 8);
     if (all[i * record + mine.size() + 8] == 0) bad_device.push_back(members[i]);
   }
   if (!device_problem.empty()) {
-    throw Error(Errc::invalid_argument, "model-parallel result " + device_problem + "; no field was broadcast");
+    throw Error(Errc::invalid_argument,
+                "model-parallel result " + device_problem + "; no field was broadcast");
   }
   if (!bad_device.empty()) {
-    throw Error(Errc::transport_device, "model-parallel ranks " + rank_list_text(bad_device) +
-                                            " refused their result device (invalid_argument there); no field "
-                                            "was broadcast");
+    throw Error(Errc::transport_device,
+                "model-parallel ranks " + rank_list_text(bad_device) +
+                    " refused their result device (invalid_argument there); no field "
+                    "was broadcast");
   }
   if (!differ.empty()) {
     throw Error(Errc::transport_spec_mismatch,
-                "model-parallel ranks " + rank_list_text(differ) + " declare a model_batch_spec whose fingerprint differs "
-                "from constructor rank " + std::to_string(constructor_) + "'s; every rank must declare the same spec");
+                "model-parallel ranks " + rank_list_text(differ) +
+                    " declare a model_batch_spec whose fingerprint differs "
+                    "from constructor rank " +
+                    std::to_string(constructor_) + "'s; every rank must declare the same spec");
   }
   require_same_limit(limits, members, "model-parallel");
 }
@@ -99,7 +109,8 @@ Tensor ModelParallelTransport::field(std::size_t index, const std::vector<std::i
   return Tensor(f.dtype, shape, std::move(data), device);
 }
 
-std::optional<Value> ModelParallelTransport::broadcast(const std::optional<Value>& batch, std::exception_ptr error) {
+std::optional<Value> ModelParallelTransport::broadcast(const std::optional<Value>& batch,
+                                                       std::exception_ptr error) {
   if (ranks_.size() <= 1) {  // SPEC 6.4
     if (error) std::rethrow_exception(error);
     return batch;
@@ -124,8 +135,9 @@ std::optional<Value> ModelParallelTransport::broadcast(const std::optional<Value
   std::int64_t status = layout_.header_status(header);
   if (status == kBatchFailed) {
     if (error) std::rethrow_exception(error);
-    throw Error(Errc::transport_constructor_failed,
-                "the data constructor (rank " + std::to_string(constructor_) + ") failed to prepare the declared batch");
+    throw Error(Errc::transport_constructor_failed, "the data constructor (rank " +
+                                                        std::to_string(constructor_) +
+                                                        ") failed to prepare the declared batch");
   }
   if (status == kEndOfData) return std::nullopt;
   auto shapes = layout_.shapes(header, options_.max_message_bytes);

@@ -10,11 +10,16 @@ namespace hpref {
 
 const char* op_kind_name(OpKind kind) noexcept {
   switch (kind) {
-    case OpKind::all_gather: return "all_gather";
-    case OpKind::broadcast: return "broadcast";
-    case OpKind::all_reduce: return "all_reduce";
-    case OpKind::all_to_all_v: return "all_to_all_v";
-    case OpKind::barrier: return "barrier";
+    case OpKind::all_gather:
+      return "all_gather";
+    case OpKind::broadcast:
+      return "broadcast";
+    case OpKind::all_reduce:
+      return "all_reduce";
+    case OpKind::all_to_all_v:
+      return "all_to_all_v";
+    case OpKind::barrier:
+      return "barrier";
   }
   return "?";
 }
@@ -28,22 +33,29 @@ std::string rank_list_text(std::span<const int> ranks) {
 std::string OpSignature::str() const {
   std::string out = op_kind_name(kind);
   switch (kind) {
-    case OpKind::broadcast: return out + "(root " + std::to_string(root) + ", " + std::to_string(bytes) + " bytes)";
+    case OpKind::broadcast:
+      return out + "(root " + std::to_string(root) + ", " + std::to_string(bytes) + " bytes)";
     case OpKind::all_reduce:
-      return out + "(" + std::string(reduce_op_name(op)) + ", " + std::string(dtype_name(dtype)) + ", " +
-             std::to_string(bytes) + " bytes)";
-    case OpKind::all_gather: return out + "(" + std::to_string(bytes) + " bytes each)";
-    default: return out;
+      return out + "(" + std::string(reduce_op_name(op)) + ", " + std::string(dtype_name(dtype)) +
+             ", " + std::to_string(bytes) + " bytes)";
+    case OpKind::all_gather:
+      return out + "(" + std::to_string(bytes) + " bytes each)";
+    default:
+      return out;
   }
 }
 
 bool same_call(const OpSignature& a, const OpSignature& b) noexcept {
   if (a.kind != b.kind) return false;
   switch (a.kind) {
-    case OpKind::broadcast: return a.root == b.root && a.bytes == b.bytes;
-    case OpKind::all_reduce: return a.op == b.op && a.dtype == b.dtype && a.bytes == b.bytes;
-    case OpKind::all_gather: return a.bytes == b.bytes;
-    default: return true;
+    case OpKind::broadcast:
+      return a.root == b.root && a.bytes == b.bytes;
+    case OpKind::all_reduce:
+      return a.op == b.op && a.dtype == b.dtype && a.bytes == b.bytes;
+    case OpKind::all_gather:
+      return a.bytes == b.bytes;
+    default:
+      return true;
   }
 }
 
@@ -59,14 +71,16 @@ std::optional<std::pair<int, int>> a2av_disagreement(std::span<const OpSignature
   return std::nullopt;
 }
 
-std::optional<CommError> signature_mismatch(const Group& group, std::int64_t seq, std::span<const OpSignature> members) {
+std::optional<CommError> signature_mismatch(const Group& group, std::int64_t seq,
+                                            std::span<const OpSignature> members) {
   const auto& ranks = group.ranks();
   std::string where = " on group " + std::to_string(group.id()) + " seq " + std::to_string(seq);
   for (std::size_t i = 1; i < members.size(); ++i) {
     if (!same_call(members[0], members[i])) {
       return CommError(Errc::comm_mismatch,
-                       "collective mismatch" + where + ": rank " + std::to_string(ranks[0]) + " launched " +
-                           members[0].str() + " but rank " + std::to_string(ranks[i]) + " launched " + members[i].str(),
+                       "collective mismatch" + where + ": rank " + std::to_string(ranks[0]) +
+                           " launched " + members[0].str() + " but rank " +
+                           std::to_string(ranks[i]) + " launched " + members[i].str(),
                        group.id(), seq, {ranks[0], ranks[i]});
     }
   }
@@ -74,9 +88,11 @@ std::optional<CommError> signature_mismatch(const Group& group, std::int64_t seq
     if (auto bad = a2av_disagreement(members)) {
       auto [i, j] = *bad;
       return CommError(Errc::comm_mismatch,
-                       "all_to_all_v counts disagree" + where + ": rank " + std::to_string(ranks[i]) + " sends " +
-                           std::to_string(members[i].counts_in[j]) + " bytes to rank " + std::to_string(ranks[j]) +
-                           ", which expects " + std::to_string(members[j].counts_out[i]),
+                       "all_to_all_v counts disagree" + where + ": rank " +
+                           std::to_string(ranks[i]) + " sends " +
+                           std::to_string(members[i].counts_in[j]) + " bytes to rank " +
+                           std::to_string(ranks[j]) + ", which expects " +
+                           std::to_string(members[j].counts_out[i]),
                        group.id(), seq, {ranks[i], ranks[j]});
     }
   }
@@ -123,9 +139,11 @@ void write_signature(const OpSignature& s, int members, std::uint8_t* out) {
   put(p, static_cast<std::uint64_t>(s.op));
   put(p, static_cast<std::uint64_t>(s.dtype));
   put(p, s.bytes);
-  for (int i = 0; i < members; ++i) put(p, i < static_cast<int>(s.counts_in.size()) ? s.counts_in[static_cast<std::size_t>(i)] : 0);
+  for (int i = 0; i < members; ++i)
+    put(p, i < static_cast<int>(s.counts_in.size()) ? s.counts_in[static_cast<std::size_t>(i)] : 0);
   for (int i = 0; i < members; ++i) {
-    put(p, i < static_cast<int>(s.counts_out.size()) ? s.counts_out[static_cast<std::size_t>(i)] : 0);
+    put(p,
+        i < static_cast<int>(s.counts_out.size()) ? s.counts_out[static_cast<std::size_t>(i)] : 0);
   }
 }
 
@@ -133,9 +151,11 @@ OpSignature read_signature(const std::uint8_t* in, int members) {
   const std::uint8_t* p = in;
   std::uint64_t magic = get(p), kind = get(p), root = get(p), op = get(p), dtype = get(p);
   if (magic != kSignatureMagic || kind > static_cast<std::uint64_t>(OpKind::barrier) ||
-      op > static_cast<std::uint64_t>(ReduceOp::max) || dtype >= static_cast<std::uint64_t>(kDTypeCount)) {
-    throw CommError(Errc::comm_mismatch, "a peer's checked-mode signature is not one (is every rank running the same "
-                                         "hpref in checked mode?)");
+      op > static_cast<std::uint64_t>(ReduceOp::max) ||
+      dtype >= static_cast<std::uint64_t>(kDTypeCount)) {
+    throw CommError(Errc::comm_mismatch,
+                    "a peer's checked-mode signature is not one (is every rank running the same "
+                    "hpref in checked mode?)");
   }
   OpSignature s;
   s.kind = static_cast<OpKind>(kind);
@@ -154,16 +174,18 @@ OpSignature read_signature(const std::uint8_t* in, int members) {
 
 // ---- new_group's agreement ---------------------------------------------------------------
 
-std::vector<std::uint64_t> group_request(std::span<const int> sorted_ranks, const std::string& backend,
-                                         int world_size) {
+std::vector<std::uint64_t> group_request(std::span<const int> sorted_ranks,
+                                         const std::string& backend, int world_size) {
   std::vector<std::uint64_t> words(static_cast<std::size_t>(world_size) + 1, 0);
   words[0] = fnv1a64(backend.data(), backend.size());
   for (int r : sorted_ranks) words[static_cast<std::size_t>(r) + 1] = 1;
   return words;
 }
 
-std::optional<CommError> group_request_mismatch(int rank, std::span<const int> sorted_ranks, const std::string& backend,
-                                                std::span<const std::uint64_t> all, int world_size) {
+std::optional<CommError> group_request_mismatch(int rank, std::span<const int> sorted_ranks,
+                                                const std::string& backend,
+                                                std::span<const std::uint64_t> all,
+                                                int world_size) {
   auto n = static_cast<std::size_t>(world_size);
   auto mine = group_request(sorted_ranks, backend, world_size);
   for (std::size_t p = 0; p < n; ++p) {
@@ -173,27 +195,30 @@ std::optional<CommError> group_request_mismatch(int rank, std::span<const int> s
     for (std::size_t r = 0; r < n; ++r) {
       if (theirs[r + 1]) asked.push_back(static_cast<int>(r));
     }
-    return CommError(Errc::comm_mismatch,
-                     "new_group mismatch: rank " + std::to_string(rank) + " asked for " +
-                         rank_list_text(sorted_ranks) + " on " + backend + " but rank " + std::to_string(p) +
-                         " asked for " + rank_list_text(asked) +
-                         (theirs[0] == mine[0] ? " on " + backend : std::string(" on another backend")),
-                     -1, -1, {rank, static_cast<int>(p)});
+    return CommError(
+        Errc::comm_mismatch,
+        "new_group mismatch: rank " + std::to_string(rank) + " asked for " +
+            rank_list_text(sorted_ranks) + " on " + backend + " but rank " + std::to_string(p) +
+            " asked for " + rank_list_text(asked) +
+            (theirs[0] == mine[0] ? " on " + backend : std::string(" on another backend")),
+        -1, -1, {rank, static_cast<int>(p)});
   }
   return std::nullopt;
 }
 
 // ---- local checks -------------------------------------------------------------------------
 
-std::vector<int> checked_group_ranks(std::span<const int> ranks, const std::string& backend, int world_size) {
+std::vector<int> checked_group_ranks(std::span<const int> ranks, const std::string& backend,
+                                     int world_size) {
   std::vector<int> sorted(ranks.begin(), ranks.end());
   std::sort(sorted.begin(), sorted.end());
   bool bad = sorted.empty() || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end() ||
              sorted.front() < 0 || sorted.back() >= world_size;
   if (bad || backend.empty()) {
-    throw CommError(Errc::comm_usage, "new_group needs distinct world ranks in [0, " + std::to_string(world_size) +
-                                          ") and a backend name, got " + rank_list_text(ranks) + " on '" + backend +
-                                          "'");
+    throw CommError(Errc::comm_usage, "new_group needs distinct world ranks in [0, " +
+                                          std::to_string(world_size) +
+                                          ") and a backend name, got " + rank_list_text(ranks) +
+                                          " on '" + backend + "'");
   }
   return sorted;
 }
@@ -201,8 +226,8 @@ std::vector<int> checked_group_ranks(std::span<const int> ranks, const std::stri
 void check_member(const Group& group, int rank, const char* op) {
   if (!group.is_member()) {
     throw CommError(Errc::comm_usage,
-                    std::string(op) + " on group " + std::to_string(group.id()) + " by rank " + std::to_string(rank) +
-                        ", which is not a member",
+                    std::string(op) + " on group " + std::to_string(group.id()) + " by rank " +
+                        std::to_string(rank) + ", which is not a member",
                     group.id());
   }
 }
@@ -211,8 +236,9 @@ void check_space(const Group& group, int rank, MemorySpace space, const char* op
   auto name = [](MemorySpace s) { return s == MemorySpace::host ? "host" : "accelerator"; };
   if (space != group.memory()) {
     throw CommError(Errc::comm_memory_space,
-                    std::string(op) + " on group " + std::to_string(group.id()) + " (backend " + group.backend() +
-                        ") refuses a " + name(space) + " buffer: the group moves " + name(group.memory()) + " memory",
+                    std::string(op) + " on group " + std::to_string(group.id()) + " (backend " +
+                        group.backend() + ") refuses a " + name(space) +
+                        " buffer: the group moves " + name(group.memory()) + " memory",
                     group.id(), -1, {rank});
   }
 }
@@ -224,8 +250,10 @@ OpSignature check_all_gather(const Group& group, int rank, ConstBuffer in, Mutab
   std::size_t gathered = 0;
   if (__builtin_mul_overflow(in.bytes, static_cast<std::size_t>(group.size()), &gathered) ||
       out.bytes != gathered) {
-    throw CommError(Errc::comm_usage, "all_gather output of " + std::to_string(out.bytes) + " bytes is not group size " +
-                                          std::to_string(group.size()) + " x input " + std::to_string(in.bytes),
+    throw CommError(Errc::comm_usage,
+                    "all_gather output of " + std::to_string(out.bytes) +
+                        " bytes is not group size " + std::to_string(group.size()) + " x input " +
+                        std::to_string(in.bytes),
                     group.id());
   }
   OpSignature s;
@@ -239,7 +267,8 @@ OpSignature check_broadcast(const Group& group, int rank, MutableBuffer buffer, 
   check_space(group, rank, buffer.space, "broadcast");
   if (group.index_of(root) < 0) {
     throw CommError(Errc::comm_usage,
-                    "broadcast root " + std::to_string(root) + " is not a member of group " + std::to_string(group.id()),
+                    "broadcast root " + std::to_string(root) + " is not a member of group " +
+                        std::to_string(group.id()),
                     group.id());
   }
   OpSignature s;
@@ -249,15 +278,18 @@ OpSignature check_broadcast(const Group& group, int rank, MutableBuffer buffer, 
   return s;
 }
 
-OpSignature check_all_reduce(const Group& group, int rank, MutableBuffer buffer, DType dtype, ReduceOp op) {
+OpSignature check_all_reduce(const Group& group, int rank, MutableBuffer buffer, DType dtype,
+                             ReduceOp op) {
   check_member(group, rank, "all_reduce");
   check_space(group, rank, buffer.space, "all_reduce");
-  if ((dtype != DType::int32 && dtype != DType::int64 && dtype != DType::float32 && dtype != DType::float64) ||
+  if ((dtype != DType::int32 && dtype != DType::int64 && dtype != DType::float32 &&
+       dtype != DType::float64) ||
       buffer.bytes % element_size(dtype) != 0) {
-    throw CommError(Errc::comm_usage, "all_reduce takes int32, int64, float32 or float64 and a whole number of "
-                                      "elements, got " +
-                                          std::string(dtype_name(dtype)) + " over " + std::to_string(buffer.bytes) +
-                                          " bytes",
+    throw CommError(Errc::comm_usage,
+                    "all_reduce takes int32, int64, float32 or float64 and a whole number of "
+                    "elements, got " +
+                        std::string(dtype_name(dtype)) + " over " + std::to_string(buffer.bytes) +
+                        " bytes",
                     group.id());
   }
   OpSignature s;
@@ -268,8 +300,9 @@ OpSignature check_all_reduce(const Group& group, int rank, MutableBuffer buffer,
   return s;
 }
 
-OpSignature check_all_to_all_v(const Group& group, int rank, ConstBuffer in, std::span<const std::size_t> in_counts,
-                               MutableBuffer out, std::span<const std::size_t> out_counts) {
+OpSignature check_all_to_all_v(const Group& group, int rank, ConstBuffer in,
+                               std::span<const std::size_t> in_counts, MutableBuffer out,
+                               std::span<const std::size_t> out_counts) {
   check_member(group, rank, "all_to_all_v");
   check_space(group, rank, in.space, "all_to_all_v");
   check_space(group, rank, out.space, "all_to_all_v");
@@ -290,12 +323,12 @@ OpSignature check_all_to_all_v(const Group& group, int rank, ConstBuffer in, std
   std::size_t sent = total(in_counts);
   std::size_t received = total(out_counts);
   if (in_counts.size() != n || out_counts.size() != n || sent > in.bytes || received > out.bytes) {
-    throw CommError(Errc::comm_usage, "all_to_all_v needs " + std::to_string(n) +
-                                          " counts each way within the buffers, got " +
-                                          std::to_string(in_counts.size()) + " summing to " + text(sent) +
-                                          " of " + std::to_string(in.bytes) + " and " +
-                                          std::to_string(out_counts.size()) + " summing to " +
-                                          text(received) + " of " + std::to_string(out.bytes),
+    throw CommError(Errc::comm_usage,
+                    "all_to_all_v needs " + std::to_string(n) +
+                        " counts each way within the buffers, got " +
+                        std::to_string(in_counts.size()) + " summing to " + text(sent) + " of " +
+                        std::to_string(in.bytes) + " and " + std::to_string(out_counts.size()) +
+                        " summing to " + text(received) + " of " + std::to_string(out.bytes),
                     group.id());
   }
   OpSignature s;

@@ -96,28 +96,43 @@ Tensor rows_like(const Tensor& t, std::int64_t rows, std::vector<std::uint8_t> b
 
 void add_elements(DType dtype, std::uint8_t* dst, const std::uint8_t* src, std::size_t count) {
   switch (dtype) {
-    case DType::float64: return add_as<double>(dst, src, count);
-    case DType::float32: return add_as<float>(dst, src, count);
-    case DType::float16: return add_narrow<half_to_float, float_to_half>(dst, src, count);
-    case DType::bfloat16: return add_narrow<bf16_to_float, float_to_bf16>(dst, src, count);
-    case DType::complex128: return add_as<double>(dst, src, 2 * count);
-    case DType::complex64: return add_as<float>(dst, src, 2 * count);
-    case DType::complex32: return add_narrow<half_to_float, float_to_half>(dst, src, 2 * count);
-    case DType::int64: return add_as<std::int64_t>(dst, src, count);
-    case DType::int32: return add_as<std::int32_t>(dst, src, count);
-    case DType::int16: return add_as<std::int16_t>(dst, src, count);
-    case DType::int8: return add_as<std::int8_t>(dst, src, count);
-    case DType::uint8: return add_as<std::uint8_t>(dst, src, count);
-    case DType::uint16: return add_as<std::uint16_t>(dst, src, count);
-    case DType::uint32: return add_as<std::uint32_t>(dst, src, count);
-    case DType::uint64: return add_as<std::uint64_t>(dst, src, count);
+    case DType::float64:
+      return add_as<double>(dst, src, count);
+    case DType::float32:
+      return add_as<float>(dst, src, count);
+    case DType::float16:
+      return add_narrow<half_to_float, float_to_half>(dst, src, count);
+    case DType::bfloat16:
+      return add_narrow<bf16_to_float, float_to_bf16>(dst, src, count);
+    case DType::complex128:
+      return add_as<double>(dst, src, 2 * count);
+    case DType::complex64:
+      return add_as<float>(dst, src, 2 * count);
+    case DType::complex32:
+      return add_narrow<half_to_float, float_to_half>(dst, src, 2 * count);
+    case DType::int64:
+      return add_as<std::int64_t>(dst, src, count);
+    case DType::int32:
+      return add_as<std::int32_t>(dst, src, count);
+    case DType::int16:
+      return add_as<std::int16_t>(dst, src, count);
+    case DType::int8:
+      return add_as<std::int8_t>(dst, src, count);
+    case DType::uint8:
+      return add_as<std::uint8_t>(dst, src, count);
+    case DType::uint16:
+      return add_as<std::uint16_t>(dst, src, count);
+    case DType::uint32:
+      return add_as<std::uint32_t>(dst, src, count);
+    case DType::uint64:
+      return add_as<std::uint64_t>(dst, src, count);
     case DType::boolean:
       for (std::size_t i = 0; i < count; ++i) dst[i] = (dst[i] | src[i]) ? 1 : 0;
       return;
     default:
-      throw Error(Errc::unsupported_arithmetic, "summing gradients of dtype " +
-                                                    std::string(dtype_name(dtype)) +
-                                                    " is not supported");
+      throw Error(
+          Errc::unsupported_arithmetic,
+          "summing gradients of dtype " + std::string(dtype_name(dtype)) + " is not supported");
   }
 }
 
@@ -137,13 +152,15 @@ std::vector<Tensor> oracle_forward(const Tensor& bank, std::span<const Route> ro
   std::vector<Tensor> out;
   for (std::size_t r = 0; r < routes.size(); ++r) {
     const Route& route = routes[r];
-    if (route.global_start < 0 || route.global_end < route.global_start || route.global_end > rows) {
+    if (route.global_start < 0 || route.global_end < route.global_start ||
+        route.global_end > rows) {
       mismatch("rank " + std::to_string(r) + "'s interval [" + std::to_string(route.global_start) +
                ", " + std::to_string(route.global_end) + ") lies outside the bank of " +
                std::to_string(rows) + " rows");
     }
-    auto view = bank.storage().slice(static_cast<std::size_t>(route.global_start) * width,
-                                     static_cast<std::size_t>(route.global_end - route.global_start) * width);
+    auto view = bank.storage().slice(
+        static_cast<std::size_t>(route.global_start) * width,
+        static_cast<std::size_t>(route.global_end - route.global_start) * width);
     std::vector<std::int64_t> shape(bank.shape().begin(), bank.shape().end());
     shape[0] = route.global_end - route.global_start;
     out.emplace_back(bank.dtype(), std::move(shape), std::move(view), bank.device());
@@ -176,16 +193,20 @@ std::vector<Tensor> oracle_backward(std::span<const Tensor> grads, std::span<con
     const Route& route = routes[r];
     std::vector<std::uint8_t> grad(static_cast<std::size_t>(route.local_length) * width);
     if (!grad.empty()) {  // own block first
-      std::memcpy(grad.data(), grads[r].bytes().data() + static_cast<std::size_t>(route.local_output_start) * width, grad.size());
+      std::memcpy(
+          grad.data(),
+          grads[r].bytes().data() + static_cast<std::size_t>(route.local_output_start) * width,
+          grad.size());
     }
     for (std::size_t q = 0; q < routes.size(); ++q) {  // then peers ascending
       if (q == r) continue;
       std::int64_t lo = std::max(owners[r], routes[q].global_start);
       std::int64_t hi = std::min(owners[r + 1], routes[q].global_end);
       if (hi > lo) {  // rows [lo, hi) are contiguous on both sides: one add per peer
-        add_elements(first.dtype(), grad.data() + static_cast<std::size_t>(lo - owners[r]) * width,
-                     grads[q].bytes().data() + static_cast<std::size_t>(lo - routes[q].global_start) * width,
-                     static_cast<std::size_t>(hi - lo) * elems);
+        add_elements(
+            first.dtype(), grad.data() + static_cast<std::size_t>(lo - owners[r]) * width,
+            grads[q].bytes().data() + static_cast<std::size_t>(lo - routes[q].global_start) * width,
+            static_cast<std::size_t>(hi - lo) * elems);
       }
     }
     out.push_back(rows_like(first, route.local_length, std::move(grad)));

@@ -49,8 +49,7 @@ std::string opcode_label(std::uint8_t op) {
   std::string_view name = pickle_opcode_name(op);
   char buf[8];
   std::snprintf(buf, sizeof buf, "0x%02x", op);
-  return name.empty() ? std::string("unknown opcode ") + buf
-                      : std::string(name) + " (" + buf + ")";
+  return name.empty() ? std::string("unknown opcode ") + buf : std::string(name) + " (" + buf + ")";
 }
 
 class Reader {
@@ -79,8 +78,8 @@ class Reader {
  private:
   // ---- errors -------------------------------------------------------------
   [[noreturn]] void fail(Errc code, const std::string& what) const {
-    throw Error(code, "metadata pickle: " + what + " (opcode at byte " +
-                          std::to_string(op_offset_) + ")");
+    throw Error(
+        code, "metadata pickle: " + what + " (opcode at byte " + std::to_string(op_offset_) + ")");
   }
 
   // ---- input --------------------------------------------------------------
@@ -132,9 +131,9 @@ class Reader {
   // limit instead of at STOP.
   void grow_stack() {
     if (stack_.size() + marks_.size() >= options_.limits.max_stack) {
-      fail(Errc::pickle_stack_limit,
-           "the stack would hold more than " + std::to_string(options_.limits.max_stack) +
-               " entries (items and MARKs)");
+      fail(Errc::pickle_stack_limit, "the stack would hold more than " +
+                                         std::to_string(options_.limits.max_stack) +
+                                         " entries (items and MARKs)");
     }
   }
 
@@ -161,10 +160,12 @@ class Reader {
 
   Value as_value(Slot&& s) {
     switch (s.tag) {
-      case Slot::Tag::value: return std::move(s.value);
+      case Slot::Tag::value:
+        return std::move(s.value);
       case Slot::Tag::callable:
-        fail(Errc::pickle_global, "global " + name_of(s) +
-                                      " may only be called (REDUCE, or NEWOBJ for the key class), not used as a value");
+        fail(Errc::pickle_global,
+             "global " + name_of(s) +
+                 " may only be called (REDUCE, or NEWOBJ for the key class), not used as a value");
       case Slot::Tag::key_object:
         if (!key_objects_[s.index].built) {
           fail(Errc::pickle_reduce, "a " + key_name() + " object is used before BUILD");
@@ -191,7 +192,8 @@ class Reader {
     marks_.pop_back();
     std::vector<Value> items;
     items.reserve(stack_.size() - mark);
-    for (std::size_t i = mark; i < stack_.size(); ++i) items.push_back(as_value(std::move(stack_[i])));
+    for (std::size_t i = mark; i < stack_.size(); ++i)
+      items.push_back(as_value(std::move(stack_[i])));
     stack_.resize(mark);
     return items;
   }
@@ -217,9 +219,9 @@ class Reader {
                                          std::to_string(options_.limits.max_depth));
     }
     if (v.node_count() > options_.limits.max_nodes) {
-      fail(Errc::pickle_node_limit,
-           "the value would have more than " + std::to_string(options_.limits.max_nodes) +
-               " nodes (memo references counted as copies)");
+      fail(Errc::pickle_node_limit, "the value would have more than " +
+                                        std::to_string(options_.limits.max_nodes) +
+                                        " nodes (memo references counted as copies)");
     }
   }
 
@@ -247,9 +249,9 @@ class Reader {
                                    std::string(value_kind_name(kind)) + " below it, got " + got);
     }
     if (frozen_.count(s.value.node_identity())) {
-      fail(Errc::pickle_frozen_mutation,
-           std::string(what) + " modifies a " + std::string(value_kind_name(kind)) +
-               " after it was fetched from the memo");
+      fail(Errc::pickle_frozen_mutation, std::string(what) + " modifies a " +
+                                             std::string(value_kind_name(kind)) +
+                                             " after it was fetched from the memo");
     }
     return s.value;
   }
@@ -270,7 +272,8 @@ class Reader {
       fail(Errc::pickle_stack, std::string(what) + " has an odd number (" +
                                    std::to_string(flat.size()) + ") of keys and values");
     }
-    for (std::size_t i = 0; i < flat.size(); i += 2) spend(key_work_units(flat[i]), "dict keys hashed");
+    for (std::size_t i = 0; i < flat.size(); i += 2)
+      spend(key_work_units(flat[i]), "dict keys hashed");
     // Up to kScannedKeys entries a dict is checked for duplicates by scanning its entries;
     // past that through a KeySet kept per dict, built from the entries when the dict grows
     // past the scan (so a set left by a freed dict whose address this one reuses is replaced).
@@ -320,7 +323,8 @@ class Reader {
       fail(Errc::pickle_memo_missing, "memo index " + std::to_string(index) + " was never stored");
     }
     const Slot& s = it->second;
-    if (s.tag == Slot::Tag::value && s.value.is_container()) frozen_.insert(s.value.node_identity());
+    if (s.tag == Slot::Tag::value && s.value.is_container())
+      frozen_.insert(s.value.node_identity());
     if (s.tag == Slot::Tag::key_object) key_objects_[s.index].frozen = true;
     push_slot(s);
   }
@@ -370,8 +374,9 @@ class Reader {
       } else if ((c == 0xC2 || c == 0xC3) && i + 1 < utf8.size()) {
         out.push_back(static_cast<char>(((c & 0x03) << 6) | (utf8[++i] & 0x3F)));
       } else {
-        fail(Errc::pickle_reduce, "_codecs.encode got text with a character above U+00FF, "
-                                  "which latin1 cannot encode");
+        fail(Errc::pickle_reduce,
+             "_codecs.encode got text with a character above U+00FF, "
+             "which latin1 cannot encode");
       }
     }
     return out;
@@ -381,8 +386,8 @@ class Reader {
     Value args = pop_value("REDUCE");
     Slot fn = pop_callable("REDUCE");
     if (!args.is(ValueKind::tuple)) {
-      fail(Errc::pickle_reduce, "REDUCE arguments for " + name_of(fn) + " must be a tuple, got " +
-                                    repr(args, 60));
+      fail(Errc::pickle_reduce,
+           "REDUCE arguments for " + name_of(fn) + " must be a tuple, got " + repr(args, 60));
     }
     auto a = args.items();
     switch (callable_of(fn)) {
@@ -423,8 +428,8 @@ class Reader {
     Slot cls = pop_callable("NEWOBJ");
     if (callable_of(cls) != Callable::key_class || !args.is(ValueKind::tuple) ||
         !args.items().empty()) {
-      fail(Errc::pickle_reduce, "NEWOBJ of " + name_of(cls) + " with arguments " +
-                                    repr(args, 60) + " is refused: only " + key_name() +
+      fail(Errc::pickle_reduce, "NEWOBJ of " + name_of(cls) + " with arguments " + repr(args, 60) +
+                                    " is refused: only " + key_name() +
                                     " with no arguments is accepted");
     }
     Slot s;
@@ -438,19 +443,18 @@ class Reader {
     Value state = pop_value("BUILD");
     Slot& slot = top_slot("BUILD");
     if (slot.tag != Slot::Tag::key_object || key_objects_[slot.index].built) {
-      fail(Errc::pickle_reduce, "BUILD is only accepted once on a fresh " + key_name() +
-                                    " object");
+      fail(Errc::pickle_reduce, "BUILD is only accepted once on a fresh " + key_name() + " object");
     }
     KeyObject& obj = key_objects_[slot.index];
     if (obj.frozen) {
-      fail(Errc::pickle_frozen_mutation, "BUILD modifies a " + key_name() +
-                                             " object after it was fetched from the memo");
+      fail(Errc::pickle_frozen_mutation,
+           "BUILD modifies a " + key_name() + " object after it was fetched from the memo");
     }
     Value key = options_.key_class.state == KeyClass::State::values ? key_from_values(state)
-                                                                     : key_from_dict(state);
+                                                                    : key_from_dict(state);
     if (!key.is_hashable()) {
-      fail(Errc::pickle_unhashable_key, key_name() + " fields " + repr(key, 80) +
-                                            " are not hashable");
+      fail(Errc::pickle_unhashable_key,
+           key_name() + " fields " + repr(key, 80) + " are not hashable");
     }
     obj.key = std::move(key);
     obj.built = true;
@@ -520,8 +524,8 @@ class Reader {
       }
     }
     if (!is_valid_utf8(text)) {
-      fail(Errc::pickle_invalid_utf8, "string " + quote_bytes(text) +
-                                          " is not valid UTF-8 (lone surrogates are refused)");
+      fail(Errc::pickle_invalid_utf8,
+           "string " + quote_bytes(text) + " is not valid UTF-8 (lone surrogates are refused)");
     }
     Value v = Value::string(text);
     if (text.size() <= kInternMax) interned_.emplace(text, v);
@@ -531,8 +535,8 @@ class Reader {
   void push_long1() {
     std::uint8_t n = take_u8("LONG1 length");
     if (n > 8) {
-      fail(Errc::pickle_int_range, "LONG1 of " + std::to_string(n) +
-                                       " bytes: integers beyond 64 bits are refused");
+      fail(Errc::pickle_int_range,
+           "LONG1 of " + std::to_string(n) + " bytes: integers beyond 64 bits are refused");
     }
     std::uint64_t x = take_le(n, "LONG1 bytes");
     if (n > 0 && n < 8 && (x >> (8 * n - 1)) & 1) x |= ~std::uint64_t{0} << (8 * n);
@@ -552,12 +556,14 @@ class Reader {
       case op::PROTO: {
         std::uint8_t proto = take_u8("PROTO");
         if (proto < 2 || proto > 5) {
-          fail(Errc::pickle_protocol, "protocol " + std::to_string(proto) +
-                                          " is refused; protocols 2 to 5 are accepted");
+          fail(Errc::pickle_protocol,
+               "protocol " + std::to_string(proto) + " is refused; protocols 2 to 5 are accepted");
         }
         return;
       }
-      case op::FRAME: need(take_le(8, "FRAME length"), "FRAME"); return;
+      case op::FRAME:
+        need(take_le(8, "FRAME length"), "FRAME");
+        return;
       case op::MARK:
         grow_stack();
         marks_.push_back(stack_.size());
@@ -569,23 +575,51 @@ class Reader {
           pop_slot("POP");
         }
         return;
-      case op::POP_MARK: pop_mark("POP_MARK"); return;
-      case op::NONE: push(Value()); return;
-      case op::NEWTRUE: push(Value::boolean(true)); return;
-      case op::NEWFALSE: push(Value::boolean(false)); return;
+      case op::POP_MARK:
+        pop_mark("POP_MARK");
+        return;
+      case op::NONE:
+        push(Value());
+        return;
+      case op::NEWTRUE:
+        push(Value::boolean(true));
+        return;
+      case op::NEWFALSE:
+        push(Value::boolean(false));
+        return;
       case op::BININT:
         push(Value::integer(static_cast<std::int32_t>(take_le(4, "BININT"))));
         return;
-      case op::BININT1: push(Value::integer(static_cast<std::int64_t>(take_le(1, "BININT1")))); return;
-      case op::BININT2: push(Value::integer(static_cast<std::int64_t>(take_le(2, "BININT2")))); return;
-      case op::LONG1: push_long1(); return;
-      case op::BINFLOAT: push_binfloat(); return;
-      case op::SHORT_BINUNICODE: push_text(take_bytes(take_le(1, "length"), "SHORT_BINUNICODE")); return;
-      case op::BINUNICODE: push_text(take_bytes(take_le(4, "length"), "BINUNICODE")); return;
-      case op::BINUNICODE8: push_text(take_bytes(take_le(8, "length"), "BINUNICODE8")); return;
-      case op::SHORT_BINBYTES: push(Value::bytes(take_bytes(take_le(1, "length"), "SHORT_BINBYTES"))); return;
-      case op::BINBYTES: push(Value::bytes(take_bytes(take_le(4, "length"), "BINBYTES"))); return;
-      case op::BINBYTES8: push(Value::bytes(take_bytes(take_le(8, "length"), "BINBYTES8"))); return;
+      case op::BININT1:
+        push(Value::integer(static_cast<std::int64_t>(take_le(1, "BININT1"))));
+        return;
+      case op::BININT2:
+        push(Value::integer(static_cast<std::int64_t>(take_le(2, "BININT2"))));
+        return;
+      case op::LONG1:
+        push_long1();
+        return;
+      case op::BINFLOAT:
+        push_binfloat();
+        return;
+      case op::SHORT_BINUNICODE:
+        push_text(take_bytes(take_le(1, "length"), "SHORT_BINUNICODE"));
+        return;
+      case op::BINUNICODE:
+        push_text(take_bytes(take_le(4, "length"), "BINUNICODE"));
+        return;
+      case op::BINUNICODE8:
+        push_text(take_bytes(take_le(8, "length"), "BINUNICODE8"));
+        return;
+      case op::SHORT_BINBYTES:
+        push(Value::bytes(take_bytes(take_le(1, "length"), "SHORT_BINBYTES")));
+        return;
+      case op::BINBYTES:
+        push(Value::bytes(take_bytes(take_le(4, "length"), "BINBYTES")));
+        return;
+      case op::BINBYTES8:
+        push(Value::bytes(take_bytes(take_le(8, "length"), "BINBYTES8")));
+        return;
       case op::BYTEARRAY8: {
         std::string_view b = take_bytes(take_le(8, "length"), "BYTEARRAY8");
         push(Value::bytearray(SharedBytes::copy_of(b)));
@@ -605,17 +639,27 @@ class Reader {
         push_container(Value::tuple(std::move(items)));
         return;
       }
-      case op::TUPLE: push_container(Value::tuple(pop_mark("TUPLE"))); return;
-      case op::EMPTY_LIST: push_container(Value::list({})); return;
-      case op::LIST: push_container(Value::list(pop_mark("LIST"))); return;
+      case op::TUPLE:
+        push_container(Value::tuple(pop_mark("TUPLE")));
+        return;
+      case op::EMPTY_LIST:
+        push_container(Value::list({}));
+        return;
+      case op::LIST:
+        push_container(Value::list(pop_mark("LIST")));
+        return;
       case op::APPEND: {
         std::vector<Value> one;
         one.push_back(pop_value("APPEND"));
         append_items("APPEND", std::move(one));
         return;
       }
-      case op::APPENDS: append_items("APPENDS", pop_mark("APPENDS")); return;
-      case op::EMPTY_DICT: push_container(Value::mapping({})); return;
+      case op::APPENDS:
+        append_items("APPENDS", pop_mark("APPENDS"));
+        return;
+      case op::EMPTY_DICT:
+        push_container(Value::mapping({}));
+        return;
       case op::DICT: {
         std::vector<Value> flat = pop_mark("DICT");
         Value d = Value::mapping({});
@@ -640,11 +684,21 @@ class Reader {
         add_entries(target("SETITEMS", ValueKind::mapping), flat, "SETITEMS");
         return;
       }
-      case op::MEMOIZE: memo_put(memo_.size()); return;
-      case op::BINPUT: memo_put(take_le(1, "BINPUT index")); return;
-      case op::LONG_BINPUT: memo_put(take_le(4, "LONG_BINPUT index")); return;
-      case op::BINGET: memo_get(take_le(1, "BINGET index")); return;
-      case op::LONG_BINGET: memo_get(take_le(4, "LONG_BINGET index")); return;
+      case op::MEMOIZE:
+        memo_put(memo_.size());
+        return;
+      case op::BINPUT:
+        memo_put(take_le(1, "BINPUT index"));
+        return;
+      case op::LONG_BINPUT:
+        memo_put(take_le(4, "LONG_BINPUT index"));
+        return;
+      case op::BINGET:
+        memo_get(take_le(1, "BINGET index"));
+        return;
+      case op::LONG_BINGET:
+        memo_get(take_le(4, "LONG_BINGET index"));
+        return;
       case op::GLOBAL: {
         std::string_view module = take_line();
         std::string_view name = take_line();
@@ -661,12 +715,18 @@ class Reader {
         push_global(module.as_str(), name.as_str());
         return;
       }
-      case op::REDUCE: reduce(); return;
-      case op::NEWOBJ: newobj(); return;
-      case op::BUILD: build(); return;
+      case op::REDUCE:
+        reduce();
+        return;
+      case op::NEWOBJ:
+        newobj();
+        return;
+      case op::BUILD:
+        build();
+        return;
       default:
-        fail(Errc::pickle_opcode, opcode_label(op) +
-                                      " is refused: metadata pickles hold plain data only");
+        fail(Errc::pickle_opcode,
+             opcode_label(op) + " is refused: metadata pickles hold plain data only");
     }
   }
 
@@ -677,8 +737,8 @@ class Reader {
     }
     if (!marks_.empty()) fail(Errc::pickle_stack, "STOP with an unclosed MARK");
     if (stack_.size() != 1) {
-      fail(Errc::pickle_stack, "STOP needs exactly one item on the stack, found " +
-                                   std::to_string(stack_.size()));
+      fail(Errc::pickle_stack,
+           "STOP needs exactly one item on the stack, found " + std::to_string(stack_.size()));
     }
     Value result = pop_value("STOP");
     check_limits(result);
@@ -725,23 +785,30 @@ std::string_view pickle_opcode_name(std::uint8_t b) noexcept {
 #define HPREF_OP(name) \
   case op::name:       \
     return #name;
-    HPREF_OP(MARK) HPREF_OP(STOP) HPREF_OP(POP) HPREF_OP(POP_MARK) HPREF_OP(DUP)
-    HPREF_OP(FLOAT) HPREF_OP(INT) HPREF_OP(BININT) HPREF_OP(BININT1) HPREF_OP(LONG)
-    HPREF_OP(BININT2) HPREF_OP(NONE) HPREF_OP(PERSID) HPREF_OP(BINPERSID) HPREF_OP(REDUCE)
-    HPREF_OP(STRING) HPREF_OP(BINSTRING) HPREF_OP(SHORT_BINSTRING) HPREF_OP(UNICODE)
-    HPREF_OP(BINUNICODE) HPREF_OP(APPEND) HPREF_OP(BUILD) HPREF_OP(GLOBAL) HPREF_OP(DICT)
-    HPREF_OP(EMPTY_DICT) HPREF_OP(APPENDS) HPREF_OP(GET) HPREF_OP(BINGET) HPREF_OP(INST)
-    HPREF_OP(LONG_BINGET) HPREF_OP(LIST) HPREF_OP(EMPTY_LIST) HPREF_OP(OBJ) HPREF_OP(PUT)
-    HPREF_OP(BINPUT) HPREF_OP(LONG_BINPUT) HPREF_OP(SETITEM) HPREF_OP(TUPLE)
-    HPREF_OP(EMPTY_TUPLE) HPREF_OP(SETITEMS) HPREF_OP(BINFLOAT) HPREF_OP(PROTO)
-    HPREF_OP(NEWOBJ) HPREF_OP(EXT1) HPREF_OP(EXT2) HPREF_OP(EXT4) HPREF_OP(TUPLE1)
-    HPREF_OP(TUPLE2) HPREF_OP(TUPLE3) HPREF_OP(NEWTRUE) HPREF_OP(NEWFALSE) HPREF_OP(LONG1)
-    HPREF_OP(LONG4) HPREF_OP(BINBYTES) HPREF_OP(SHORT_BINBYTES) HPREF_OP(SHORT_BINUNICODE)
-    HPREF_OP(BINUNICODE8) HPREF_OP(BINBYTES8) HPREF_OP(EMPTY_SET) HPREF_OP(ADDITEMS)
-    HPREF_OP(FROZENSET) HPREF_OP(NEWOBJ_EX) HPREF_OP(STACK_GLOBAL) HPREF_OP(MEMOIZE)
-    HPREF_OP(FRAME) HPREF_OP(BYTEARRAY8) HPREF_OP(NEXT_BUFFER) HPREF_OP(READONLY_BUFFER)
+    HPREF_OP(MARK)
+    HPREF_OP(STOP) HPREF_OP(POP) HPREF_OP(POP_MARK) HPREF_OP(DUP) HPREF_OP(FLOAT) HPREF_OP(INT)
+        HPREF_OP(BININT) HPREF_OP(BININT1) HPREF_OP(LONG) HPREF_OP(BININT2) HPREF_OP(NONE) HPREF_OP(
+            PERSID) HPREF_OP(BINPERSID) HPREF_OP(REDUCE) HPREF_OP(STRING) HPREF_OP(BINSTRING)
+            HPREF_OP(SHORT_BINSTRING) HPREF_OP(UNICODE) HPREF_OP(BINUNICODE) HPREF_OP(APPEND)
+                HPREF_OP(BUILD) HPREF_OP(GLOBAL) HPREF_OP(DICT) HPREF_OP(EMPTY_DICT) HPREF_OP(
+                    APPENDS) HPREF_OP(GET) HPREF_OP(BINGET) HPREF_OP(INST) HPREF_OP(LONG_BINGET)
+                    HPREF_OP(LIST) HPREF_OP(EMPTY_LIST) HPREF_OP(OBJ) HPREF_OP(PUT) HPREF_OP(BINPUT)
+                        HPREF_OP(LONG_BINPUT) HPREF_OP(SETITEM) HPREF_OP(TUPLE) HPREF_OP(
+                            EMPTY_TUPLE) HPREF_OP(SETITEMS) HPREF_OP(BINFLOAT) HPREF_OP(PROTO)
+                            HPREF_OP(NEWOBJ) HPREF_OP(EXT1) HPREF_OP(EXT2) HPREF_OP(EXT4)
+                                HPREF_OP(TUPLE1) HPREF_OP(TUPLE2) HPREF_OP(TUPLE3) HPREF_OP(NEWTRUE)
+                                    HPREF_OP(NEWFALSE) HPREF_OP(LONG1) HPREF_OP(LONG4)
+                                        HPREF_OP(BINBYTES) HPREF_OP(SHORT_BINBYTES)
+                                            HPREF_OP(SHORT_BINUNICODE) HPREF_OP(BINUNICODE8)
+                                                HPREF_OP(BINBYTES8) HPREF_OP(EMPTY_SET)
+                                                    HPREF_OP(ADDITEMS) HPREF_OP(FROZENSET)
+                                                        HPREF_OP(NEWOBJ_EX) HPREF_OP(STACK_GLOBAL)
+                                                            HPREF_OP(MEMOIZE) HPREF_OP(FRAME)
+                                                                HPREF_OP(BYTEARRAY8)
+                                                                    HPREF_OP(NEXT_BUFFER)
+                                                                        HPREF_OP(READONLY_BUFFER)
 #undef HPREF_OP
-    default: return "";
+                                                                            default : return "";
   }
 }
 

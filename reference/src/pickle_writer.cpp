@@ -153,23 +153,47 @@ void PickleWriter::end_tuple(std::size_t n) {
   pops(n > 3 ? n + 1 : n);
   pushes();
   switch (n) {
-    case 0: opcode(op::EMPTY_TUPLE); break;
-    case 1: opcode(op::TUPLE1); break;
-    case 2: opcode(op::TUPLE2); break;
-    case 3: opcode(op::TUPLE3); break;
-    default: opcode(op::TUPLE); break;
+    case 0:
+      opcode(op::EMPTY_TUPLE);
+      break;
+    case 1:
+      opcode(op::TUPLE1);
+      break;
+    case 2:
+      opcode(op::TUPLE2);
+      break;
+    case 3:
+      opcode(op::TUPLE3);
+      break;
+    default:
+      opcode(op::TUPLE);
+      break;
   }
 }
 
 void PickleWriter::value(const Value& v) {
   switch (v.kind()) {
-    case ValueKind::none: none(); return;
-    case ValueKind::boolean: boolean(v.as_bool()); return;
-    case ValueKind::integer: integer(v.as_int()); return;
-    case ValueKind::floating: floating(v.as_float()); return;
-    case ValueKind::string: str(v.as_str()); return;
-    case ValueKind::bytes: bytes(v.as_bytes().view()); return;
-    case ValueKind::bytearray: bytearray(v.as_bytes().view()); return;
+    case ValueKind::none:
+      none();
+      return;
+    case ValueKind::boolean:
+      boolean(v.as_bool());
+      return;
+    case ValueKind::integer:
+      integer(v.as_int());
+      return;
+    case ValueKind::floating:
+      floating(v.as_float());
+      return;
+    case ValueKind::string:
+      str(v.as_str());
+      return;
+    case ValueKind::bytes:
+      bytes(v.as_bytes().view());
+      return;
+    case ValueKind::bytearray:
+      bytearray(v.as_bytes().view());
+      return;
     case ValueKind::tensor:
       throw Error(Errc::pickle_unwritable,
                   "a tensor cannot be written into a metadata pickle; segments carry tensors "
@@ -235,8 +259,9 @@ void PickleWriter::key_object(const Value& key, const KeyClass& key_class) {
     checked_key_class_ = key_class;
   }
   if (key_class.empty()) {
-    throw Error(Errc::invalid_argument, "a key object needs a key class; the empty name "
-                                        "writes keys as tuples");
+    throw Error(Errc::invalid_argument,
+                "a key object needs a key class; the empty name "
+                "writes keys as tuples");
   }
   const auto& fields = key_class.fields;
   if (!key.is(ValueKind::tuple) || key.items().size() != fields.size()) {

@@ -3,9 +3,9 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <iterator>
-#include <cmath>
 #include <ostream>
 
 #include "hpref/utf8.hpp"
@@ -39,21 +39,33 @@ void append_hex(std::string& out, char kind, std::uint32_t value, int digits) {
 
 // The code point of the valid UTF-8 sequence s[i, i + len).
 char32_t decode_one(std::string_view s, std::size_t i, std::size_t len) {
-  auto b = [&](std::size_t k) { return static_cast<char32_t>(static_cast<unsigned char>(s[i + k])); };
+  auto b = [&](std::size_t k) {
+    return static_cast<char32_t>(static_cast<unsigned char>(s[i + k]));
+  };
   if (len == 2) return (b(0) & 0x1F) << 6 | (b(1) & 0x3F);
   if (len == 3) return (b(0) & 0x0F) << 12 | (b(1) & 0x3F) << 6 | (b(2) & 0x3F);
   return (b(0) & 0x07) << 18 | (b(1) & 0x3F) << 12 | (b(2) & 0x3F) << 6 | (b(3) & 0x3F);
 }
 
 // Appends one character as repr() writes it inside `quote`; returns bytes consumed.
-std::size_t append_char(std::string& out, std::string_view s, std::size_t i, bool text, char quote) {
+std::size_t append_char(std::string& out, std::string_view s, std::size_t i, bool text,
+                        char quote) {
   unsigned char c = static_cast<unsigned char>(s[i]);
   switch (c) {
-    case '\\': out += "\\\\"; return 1;
-    case '\n': out += "\\n"; return 1;
-    case '\r': out += "\\r"; return 1;
-    case '\t': out += "\\t"; return 1;
-    default: break;
+    case '\\':
+      out += "\\\\";
+      return 1;
+    case '\n':
+      out += "\\n";
+      return 1;
+    case '\r':
+      out += "\\r";
+      return 1;
+    case '\t':
+      out += "\\t";
+      return 1;
+    default:
+      break;
   }
   if (c == static_cast<unsigned char>(quote)) {
     out += '\\';
@@ -86,7 +98,8 @@ std::size_t append_char(std::string& out, std::string_view s, std::size_t i, boo
 
 std::string quote(std::string_view s, std::size_t max_chars, bool text) {
   // Python's choice: single quotes unless the text holds ' and no ".
-  char q = s.find('\'') != std::string_view::npos && s.find('"') == std::string_view::npos ? '"' : '\'';
+  char q =
+      s.find('\'') != std::string_view::npos && s.find('"') == std::string_view::npos ? '"' : '\'';
   std::string out = text ? "" : "b";
   out += q;
   for (std::size_t i = 0; i < s.size();) {
@@ -107,19 +120,39 @@ class Printer {
   void print(const Value& v) {
     if (full()) return;
     switch (v.kind()) {
-      case ValueKind::none: out_ += "None"; return;
-      case ValueKind::boolean: out_ += v.as_bool() ? "True" : "False"; return;
-      case ValueKind::integer: out_ += std::to_string(v.as_int()); return;
-      case ValueKind::floating: out_ += float_repr(v.as_float()); return;
-      case ValueKind::string: out_ += quote_text(v.as_str(), budget_); return;
-      case ValueKind::bytes: out_ += quote_bytes(v.as_bytes().view(), budget_); return;
+      case ValueKind::none:
+        out_ += "None";
+        return;
+      case ValueKind::boolean:
+        out_ += v.as_bool() ? "True" : "False";
+        return;
+      case ValueKind::integer:
+        out_ += std::to_string(v.as_int());
+        return;
+      case ValueKind::floating:
+        out_ += float_repr(v.as_float());
+        return;
+      case ValueKind::string:
+        out_ += quote_text(v.as_str(), budget_);
+        return;
+      case ValueKind::bytes:
+        out_ += quote_bytes(v.as_bytes().view(), budget_);
+        return;
       case ValueKind::bytearray:
         out_ += "bytearray(" + quote_bytes(v.as_bytes().view(), budget_) + ")";
         return;
-      case ValueKind::tensor: print_tensor(v.as_tensor()); return;
-      case ValueKind::tuple: print_seq(v.items(), "(", v.items().size() == 1 ? ",)" : ")"); return;
-      case ValueKind::list: print_seq(v.items(), "[", "]"); return;
-      case ValueKind::mapping: print_map(v); return;
+      case ValueKind::tensor:
+        print_tensor(v.as_tensor());
+        return;
+      case ValueKind::tuple:
+        print_seq(v.items(), "(", v.items().size() == 1 ? ",)" : ")");
+        return;
+      case ValueKind::list:
+        print_seq(v.items(), "[", "]");
+        return;
+      case ValueKind::mapping:
+        print_map(v);
+        return;
     }
   }
 
@@ -207,7 +240,8 @@ std::string float_repr(double d) {
   std::string digits(sci.substr(0, e_pos));
   if (digits.size() > 1) digits.erase(1, 1);  // the '.'
   int exponent = 0;
-  std::from_chars(sci.data() + e_pos + 1 + (sci[e_pos + 1] == '+'), sci.data() + sci.size(), exponent);
+  std::from_chars(sci.data() + e_pos + 1 + (sci[e_pos + 1] == '+'), sci.data() + sci.size(),
+                  exponent);
   auto n = static_cast<int>(digits.size());
   if (exponent < -4 || exponent >= 16) {
     out += digits[0];

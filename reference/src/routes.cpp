@@ -29,7 +29,8 @@ std::int64_t checked_mul(std::int64_t a, std::int64_t b, const char* what) {
 std::vector<std::int64_t> default_owners(std::int64_t local_length, std::size_t peers) {
   std::vector<std::int64_t> owners(peers + 1);
   for (std::size_t p = 0; p <= peers; ++p) {
-    owners[p] = checked_mul(static_cast<std::int64_t>(p), local_length, "owner offset p * local_length");
+    owners[p] =
+        checked_mul(static_cast<std::int64_t>(p), local_length, "owner offset p * local_length");
   }
   return owners;
 }
@@ -40,12 +41,13 @@ void check_owners_and_intervals(std::span<const std::int64_t> owners,
   std::size_t peers = intervals.size();
   if (owners.size() != peers + 1) {
     fail(Errc::route_owner_count, "owner_offsets has " + std::to_string(owners.size()) +
-                                      " entries but " + std::to_string(peers) +
-                                      " intervals need " + std::to_string(peers + 1));
+                                      " entries but " + std::to_string(peers) + " intervals need " +
+                                      std::to_string(peers + 1));
   }
   if (peers == 0) fail(Errc::route_no_intervals, "a route needs at least one interval, got none");
   if (owners[0] != 0) {
-    fail(Errc::route_owner_start, "owner_offsets must start at 0, got " + std::to_string(owners[0]));
+    fail(Errc::route_owner_start,
+         "owner_offsets must start at 0, got " + std::to_string(owners[0]));
   }
 }
 
@@ -65,10 +67,10 @@ void check_intervals(std::span<const std::int64_t> owners, std::span<const Inter
     const Interval& i = intervals[p];
     if (!(0 <= i.start && i.start <= owners[p] && owners[p] <= owners[p + 1] &&
           owners[p + 1] <= i.end && i.end <= total)) {
-      fail(Errc::route_interval,
-           "interval " + std::to_string(p) + " " + text(i) + " does not contain owner shard " +
-               text({owners[p], owners[p + 1]}) + " within the global bank [0, " +
-               std::to_string(total) + ")");
+      fail(Errc::route_interval, "interval " + std::to_string(p) + " " + text(i) +
+                                     " does not contain owner shard " +
+                                     text({owners[p], owners[p + 1]}) +
+                                     " within the global bank [0, " + std::to_string(total) + ")");
     }
   }
 }
@@ -92,7 +94,8 @@ bool needs_exchange(std::span<const std::int64_t> owners, std::span<const Interv
 // consecutive, found by binary search.
 bool intervals_ordered(std::span<const Interval> intervals) {
   for (std::size_t p = 1; p < intervals.size(); ++p) {
-    if (intervals[p].start < intervals[p - 1].start || intervals[p].end < intervals[p - 1].end) return false;
+    if (intervals[p].start < intervals[p - 1].start || intervals[p].end < intervals[p - 1].end)
+      return false;
   }
   return true;
 }
@@ -102,8 +105,8 @@ bool intervals_ordered(std::span<const Interval> intervals) {
 // peers that can have a non-zero entry are visited: those whose owner shard meets the own
 // interval (owners never decrease: consecutive) and, with `ordered` intervals, those whose
 // interval meets the own shard; otherwise every peer.
-void build(std::span<const std::int64_t> owners, std::span<const Interval> intervals, std::size_t rank,
-           bool exchange, bool ordered, Route& r) {
+void build(std::span<const std::int64_t> owners, std::span<const Interval> intervals,
+           std::size_t rank, bool exchange, bool ordered, Route& r) {
   std::size_t peers = intervals.size();
   std::int64_t lo = owners[rank];
   std::int64_t hi = owners[rank + 1];
@@ -117,23 +120,26 @@ void build(std::span<const std::int64_t> owners, std::span<const Interval> inter
   r.input_splits.assign(peers, 0);
   r.output_splits.assign(peers, 0);
   // Receives: shards [owners[p], owners[p + 1]) meeting [own.start, own.end).
-  auto from = static_cast<std::size_t>(std::upper_bound(owners.begin() + 1, owners.end(), own.start) -
-                                       (owners.begin() + 1));
-  auto to = static_cast<std::size_t>(std::lower_bound(owners.begin(), owners.end() - 1, own.end) - owners.begin());
+  auto from = static_cast<std::size_t>(
+      std::upper_bound(owners.begin() + 1, owners.end(), own.start) - (owners.begin() + 1));
+  auto to = static_cast<std::size_t>(std::lower_bound(owners.begin(), owners.end() - 1, own.end) -
+                                     owners.begin());
   for (std::size_t p = from; p < to; ++p) {
     if (p == rank) continue;
-    r.output_splits[p] =
-        std::max<std::int64_t>(0, std::min(owners[p + 1], own.end) - std::max(owners[p], own.start));
+    r.output_splits[p] = std::max<std::int64_t>(
+        0, std::min(owners[p + 1], own.end) - std::max(owners[p], own.start));
   }
   // Sends: intervals meeting the own shard [lo, hi).
   from = 0;
   to = peers;
   if (ordered) {
     from = static_cast<std::size_t>(
-        std::partition_point(intervals.begin(), intervals.end(), [lo](const Interval& i) { return i.end <= lo; }) -
+        std::partition_point(intervals.begin(), intervals.end(),
+                             [lo](const Interval& i) { return i.end <= lo; }) -
         intervals.begin());
     to = static_cast<std::size_t>(
-        std::partition_point(intervals.begin(), intervals.end(), [hi](const Interval& i) { return i.start < hi; }) -
+        std::partition_point(intervals.begin(), intervals.end(),
+                             [hi](const Interval& i) { return i.start < hi; }) -
         intervals.begin());
   }
   for (std::size_t p = from; p < to; ++p) {
@@ -145,8 +151,8 @@ void build(std::span<const std::int64_t> owners, std::span<const Interval> inter
   }
 }
 
-Route build(std::span<const std::int64_t> owners, std::span<const Interval> intervals, std::size_t rank,
-            bool exchange) {
+Route build(std::span<const std::int64_t> owners, std::span<const Interval> intervals,
+            std::size_t rank, bool exchange) {
   Route r;
   build(owners, intervals, rank, exchange, intervals_ordered(intervals), r);
   return r;
@@ -169,7 +175,8 @@ void check_arguments(std::int64_t local_length, std::int64_t size, const std::in
     fail(Errc::route_arguments, "ratio must be 1 or 2, got " + std::to_string(last));
   }
   if (local_length <= 0) {
-    fail(Errc::route_arguments, "local_length must be positive, got " + std::to_string(local_length));
+    fail(Errc::route_arguments,
+         "local_length must be positive, got " + std::to_string(local_length));
   }
   if (size <= 0) fail(Errc::route_arguments, "size must be positive, got " + std::to_string(size));
   if (size > kMaxRoutePeers) {
@@ -178,22 +185,25 @@ void check_arguments(std::int64_t local_length, std::int64_t size, const std::in
                                     " ranks whose per-peer route tables this planner builds");
   }
   if (rank != nullptr && (*rank < 0 || *rank >= size)) {
-    fail(Errc::route_arguments, "rank " + std::to_string(*rank) + " is outside [0, size = " +
-                                    std::to_string(size) + ")");
+    fail(Errc::route_arguments,
+         "rank " + std::to_string(*rank) + " is outside [0, size = " + std::to_string(size) + ")");
   }
   if (!ratio && last <= 0) {
-    fail(Errc::route_arguments, std::string(last_name) + " must be positive, got " + std::to_string(last));
+    fail(Errc::route_arguments,
+         std::string(last_name) + " must be positive, got " + std::to_string(last));
   }
 }
 
 // SPEC 7.2 / 7.4 (b).
-void check_boundaries(std::span<const std::int64_t> b, std::int64_t local_length, std::int64_t size) {
+void check_boundaries(std::span<const std::int64_t> b, std::int64_t local_length,
+                      std::int64_t size) {
   if (b.size() < 2) {
-    fail(Errc::route_boundaries, "document boundaries need at least 2 entries, got " +
-                                     std::to_string(b.size()));
+    fail(Errc::route_boundaries,
+         "document boundaries need at least 2 entries, got " + std::to_string(b.size()));
   }
   if (b.front() != 0) {
-    fail(Errc::route_boundaries, "document boundaries must start at 0, got " + std::to_string(b.front()));
+    fail(Errc::route_boundaries,
+         "document boundaries must start at 0, got " + std::to_string(b.front()));
   }
   std::int64_t total = checked_mul(local_length, size, "sequence length local_length * size");
   if (b.back() != total) {
@@ -237,7 +247,8 @@ void all_routes(std::span<const std::int64_t> owners, std::span<const Interval> 
   bool exchange = needs_exchange(owners, intervals);
   bool ordered = intervals_ordered(intervals);
   out.resize(intervals.size());
-  for (std::size_t r = 0; r < intervals.size(); ++r) build(owners, intervals, r, exchange, ordered, out[r]);
+  for (std::size_t r = 0; r < intervals.size(); ++r)
+    build(owners, intervals, r, exchange, ordered, out[r]);
 }
 
 }  // namespace
@@ -275,7 +286,8 @@ std::string Route::problem(std::int64_t self) const {
     if (off < 0) return "send_offsets" + peer + " is negative (" + n(off) + ")";
     if (count < 0) return "input_splits" + peer + " is negative (" + n(count) + ")";
     if (m < 0) return "output_splits" + peer + " is negative (" + n(m) + ")";
-    if (count == 0 && off != 0) return "send_offsets" + peer + " is " + n(off) + " with no rows sent";
+    if (count == 0 && off != 0)
+      return "send_offsets" + peer + " is " + n(off) + " with no rows sent";
     std::int64_t end;
     if (__builtin_add_overflow(off, count, &end) || end > local_length) {
       return "the send range" + peer + " [" + n(off) + ", " + n(off) + " + " + n(count) +
@@ -357,7 +369,8 @@ Route sliding_window_route(std::span<const std::int64_t> boundaries, std::int64_
 
 std::vector<std::int64_t> compressed_document_offsets(std::span<const std::int64_t> boundaries,
                                                       std::int64_t ratio) {
-  if (ratio <= 0) fail(Errc::route_arguments, "ratio must be positive, got " + std::to_string(ratio));
+  if (ratio <= 0)
+    fail(Errc::route_arguments, "ratio must be positive, got " + std::to_string(ratio));
   if (boundaries.empty() || boundaries.front() != 0) {
     fail(Errc::route_boundaries, "document boundaries must start at 0");
   }
@@ -365,7 +378,8 @@ std::vector<std::int64_t> compressed_document_offsets(std::span<const std::int64
   keys[0] = 0;
   for (std::size_t d = 0; d + 1 < boundaries.size(); ++d) {
     if (boundaries[d + 1] < boundaries[d]) {
-      fail(Errc::route_boundaries, "document boundaries decrease at index " + std::to_string(d + 1));
+      fail(Errc::route_boundaries,
+           "document boundaries decrease at index " + std::to_string(d + 1));
     }
     keys[d + 1] = keys[d] + (boundaries[d + 1] - boundaries[d]) / ratio;
   }
@@ -376,8 +390,9 @@ namespace {
 
 // SPEC 7.3 owners[p] for p < doc.size(), from the document keys and doc[p] = doc(p L).
 std::vector<std::int64_t> owners_at_shards(std::span<const std::int64_t> boundaries,
-                                           std::span<const std::int64_t> keys, std::span<const std::size_t> doc,
-                                           std::int64_t ratio, std::int64_t local_length) {
+                                           std::span<const std::int64_t> keys,
+                                           std::span<const std::size_t> doc, std::int64_t ratio,
+                                           std::int64_t local_length) {
   std::vector<std::int64_t> owners(doc.size());
   for (std::size_t p = 0; p < doc.size(); ++p) {
     std::size_t d = doc[p];
@@ -393,7 +408,8 @@ std::vector<std::int64_t> owners_at_shards(std::span<const std::int64_t> boundar
 std::vector<std::int64_t> compressed_owner_offsets(std::span<const std::int64_t> boundaries,
                                                    std::int64_t ratio, std::int64_t local_length) {
   if (local_length <= 0) {
-    fail(Errc::route_arguments, "local_length must be positive, got " + std::to_string(local_length));
+    fail(Errc::route_arguments,
+         "local_length must be positive, got " + std::to_string(local_length));
   }
   auto keys = compressed_document_offsets(boundaries, ratio);
   std::int64_t size = boundaries.back() / local_length;
@@ -436,7 +452,8 @@ Route document_prefix_route(std::span<const std::int64_t> boundaries, std::int64
 }
 
 void interval_routes(std::int64_t local_length, std::span<const Interval> intervals,
-                     std::optional<std::span<const std::int64_t>> owner_offsets, std::vector<Route>& out) {
+                     std::optional<std::span<const std::int64_t>> owner_offsets,
+                     std::vector<Route>& out) {
   if (owner_offsets) return all_routes(*owner_offsets, intervals, out);
   auto owners = default_owners(local_length, intervals.size());
   all_routes(owners, intervals, out);

@@ -66,9 +66,7 @@ bool is_identifier(std::string_view s) noexcept {
 }
 
 // Python's repr of the text, or of its bytes when it is not UTF-8.
-std::string quoted(std::string_view s) {
-  return is_valid_utf8(s) ? quote_text(s) : quote_bytes(s);
-}
+std::string quoted(std::string_view s) { return is_valid_utf8(s) ? quote_text(s) : quote_bytes(s); }
 
 }  // namespace
 
@@ -98,19 +96,19 @@ void KeyClass::validate() const {
     start = end + 1;
   }
   if (fields.empty()) {
-    throw Error(Errc::invalid_argument, "key class '" + name + "' has no fields; SPEC 1.4 keys "
-                                        "are the tuple of one or more field values");
+    throw Error(Errc::invalid_argument, "key class '" + name +
+                                            "' has no fields; SPEC 1.4 keys "
+                                            "are the tuple of one or more field values");
   }
   for (std::size_t i = 0; i < fields.size(); ++i) {
     if (!is_valid_utf8(fields[i]) || !is_identifier(fields[i])) {
-      throw Error(Errc::invalid_argument, "key class '" + name + "' field " +
-                                              quoted(fields[i]) +
+      throw Error(Errc::invalid_argument, "key class '" + name + "' field " + quoted(fields[i]) +
                                               " is not a Python identifier");
     }
     for (std::size_t j = 0; j < i; ++j) {
       if (fields[j] == fields[i]) {
-        throw Error(Errc::invalid_argument, "key class '" + name + "' names field " +
-                                                quoted(fields[i]) + " twice");
+        throw Error(Errc::invalid_argument,
+                    "key class '" + name + "' names field " + quoted(fields[i]) + " twice");
       }
     }
   }
@@ -137,8 +135,8 @@ std::string_view key_state_name(KeyClass::State state) noexcept {
 KeyClass::State parse_key_state(std::string_view text) {
   if (text == "dict") return KeyClass::State::dict;
   if (text == "values") return KeyClass::State::values;
-  throw Error(Errc::invalid_argument, "key class state " + quote_text(text) +
-                                          " is neither 'dict' nor 'values' (SPEC 1.4)");
+  throw Error(Errc::invalid_argument,
+              "key class state " + quote_text(text) + " is neither 'dict' nor 'values' (SPEC 1.4)");
 }
 
 }  // namespace hpref

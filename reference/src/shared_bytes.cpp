@@ -16,8 +16,8 @@ SharedBytes SharedBytes::copy_of(std::span<const std::uint8_t> bytes) {
 }
 
 SharedBytes SharedBytes::copy_of(std::string_view bytes) {
-  return copy_of(std::span<const std::uint8_t>(
-      reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()));
+  return copy_of(std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(bytes.data()),
+                                               bytes.size()));
 }
 
 SharedBytes SharedBytes::adopt(std::vector<std::uint8_t>&& bytes) {

@@ -40,8 +40,7 @@ std::optional<std::int64_t> checked_numel(std::span<const std::int64_t> shape) n
   return product;
 }
 
-Tensor::Tensor()
-    : Tensor(DType::float32, std::vector<std::int64_t>{0}, SharedBytes()) {}
+Tensor::Tensor() : Tensor(DType::float32, std::vector<std::int64_t>{0}, SharedBytes()) {}
 
 Tensor::Tensor(DType dtype, std::vector<std::int64_t> shape, SharedBytes data, Device device)
     : Tensor(dtype, std::make_shared<const std::vector<std::int64_t>>(std::move(shape)),
@@ -53,8 +52,8 @@ Tensor::Tensor(DType dtype, std::shared_ptr<const std::vector<std::int64_t>> sha
   HPREF_CHECK(shape_ != nullptr);
   auto numel = checked_numel(*shape_);
   std::int64_t nbytes = 0;
-  if (!numel || __builtin_mul_overflow(*numel, static_cast<std::int64_t>(element_size(dtype)),
-                                       &nbytes)) {
+  if (!numel ||
+      __builtin_mul_overflow(*numel, static_cast<std::int64_t>(element_size(dtype)), &nbytes)) {
     throw Error(Errc::invalid_tensor,
                 "tensor shape has a negative dim or more elements than int64 can count");
   }

@@ -41,26 +41,29 @@ DataTopology::DataTopology(TopologyInputs inputs) : in_(std::move(inputs)) {
   if (shape.empty()) throw Error(Errc::topology_shape, "mesh_shape must have at least one dim");
   std::int64_t total = 1;
   for (std::int64_t d : shape) {
-    if (d <= 0) throw Error(Errc::topology_shape, "mesh_shape [" + join(shape) + "] has a non-positive dim " + std::to_string(d));
+    if (d <= 0)
+      throw Error(Errc::topology_shape,
+                  "mesh_shape [" + join(shape) + "] has a non-positive dim " + std::to_string(d));
     if (__builtin_mul_overflow(total, d, &total) || total > (1 << 30)) {
       throw Error(Errc::topology_shape, "mesh_shape [" + join(shape) + "] holds too many ranks");
     }
   }
   if (in_.mesh_dim_names.size() != shape.size()) {
     throw Error(Errc::topology_names, "mesh_dim_names [" + join(in_.mesh_dim_names) + "] has " +
-                                          std::to_string(in_.mesh_dim_names.size()) + " names for " +
-                                          std::to_string(shape.size()) + " dims");
+                                          std::to_string(in_.mesh_dim_names.size()) +
+                                          " names for " + std::to_string(shape.size()) + " dims");
   }
   std::set<std::string> names(in_.mesh_dim_names.begin(), in_.mesh_dim_names.end());
   if (names.size() != shape.size()) {
-    throw Error(Errc::topology_names, "mesh_dim_names [" + join(in_.mesh_dim_names) + "] repeat a name");
+    throw Error(Errc::topology_names,
+                "mesh_dim_names [" + join(in_.mesh_dim_names) + "] repeat a name");
   }
   std::set<int> ranks(in_.rank_list.begin(), in_.rank_list.end());
   if (ranks.size() != in_.rank_list.size() || static_cast<std::int64_t>(ranks.size()) != total) {
-    throw Error(Errc::topology_rank_list,
-                "rank_list of " + std::to_string(in_.rank_list.size()) + " ranks (" +
-                    std::to_string(ranks.size()) + " distinct) does not exactly fill a mesh of " +
-                    std::to_string(total) + " ranks");
+    throw Error(Errc::topology_rank_list, "rank_list of " + std::to_string(in_.rank_list.size()) +
+                                              " ranks (" + std::to_string(ranks.size()) +
+                                              " distinct) does not exactly fill a mesh of " +
+                                              std::to_string(total) + " ranks");
   }
   auto pos = std::find(in_.rank_list.begin(), in_.rank_list.end(), in_.global_rank);
   if (pos == in_.rank_list.end()) {
@@ -98,7 +101,8 @@ DataTopology::DataTopology(TopologyInputs inputs) : in_(std::move(inputs)) {
     groups_[static_cast<std::size_t>(d)].push_back(rank);
     bool others_zero = true;
     for (std::size_t k = 0; k < c.size(); ++k) {
-      if (std::find(dp_axes_.begin(), dp_axes_.end(), k) == dp_axes_.end() && c[k] != 0) others_zero = false;
+      if (std::find(dp_axes_.begin(), dp_axes_.end(), k) == dp_axes_.end() && c[k] != 0)
+        others_zero = false;
     }
     if (others_zero) constructors_[static_cast<std::size_t>(d)] = rank;
   }
@@ -112,8 +116,9 @@ std::int64_t DataTopology::dp_index(const std::vector<std::int64_t>& coordinate)
 }
 
 std::string DataTopology::canonical_text() const {
-  return "hpref-topology-v1\nshape=" + join(in_.mesh_shape) + "\nnames=" + join(in_.mesh_dim_names) +
-         "\nranks=" + join(in_.rank_list) + "\ndp=" + join(dp_names_) + "\n";
+  return "hpref-topology-v1\nshape=" + join(in_.mesh_shape) +
+         "\nnames=" + join(in_.mesh_dim_names) + "\nranks=" + join(in_.rank_list) +
+         "\ndp=" + join(dp_names_) + "\n";
 }
 
 }  // namespace hpref

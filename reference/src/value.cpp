@@ -19,7 +19,7 @@
 namespace hpref {
 
 struct Value::Node {
-  std::vector<Value> items;   // tuple, list
+  std::vector<Value> items;    // tuple, list
   std::vector<Entry> entries;  // mapping
   std::uint64_t nodes = 1;
   int depth = 1;
@@ -36,17 +36,28 @@ std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) noexcept {
 
 std::string_view value_kind_name(ValueKind kind) noexcept {
   switch (kind) {
-    case ValueKind::none: return "NoneType";
-    case ValueKind::boolean: return "bool";
-    case ValueKind::integer: return "int";
-    case ValueKind::floating: return "float";
-    case ValueKind::string: return "str";
-    case ValueKind::bytes: return "bytes";
-    case ValueKind::bytearray: return "bytearray";
-    case ValueKind::tensor: return "Tensor";
-    case ValueKind::tuple: return "tuple";
-    case ValueKind::list: return "list";
-    case ValueKind::mapping: return "dict";
+    case ValueKind::none:
+      return "NoneType";
+    case ValueKind::boolean:
+      return "bool";
+    case ValueKind::integer:
+      return "int";
+    case ValueKind::floating:
+      return "float";
+    case ValueKind::string:
+      return "str";
+    case ValueKind::bytes:
+      return "bytes";
+    case ValueKind::bytearray:
+      return "bytearray";
+    case ValueKind::tensor:
+      return "Tensor";
+    case ValueKind::tuple:
+      return "tuple";
+    case ValueKind::list:
+      return "list";
+    case ValueKind::mapping:
+      return "dict";
   }
   return "?";
 }
@@ -84,9 +95,7 @@ Value Value::string(std::string_view utf8) {
   return v;
 }
 
-Value Value::bytes(std::span<const std::uint8_t> data) {
-  return bytes(SharedBytes::copy_of(data));
-}
+Value Value::bytes(std::span<const std::uint8_t> data) { return bytes(SharedBytes::copy_of(data)); }
 
 Value Value::bytes(std::string_view data) { return bytes(SharedBytes::copy_of(data)); }
 
@@ -221,9 +230,7 @@ bool Value::is_hashable() const noexcept {
   }
 }
 
-const void* Value::node_identity() const noexcept {
-  return is_container() ? ptr_.get() : nullptr;
-}
+const void* Value::node_identity() const noexcept { return is_container() ? ptr_.get() : nullptr; }
 
 namespace detail {
 
@@ -260,16 +267,22 @@ long ValueAccess::use_count(const Value& v) noexcept { return v.ptr_.use_count()
 bool operator==(const Value& a, const Value& b) noexcept {
   if (a.kind() != b.kind()) return false;
   switch (a.kind()) {
-    case ValueKind::none: return true;
-    case ValueKind::boolean: return a.as_bool() == b.as_bool();
-    case ValueKind::integer: return a.as_int() == b.as_int();
+    case ValueKind::none:
+      return true;
+    case ValueKind::boolean:
+      return a.as_bool() == b.as_bool();
+    case ValueKind::integer:
+      return a.as_int() == b.as_int();
     case ValueKind::floating:
       return std::bit_cast<std::uint64_t>(a.as_float()) ==
              std::bit_cast<std::uint64_t>(b.as_float());
-    case ValueKind::string: return a.as_str() == b.as_str();
+    case ValueKind::string:
+      return a.as_str() == b.as_str();
     case ValueKind::bytes:
-    case ValueKind::bytearray: return a.as_bytes() == b.as_bytes();
-    case ValueKind::tensor: return a.as_tensor() == b.as_tensor();
+    case ValueKind::bytearray:
+      return a.as_bytes() == b.as_bytes();
+    case ValueKind::tensor:
+      return a.as_tensor() == b.as_tensor();
     case ValueKind::tuple:
     case ValueKind::list: {
       if (a.node_identity() == b.node_identity()) return true;
@@ -309,10 +322,14 @@ std::optional<std::int64_t> exact_int(double d) {
 
 std::optional<std::int64_t> integral_value(const Value& v) {
   switch (v.kind()) {
-    case ValueKind::boolean: return v.as_bool() ? 1 : 0;
-    case ValueKind::integer: return v.as_int();
-    case ValueKind::floating: return exact_int(v.as_float());
-    default: return std::nullopt;
+    case ValueKind::boolean:
+      return v.as_bool() ? 1 : 0;
+    case ValueKind::integer:
+      return v.as_int();
+    case ValueKind::floating:
+      return exact_int(v.as_float());
+    default:
+      return std::nullopt;
   }
 }
 
@@ -320,16 +337,19 @@ std::optional<std::int64_t> integral_value(const Value& v) {
 
 std::uint64_t key_work_units(const Value& key) noexcept {
   switch (key.kind()) {
-    case ValueKind::string: return 1 + key.as_str().size() / 64;
+    case ValueKind::string:
+      return 1 + key.as_str().size() / 64;
     case ValueKind::bytes:
-    case ValueKind::bytearray: return 1 + key.as_bytes().size() / 64;
+    case ValueKind::bytearray:
+      return 1 + key.as_bytes().size() / 64;
     case ValueKind::tuple:
     case ValueKind::list: {
       std::uint64_t units = 1;
       for (const Value& item : key.items()) units += key_work_units(item);
       return units;
     }
-    default: return 1;
+    default:
+      return 1;
   }
 }
 
@@ -344,9 +364,12 @@ bool key_equal(const Value& a, const Value& b) noexcept {
   }
   if (a.kind() != b.kind()) return false;
   switch (a.kind()) {
-    case ValueKind::none: return true;
-    case ValueKind::string: return a.as_str() == b.as_str();
-    case ValueKind::bytes: return a.as_bytes() == b.as_bytes();
+    case ValueKind::none:
+      return true;
+    case ValueKind::string:
+      return a.as_str() == b.as_str();
+    case ValueKind::bytes:
+      return a.as_bytes() == b.as_bytes();
     case ValueKind::tuple: {
       auto x = a.items();
       auto y = b.items();
@@ -356,7 +379,8 @@ bool key_equal(const Value& a, const Value& b) noexcept {
       }
       return true;
     }
-    default: return false;  // unhashable kinds equal nothing
+    default:
+      return false;  // unhashable kinds equal nothing
   }
 }
 
@@ -483,7 +507,8 @@ std::uint64_t siphash13(std::uint64_t k0, std::uint64_t k1, std::string_view byt
 
 std::size_t key_hash(const Value& v) noexcept {
   switch (v.kind()) {
-    case ValueKind::none: return hash_word(kNumber, 0x6e6f6e65);
+    case ValueKind::none:
+      return hash_word(kNumber, 0x6e6f6e65);
     case ValueKind::boolean:
     case ValueKind::integer:
     case ValueKind::floating: {
@@ -491,14 +516,17 @@ std::size_t key_hash(const Value& v) noexcept {
       if (auto i = integral_value(v)) return hash_word(kNumber, static_cast<std::uint64_t>(*i));
       return hash_word(kFloat, std::bit_cast<std::uint64_t>(v.as_float()));
     }
-    case ValueKind::string: return hash_text(kText, v.as_str());
-    case ValueKind::bytes: return hash_text(kBytes, v.as_bytes().view());
+    case ValueKind::string:
+      return hash_text(kText, v.as_str());
+    case ValueKind::bytes:
+      return hash_text(kBytes, v.as_bytes().view());
     case ValueKind::tuple: {
       Sip13 h(kTuple);
       for (const Value& item : v.items()) h.word(key_hash(item));
       return h.finish();
     }
-    default: return 7;
+    default:
+      return 7;
   }
 }
 

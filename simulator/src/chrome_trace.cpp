@@ -19,9 +19,15 @@ std::string json_string(std::string_view s) {
   std::string out = "\"";
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -123,7 +129,8 @@ std::string chrome_trace(std::span<const std::string> lines) {
       if (g && s) {
         std::size_t detail_at = line.find(w[3]) + w[3].size();
         launches.push_back({rank, *g, *s, std::string(w[3]),
-                            std::string(detail_at < line.size() ? line.substr(detail_at + 1) : ""), step});
+                            std::string(detail_at < line.size() ? line.substr(detail_at + 1) : ""),
+                            step});
         continue;
       }
     }
@@ -173,19 +180,23 @@ std::string chrome_trace(std::span<const std::string> lines) {
         last_launch[l.rank] == l.step) {
       problem = "mismatch";
     }
-    std::string args = "{\"group\":" + std::to_string(l.group) + ",\"seq\":" + std::to_string(l.seq) +
-                       ",\"launch_step\":" + std::to_string(l.step) + ",\"detail\":" + json_string(l.detail);
+    std::string args =
+        "{\"group\":" + std::to_string(l.group) + ",\"seq\":" + std::to_string(l.seq) +
+        ",\"launch_step\":" + std::to_string(l.step) + ",\"detail\":" + json_string(l.detail);
     if (!problem.empty()) args += ",\"problem\":" + json_string(problem);
     args += "}";
-    std::string body = "{\"ph\":\"X\",\"name\":" + json_string(l.op) + ",\"cat\":\"g" + std::to_string(l.group) +
-                       "\",\"pid\":0,\"tid\":" + std::to_string(l.rank) + ",\"ts\":" + std::to_string(l.step) +
+    std::string body = "{\"ph\":\"X\",\"name\":" + json_string(l.op) + ",\"cat\":\"g" +
+                       std::to_string(l.group) + "\",\"pid\":0,\"tid\":" + std::to_string(l.rank) +
+                       ",\"ts\":" + std::to_string(l.step) +
                        ",\"dur\":" + std::to_string(end - l.step) + ",\"args\":" + args;
     if (!problem.empty()) body += ",\"cname\":\"terrible\"";
     event(body + "}");
   }
   for (const Instant& i : instants) {
-    std::string body = "{\"ph\":\"i\",\"name\":" + json_string(i.name) + ",\"pid\":0,\"ts\":" + std::to_string(i.step);
-    body += i.rank < 0 ? ",\"tid\":0,\"s\":\"g\"}" : ",\"tid\":" + std::to_string(i.rank) + ",\"s\":\"t\"}";
+    std::string body = "{\"ph\":\"i\",\"name\":" + json_string(i.name) +
+                       ",\"pid\":0,\"ts\":" + std::to_string(i.step);
+    body += i.rank < 0 ? ",\"tid\":0,\"s\":\"g\"}"
+                       : ",\"tid\":" + std::to_string(i.rank) + ",\"s\":\"t\"}";
     event(body);
   }
   out << "\n]}\n";

@@ -128,12 +128,18 @@ class Session {
 
 std::string_view failure_name(Failure f) noexcept {
   switch (f) {
-    case Failure::none: return "none";
-    case Failure::check: return "check failed";
-    case Failure::mismatch: return "collective mismatch";
-    case Failure::deadlock: return "deadlock";
-    case Failure::peer_failure: return "peer failure";
-    case Failure::determinism: return "determinism violation";
+    case Failure::none:
+      return "none";
+    case Failure::check:
+      return "check failed";
+    case Failure::mismatch:
+      return "collective mismatch";
+    case Failure::deadlock:
+      return "deadlock";
+    case Failure::peer_failure:
+      return "peer failure";
+    case Failure::determinism:
+      return "determinism violation";
   }
   return "?";
 }
@@ -147,12 +153,18 @@ std::ostream& operator<<(std::ostream& os, RankOutcome::Status s) {
 
 int exit_code(Failure f) noexcept {
   switch (f) {
-    case Failure::none: return 0;
-    case Failure::check: return 1;
-    case Failure::mismatch: return 3;
-    case Failure::deadlock: return 4;
-    case Failure::peer_failure: return 5;
-    case Failure::determinism: return 6;
+    case Failure::none:
+      return 0;
+    case Failure::check:
+      return 1;
+    case Failure::mismatch:
+      return 3;
+    case Failure::deadlock:
+      return 4;
+    case Failure::peer_failure:
+      return 5;
+    case Failure::determinism:
+      return 6;
   }
   return 1;
 }
@@ -165,12 +177,21 @@ Failure RunResult::failure() const {
     if (o.status == RankOutcome::Status::died) peer = true;
     if (o.status != RankOutcome::Status::error) continue;
     switch (o.code.value_or(Errc::internal)) {
-      case Errc::comm_mismatch: mismatch = true; break;
-      case Errc::comm_deadlock: deadlock = true; break;
+      case Errc::comm_mismatch:
+        mismatch = true;
+        break;
+      case Errc::comm_deadlock:
+        deadlock = true;
+        break;
       case Errc::comm_buffer_mutated:
-      case Errc::comm_memory_space: detected = true; break;
-      case Errc::comm_peer_failed: peer = true; break;
-      default: other = true;
+      case Errc::comm_memory_space:
+        detected = true;
+        break;
+      case Errc::comm_peer_failed:
+        peer = true;
+        break;
+      default:
+        other = true;
     }
   }
   if (mismatch) return Failure::mismatch;
@@ -203,13 +224,15 @@ std::vector<std::string> leftover_segments(int creator) {
 
 RunResult Cluster::run(int ranks, const Options& options, const RankFn& fn) {
   if (ranks < 1 || ranks > detail::kMaxRanks) {
-    throw Error(Errc::invalid_argument, "a simulated cluster has 1 to " + std::to_string(detail::kMaxRanks) +
-                                            " ranks, got " + std::to_string(ranks));
+    throw Error(Errc::invalid_argument, "a simulated cluster has 1 to " +
+                                            std::to_string(detail::kMaxRanks) + " ranks, got " +
+                                            std::to_string(ranks));
   }
   for (const Fault& f : options.faults) {
     if (f.rank < 0 || f.rank >= ranks) {
-      throw Error(Errc::invalid_argument, "fault " + f.str() + " names rank " + std::to_string(f.rank) +
-                                              " of a " + std::to_string(ranks) + "-rank cluster");
+      throw Error(Errc::invalid_argument, "fault " + f.str() + " names rank " +
+                                              std::to_string(f.rank) + " of a " +
+                                              std::to_string(ranks) + "-rank cluster");
     }
   }
   static std::atomic<unsigned> counter{0};

@@ -23,7 +23,7 @@ struct Step {
   int root = 0;
   DType dtype = DType::int64;
   ReduceOp op = ReduceOp::sum;
-  std::size_t bytes = 0;                        // all_gather, broadcast, all_reduce
+  std::size_t bytes = 0;                         // all_gather, broadcast, all_reduce
   std::vector<std::vector<std::size_t>> counts;  // all_to_all_v: [from member][to member]
 };
 
@@ -52,7 +52,8 @@ Program make_program(std::uint64_t seed, int ranks, std::vector<Kind> kinds) {
     for (int r = 0; r < ranks; ++r) {
       if (g.next() % 2) members.push_back(r);
     }
-    if (members.empty()) members.push_back(static_cast<int>(g.next() % static_cast<std::uint64_t>(ranks)));
+    if (members.empty())
+      members.push_back(static_cast<int>(g.next() % static_cast<std::uint64_t>(ranks)));
     p.groups.push_back(members);
   }
   int n = 8 + static_cast<int>(g.next() % 8);
@@ -82,10 +83,12 @@ Program make_program(std::uint64_t seed, int ranks, std::vector<Kind> kinds) {
 }
 
 // What member `m` of a step's group sends (regenerable by every rank).
-std::vector<std::uint8_t> sent(std::uint64_t seed, const Step& s, int step, int m, std::size_t bytes) {
+std::vector<std::uint8_t> sent(std::uint64_t seed, const Step& s, int step, int m,
+                               std::size_t bytes) {
   std::vector<std::uint8_t> out(bytes);
   for (std::size_t i = 0; i < bytes; ++i) {
-    out[i] = data_byte(seed, static_cast<std::uint64_t>(step) * 64 + static_cast<std::uint64_t>(m), i);
+    out[i] =
+        data_byte(seed, static_cast<std::uint64_t>(step) * 64 + static_cast<std::uint64_t>(m), i);
   }
   if (s.kind == Kind::all_reduce && (s.dtype == DType::float32 || s.dtype == DType::float64)) {
     // Small integral floats: exact sums in any order, so the check does not depend on it.
@@ -113,18 +116,22 @@ struct Pending {
   std::vector<std::uint8_t> in, out;  // must live until wait
 };
 
-std::string expect_equal(const std::vector<std::uint8_t>& got, const std::vector<std::uint8_t>& want) {
-  if (got.size() != want.size()) return "size " + std::to_string(got.size()) + " != " + std::to_string(want.size());
+std::string expect_equal(const std::vector<std::uint8_t>& got,
+                         const std::vector<std::uint8_t>& want) {
+  if (got.size() != want.size())
+    return "size " + std::to_string(got.size()) + " != " + std::to_string(want.size());
   for (std::size_t i = 0; i < got.size(); ++i) {
     if (got[i] != want[i]) {
-      return "byte " + std::to_string(i) + " is " + std::to_string(got[i]) + ", expected " + std::to_string(want[i]);
+      return "byte " + std::to_string(i) + " is " + std::to_string(got[i]) + ", expected " +
+             std::to_string(want[i]);
     }
   }
   return "";
 }
 
 // What the rank with member index m must hold after the step.
-std::vector<std::uint8_t> expected(std::uint64_t seed, const Step& s, int step, int m, int members) {
+std::vector<std::uint8_t> expected(std::uint64_t seed, const Step& s, int step, int m,
+                                   int members) {
   std::vector<std::uint8_t> out;
   switch (s.kind) {
     case Kind::all_gather:
@@ -133,7 +140,8 @@ std::vector<std::uint8_t> expected(std::uint64_t seed, const Step& s, int step, 
         out.insert(out.end(), part.begin(), part.end());
       }
       return out;
-    case Kind::broadcast: return sent(seed, s, step, s.root, s.bytes);  // root is a member index here
+    case Kind::broadcast:
+      return sent(seed, s, step, s.root, s.bytes);  // root is a member index here
     case Kind::all_reduce: {
       out = sent(seed, s, step, 0, s.bytes);
       for (int i = 1; i < members; ++i) {
@@ -146,13 +154,15 @@ std::vector<std::uint8_t> expected(std::uint64_t seed, const Step& s, int step, 
       for (int i = 0; i < members; ++i) {
         auto all = sent(seed, s, step, i, row_sum(s.counts[static_cast<std::size_t>(i)]));
         std::size_t off = 0;
-        for (int j = 0; j < m; ++j) off += s.counts[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)];
+        for (int j = 0; j < m; ++j)
+          off += s.counts[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)];
         std::size_t n = s.counts[static_cast<std::size_t>(i)][static_cast<std::size_t>(m)];
         out.insert(out.end(), all.begin() + static_cast<std::ptrdiff_t>(off),
                    all.begin() + static_cast<std::ptrdiff_t>(off + n));
       }
       return out;
-    case Kind::barrier: return out;
+    case Kind::barrier:
+      return out;
   }
   return out;
 }
@@ -161,8 +171,10 @@ std::string run_program(Communicator& comm, const ScenarioContext& ctx, std::vec
                         bool planted_bug = false) {
   Program p = make_program(ctx.seed, comm.size(), std::move(kinds));
   std::vector<Group> groups = {comm.world()};
-  for (std::size_t k = 1; k < p.groups.size(); ++k) groups.push_back(comm.new_group(p.groups[k], comm.world_backend()));
-  SplitMix64 mine(ctx.seed * 31 + static_cast<std::uint64_t>(comm.rank()) + 1);  // per-rank wait order
+  for (std::size_t k = 1; k < p.groups.size(); ++k)
+    groups.push_back(comm.new_group(p.groups[k], comm.world_backend()));
+  SplitMix64 mine(ctx.seed * 31 + static_cast<std::uint64_t>(comm.rank()) +
+                  1);  // per-rank wait order
   std::uint64_t digest = 0xcbf29ce484222325ULL;
   int step = 0;
   for (int window : p.windows) {
@@ -178,11 +190,13 @@ std::string run_program(Communicator& comm, const ScenarioContext& ctx, std::vec
         case Kind::all_gather:
           pd.in = sent(ctx.seed, s, step, m, s.bytes);
           pd.out.resize(s.bytes * static_cast<std::size_t>(g.size()));
-          pd.work = comm.all_gather(g, {pd.in.data(), pd.in.size(), sp}, {pd.out.data(), pd.out.size(), sp});
+          pd.work = comm.all_gather(g, {pd.in.data(), pd.in.size(), sp},
+                                    {pd.out.data(), pd.out.size(), sp});
           break;
         case Kind::broadcast: {
           int root_member = g.index_of(s.root);
-          pd.out = m == root_member ? sent(ctx.seed, s, step, m, s.bytes) : std::vector<std::uint8_t>(s.bytes);
+          pd.out = m == root_member ? sent(ctx.seed, s, step, m, s.bytes)
+                                    : std::vector<std::uint8_t>(s.bytes);
           pd.work = comm.broadcast(g, {pd.out.data(), pd.out.size(), sp}, s.root);
           break;
         }
@@ -193,25 +207,30 @@ std::string run_program(Communicator& comm, const ScenarioContext& ctx, std::vec
         case Kind::all_to_all_v: {
           auto row = s.counts[static_cast<std::size_t>(m)];
           std::vector<std::size_t> in_counts = row, out_counts;
-          for (std::size_t i = 0; i < s.counts.size(); ++i) out_counts.push_back(s.counts[i][static_cast<std::size_t>(m)]);
+          for (std::size_t i = 0; i < s.counts.size(); ++i)
+            out_counts.push_back(s.counts[i][static_cast<std::size_t>(m)]);
           if (planted_bug) {  // the bug explore must find: a rare edge case sends one byte too many
             std::size_t mirror = s.counts.size() - 1 - static_cast<std::size_t>(m);
-            bool edge = in_counts[mirror] == 0 && s.counts[mirror][static_cast<std::size_t>(m)] == 0 &&
-                        row_sum(in_counts) % 7 == 3 && step >= 8 && mirror != static_cast<std::size_t>(m);
+            bool edge =
+                in_counts[mirror] == 0 && s.counts[mirror][static_cast<std::size_t>(m)] == 0 &&
+                row_sum(in_counts) % 7 == 3 && step >= 8 && mirror != static_cast<std::size_t>(m);
             if (edge) in_counts[mirror] = 1;
           }
           pd.in = sent(ctx.seed, s, step, m, row_sum(in_counts));
           pd.out.resize(row_sum(out_counts));
-          pd.work = comm.all_to_all_v(g, {pd.in.data(), pd.in.size(), sp}, in_counts, {pd.out.data(), pd.out.size(), sp},
-                                      out_counts);
+          pd.work = comm.all_to_all_v(g, {pd.in.data(), pd.in.size(), sp}, in_counts,
+                                      {pd.out.data(), pd.out.size(), sp}, out_counts);
           break;
         }
-        case Kind::barrier: pd.work = comm.barrier(g); break;
+        case Kind::barrier:
+          pd.work = comm.barrier(g);
+          break;
       }
       pending.push_back(std::move(pd));
     }
     // Wait in this rank's own random order.
-    for (std::size_t i = pending.size(); i > 1; --i) std::swap(pending[i - 1], pending[mine.next() % i]);
+    for (std::size_t i = pending.size(); i > 1; --i)
+      std::swap(pending[i - 1], pending[mine.next() % i]);
     for (Pending& pd : pending) {
       pd.work.wait();
       Step s = p.steps[static_cast<std::size_t>(pd.step)];
@@ -219,13 +238,14 @@ std::string run_program(Communicator& comm, const ScenarioContext& ctx, std::vec
       if (s.kind == Kind::broadcast) s.root = g.index_of(s.root);
       auto want = expected(ctx.seed, s, pd.step, g.index(), g.size());
       std::string diff = expect_equal(pd.out, want);
-      check(diff.empty(), std::string(kind_name(s.kind)) + " step " + std::to_string(pd.step) + " on rank " +
-                              std::to_string(comm.rank()) + ": " + diff);
+      check(diff.empty(), std::string(kind_name(s.kind)) + " step " + std::to_string(pd.step) +
+                              " on rank " + std::to_string(comm.rank()) + ": " + diff);
       digest = fnv1a64(pd.out.data(), pd.out.size(), digest);
     }
   }
   char text[64];
-  std::snprintf(text, sizeof text, "ok steps=%d digest=%016llx", step, static_cast<unsigned long long>(digest));
+  std::snprintf(text, sizeof text, "ok steps=%d digest=%016llx", step,
+                static_cast<unsigned long long>(digest));
   return text;
 }
 
@@ -248,14 +268,19 @@ std::string mismatch_root(Communicator& c, const ScenarioContext&) {
 }
 
 std::string mismatch_count(Communicator& c, const ScenarioContext&) {
-  std::vector<std::uint8_t> in(c.rank() == 0 ? 8 : 16), out(in.size() * static_cast<std::size_t>(c.size()));
-  c.all_gather(c.world(), {in.data(), in.size(), c.world().memory()}, {out.data(), out.size(), c.world().memory()}).wait();
+  std::vector<std::uint8_t> in(c.rank() == 0 ? 8 : 16),
+      out(in.size() * static_cast<std::size_t>(c.size()));
+  c.all_gather(c.world(), {in.data(), in.size(), c.world().memory()},
+               {out.data(), out.size(), c.world().memory()})
+      .wait();
   return "unreachable";
 }
 
 std::string mismatch_reduce(Communicator& c, const ScenarioContext&) {
   std::int64_t v = 1;
-  c.all_reduce(c.world(), {&v, 8, c.world().memory()}, DType::int64, c.rank() == 0 ? ReduceOp::max : ReduceOp::sum).wait();
+  c.all_reduce(c.world(), {&v, 8, c.world().memory()}, DType::int64,
+               c.rank() == 0 ? ReduceOp::max : ReduceOp::sum)
+      .wait();
   return "unreachable";
 }
 
@@ -265,7 +290,8 @@ std::string a2av_asymmetric(Communicator& c, const ScenarioContext&) {
   if (c.rank() == 1) out_counts[0] = 3;  // rank 0 sends 4 bytes to rank 1, which expects 3
   std::vector<std::uint8_t> in(4 * n), out(4 * n);
   c.all_to_all_v(c.world(), {in.data(), in.size(), c.world().memory()}, in_counts,
-                 {out.data(), out.size(), c.world().memory()}, out_counts).wait();
+                 {out.data(), out.size(), c.world().memory()}, out_counts)
+      .wait();
   return "unreachable";
 }
 
@@ -324,7 +350,8 @@ std::string all_reduce_order(Communicator& c, const ScenarioContext& ctx) {
     for (std::size_t i = 0; i < count; ++i) {
       int exponent = static_cast<int>((static_cast<std::size_t>(member) * 7 + i) % 17) - 8;
       double x = (1.0 + data_byte(ctx.seed, 900 + static_cast<std::uint64_t>(member), i) / 256.0);
-      for (int e = 0; e < (exponent < 0 ? -exponent : exponent); ++e) x = exponent < 0 ? x / 1000 : x * 1000;
+      for (int e = 0; e < (exponent < 0 ? -exponent : exponent); ++e)
+        x = exponent < 0 ? x / 1000 : x * 1000;
       v[i] = static_cast<T>((i + static_cast<std::size_t>(member)) % 2 ? -x : x);
     }
     return v;
@@ -333,7 +360,9 @@ std::string all_reduce_order(Communicator& c, const ScenarioContext& ctx) {
   auto run = [&](auto zero, DType dtype) {
     using T = decltype(zero);
     auto mine = values(c.rank(), zero);
-    c.all_reduce(c.world(), {mine.data(), count * sizeof(T), c.world().memory()}, dtype, ReduceOp::sum).wait();
+    c.all_reduce(c.world(), {mine.data(), count * sizeof(T), c.world().memory()}, dtype,
+                 ReduceOp::sum)
+        .wait();
     auto want = values(0, zero);
     for (int m = 1; m < c.size(); ++m) {
       auto theirs = values(m, zero);
@@ -372,53 +401,65 @@ std::string free_interleaving(Communicator& c, const ScenarioContext&) {
 
 }  // namespace
 
-
 void register_collective_scenarios(std::vector<Scenario>& out) {
   auto program = [](std::vector<Kind> kinds) {
-    return [kinds](Communicator& c, const ScenarioContext& ctx) { return run_program(c, ctx, kinds); };
+    return
+        [kinds](Communicator& c, const ScenarioContext& ctx) { return run_program(c, ctx, kinds); };
   };
-  std::vector<Kind> all = {Kind::all_gather, Kind::broadcast, Kind::all_reduce, Kind::all_to_all_v, Kind::barrier};
-  out.push_back(make_scenario("collectives", "every collective on the world and two random subgroups, random sizes, "
-                                    "several outstanding, waited in per-rank random orders, checked",
-                     program(all)));
+  std::vector<Kind> all = {Kind::all_gather, Kind::broadcast, Kind::all_reduce, Kind::all_to_all_v,
+                           Kind::barrier};
+  out.push_back(
+      make_scenario("collectives",
+                    "every collective on the world and two random subgroups, random sizes, "
+                    "several outstanding, waited in per-rank random orders, checked",
+                    program(all)));
   for (Kind k : all) {
-    out.push_back(make_scenario(kind_name(k), std::string("random ") + kind_name(k) + " operations, checked", program({k})));
+    out.push_back(make_scenario(kind_name(k),
+                                std::string("random ") + kind_name(k) + " operations, checked",
+                                program({k})));
   }
-  out.push_back(make_scenario("all_reduce_order", "float all_reduce sums of values of very different magnitudes equal the "
-                                         "group-order sum bit for bit (SPEC 9.1)",
-                     all_reduce_order));
-  out.push_back(make_scenario("free_interleaving", "pairs of ranks reduce on their own groups (the schedule depends on "
-                                          "the seed, the results do not)",
-                     free_interleaving));
-  out.push_back(make_scenario("planted_bug", "BROKEN on purpose: an all_to_all_v edge case sends a byte too many for "
-                                    "some seeds; `hpref sim explore` must find one",
-                     [](Communicator& c, const ScenarioContext& ctx) {
-                       return run_program(c, ctx, {Kind::all_to_all_v}, true);
-                     },
-                     2, "mismatch", /*simulator_only=*/true));  // found by exploring the simulator's schedules
+  out.push_back(
+      make_scenario("all_reduce_order",
+                    "float all_reduce sums of values of very different magnitudes equal the "
+                    "group-order sum bit for bit (SPEC 9.1)",
+                    all_reduce_order));
+  out.push_back(make_scenario("free_interleaving",
+                              "pairs of ranks reduce on their own groups (the schedule depends on "
+                              "the seed, the results do not)",
+                              free_interleaving));
+  out.push_back(make_scenario(
+      "planted_bug",
+      "BROKEN on purpose: an all_to_all_v edge case sends a byte too many for "
+      "some seeds; `hpref sim explore` must find one",
+      [](Communicator& c, const ScenarioContext& ctx) {
+        return run_program(c, ctx, {Kind::all_to_all_v}, true);
+      },
+      2, "mismatch", /*simulator_only=*/true));  // found by exploring the simulator's schedules
   // device_expect: what MPI in checked mode with a short deadline reports instead ("":
   // the detection is the simulator's own).
-  auto broken = [&out](const char* name, const char* what, ScenarioFn fn, int min_ranks, const char* expect,
-                       const char* device_expect) {
-    out.push_back(make_scenario(name, std::string("BROKEN on purpose: ") + what, std::move(fn), min_ranks, expect,
-                       *device_expect == 0, device_expect));
+  auto broken = [&out](const char* name, const char* what, ScenarioFn fn, int min_ranks,
+                       const char* expect, const char* device_expect) {
+    out.push_back(make_scenario(name, std::string("BROKEN on purpose: ") + what, std::move(fn),
+                                min_ranks, expect, *device_expect == 0, device_expect));
   };
-  broken("mismatch_kind", "rank 0 calls barrier where the others call all_reduce", mismatch_kind, 2, "mismatch",
-         "mismatch");
-  broken("mismatch_root", "broadcast roots disagree", mismatch_root, 2, "mismatch", "mismatch");
-  broken("mismatch_count", "all_gather byte counts disagree", mismatch_count, 2, "mismatch", "mismatch");
-  broken("mismatch_reduce", "all_reduce ops disagree", mismatch_reduce, 2, "mismatch", "mismatch");
-  broken("a2av_asymmetric", "all_to_all_v counts i->j and j<-i disagree", a2av_asymmetric, 2, "mismatch",
-         "mismatch");
-  broken("new_group_mismatch", "ranks create different groups in the same new_group", new_group_mismatch, 2,
+  broken("mismatch_kind", "rank 0 calls barrier where the others call all_reduce", mismatch_kind, 2,
          "mismatch", "mismatch");
-  broken("deadlock_cycle", "barriers on two groups in opposite orders", deadlock_cycle, 2, "deadlock", "timeout");
+  broken("mismatch_root", "broadcast roots disagree", mismatch_root, 2, "mismatch", "mismatch");
+  broken("mismatch_count", "all_gather byte counts disagree", mismatch_count, 2, "mismatch",
+         "mismatch");
+  broken("mismatch_reduce", "all_reduce ops disagree", mismatch_reduce, 2, "mismatch", "mismatch");
+  broken("a2av_asymmetric", "all_to_all_v counts i->j and j<-i disagree", a2av_asymmetric, 2,
+         "mismatch", "mismatch");
+  broken("new_group_mismatch", "ranks create different groups in the same new_group",
+         new_group_mismatch, 2, "mismatch", "mismatch");
+  broken("deadlock_cycle", "barriers on two groups in opposite orders", deadlock_cycle, 2,
+         "deadlock", "timeout");
   broken("rank_exits_early", "rank 0 returns while the others enter a barrier", rank_exits_early, 2,
          "peer failure", "timeout");
-  broken("mutated_send_buffer", "rank 0 writes its all_reduce buffer before waiting", mutated_send_buffer, 1,
-         "check failed", "");
-  broken("host_buffer_on_accelerator", "a host buffer on an nccl group", host_buffer_on_accelerator, 1,
-         "check failed", "check failed");
+  broken("mutated_send_buffer", "rank 0 writes its all_reduce buffer before waiting",
+         mutated_send_buffer, 1, "check failed", "");
+  broken("host_buffer_on_accelerator", "a host buffer on an nccl group", host_buffer_on_accelerator,
+         1, "check failed", "check failed");
 }
 
 }  // namespace hpref::sim

@@ -21,11 +21,15 @@ void respond_error(Slot& s, const CommError& e) {
   s.npieces = 0;
 }
 
-Delivery::Delivery(boost::interprocess::managed_shared_memory& segment,
-                   std::size_t segment_bytes, Matcher& matcher, const Groups& groups, int ranks)
-    : segment_(segment), base_(static_cast<char*>(segment.get_address())),
-      segment_bytes_(segment_bytes), matcher_(matcher), groups_(groups),
-      stage_(static_cast<std::size_t>(ranks), 0), held_(static_cast<std::size_t>(ranks)) {}
+Delivery::Delivery(boost::interprocess::managed_shared_memory& segment, std::size_t segment_bytes,
+                   Matcher& matcher, const Groups& groups, int ranks)
+    : segment_(segment),
+      base_(static_cast<char*>(segment.get_address())),
+      segment_bytes_(segment_bytes),
+      matcher_(matcher),
+      groups_(groups),
+      stage_(static_cast<std::size_t>(ranks), 0),
+      held_(static_cast<std::size_t>(ranks)) {}
 
 std::uint64_t Delivery::allocate(std::uint64_t bytes) {
   if (bytes == 0) return 0;
@@ -76,7 +80,9 @@ std::uint64_t Delivery::pieces(Slot& s, const Op& op, const WorkRef& w) const {
   const OpSignature& sig = op.sig();
   s.npieces = 0;
   auto add = [&](std::uint64_t handle, std::uint64_t offset, std::uint64_t bytes,
-                 std::uint64_t dst) { s.pieces[s.npieces++] = {handle, offset, bytes, dst}; };
+                 std::uint64_t dst) {
+    s.pieces[s.npieces++] = {handle, offset, bytes, dst};
+  };
   auto m = static_cast<std::size_t>(w.member);
   switch (sig.kind) {
     case OpKind::all_gather:
@@ -90,7 +96,9 @@ std::uint64_t Delivery::pieces(Slot& s, const Op& op, const WorkRef& w) const {
       add(op.members[static_cast<std::size_t>(root)].handle, 0, sig.bytes, 0);
       return sig.bytes;
     }
-    case OpKind::all_reduce: add(op.result, 0, sig.bytes, 0); return sig.bytes;
+    case OpKind::all_reduce:
+      add(op.result, 0, sig.bytes, 0);
+      return sig.bytes;
     case OpKind::all_to_all_v: {
       std::uint64_t dst = 0;
       for (std::size_t i = 0; i < op.members.size(); ++i) {
@@ -102,7 +110,8 @@ std::uint64_t Delivery::pieces(Slot& s, const Op& op, const WorkRef& w) const {
       }
       return dst;
     }
-    case OpKind::barrier: return 0;
+    case OpKind::barrier:
+      return 0;
   }
   return 0;
 }

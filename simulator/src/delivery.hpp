@@ -47,7 +47,7 @@ class Delivery {
   std::size_t segment_bytes_;
   Matcher& matcher_;
   const Groups& groups_;
-  std::vector<std::uint64_t> stage_;         // per rank: handed out, not yet launched
+  std::vector<std::uint64_t> stage_;        // per rank: handed out, not yet launched
   std::vector<std::vector<WorkRef>> held_;  // per rank
 };
 

@@ -10,8 +10,8 @@ std::uint64_t parse_number(std::string_view text, std::string_view spec) {
   std::uint64_t v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
-    throw Error(Errc::invalid_argument, "fault '" + std::string(spec) +
-                                            "' is not crash:R@K, flip:R@K[:B] or delay:R@K");
+    throw Error(Errc::invalid_argument,
+                "fault '" + std::string(spec) + "' is not crash:R@K, flip:R@K[:B] or delay:R@K");
   }
   return v;
 }
@@ -60,8 +60,8 @@ Fault Fault::drawn(std::uint64_t seed, int ranks) {
 
 std::string Fault::str() const {
   const char* names[] = {"crash", "flip", "delay"};
-  std::string out = std::string(names[static_cast<int>(kind)]) + ":" + std::to_string(rank) +
-                    "@" + std::to_string(at);
+  std::string out = std::string(names[static_cast<int>(kind)]) + ":" + std::to_string(rank) + "@" +
+                    std::to_string(at);
   if (kind == Kind::flip && byte >= 0) out += ":" + std::to_string(byte);
   return out;
 }
@@ -71,8 +71,11 @@ std::string Fault::str() const {
 namespace hpref::sim::detail {
 
 FaultPlan::FaultPlan(const std::vector<Fault>& faults, int ranks, std::uint64_t seed)
-    : faults_(faults), seed_(seed), delay_(static_cast<std::size_t>(ranks), 0),
-      delay_fired_(static_cast<std::size_t>(ranks), false), flip_fired_(faults.size(), false) {
+    : faults_(faults),
+      seed_(seed),
+      delay_(static_cast<std::size_t>(ranks), 0),
+      delay_fired_(static_cast<std::size_t>(ranks), false),
+      flip_fired_(faults.size(), false) {
   for (const Fault& f : faults) {
     if (f.kind == Fault::Kind::delay) delay_[static_cast<std::size_t>(f.rank)] += f.at;
   }

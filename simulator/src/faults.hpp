@@ -24,8 +24,8 @@ class FaultPlan {
   void passed_over(int rank);
   // The byte to flip of the `received` bytes `rank` gets from its k-th operation (group,
   // seq), or -1; flips past the payload are traced as not applied.
-  std::int64_t flip(int rank, std::uint64_t k, std::uint64_t received, int group,
-                    std::int64_t seq, Trace& trace);
+  std::int64_t flip(int rank, std::uint64_t k, std::uint64_t received, int group, std::int64_t seq,
+                    Trace& trace);
   std::vector<std::string> unfired(std::span<const RankOutcome> outcomes) const;
 
  private:

@@ -31,9 +31,8 @@ std::optional<std::string> Groups::disagreement() const {
     const Request& other = requests_[p];
     if (other.ranks == first.ranks && other.backend == first.backend) continue;
     return "new_group #" + std::to_string(next_id()) + " mismatch: rank 0 asked for " +
-           rank_list_text(first.ranks) + " on " + first.backend + " but rank " +
-           std::to_string(p) + " asked for " + rank_list_text(other.ranks) + " on " +
-           other.backend;
+           rank_list_text(first.ranks) + " on " + first.backend + " but rank " + std::to_string(p) +
+           " asked for " + rank_list_text(other.ranks) + " on " + other.backend;
   }
   return std::nullopt;
 }

@@ -23,7 +23,7 @@ struct OpKey {
 
 struct Member {
   bool launched = false;
-  bool consumed = false;  // its rank copied what it receives (or is gone)
+  bool consumed = false;           // its rank copied what it receives (or is gone)
   std::uint64_t handle = 0;        // staged send data in the segment (0: none)
   std::uint64_t launch_index = 0;  // its rank's k-th operation (flip:R@K)
 };

@@ -3,13 +3,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
 #include <optional>
-#include <algorithm>
 
 #ifdef HPREF_GCOV_DUMP
 // Coverage builds (HPREF_COVERAGE): a rank ends with _exit, which skips gcov's atexit writer.
@@ -41,8 +41,12 @@ struct RankComm::SimWork final : Work::State {
 
 RankComm::RankComm(Control* control, char* base, int rank, int size, std::string world_backend,
                    std::uint64_t crash_at_call)
-    : control_(control), base_(base), rank_(rank), size_(size),
-      world_backend_(std::move(world_backend)), crash_at_(crash_at_call) {}
+    : control_(control),
+      base_(base),
+      rank_(rank),
+      size_(size),
+      world_backend_(std::move(world_backend)),
+      crash_at_(crash_at_call) {}
 
 Group RankComm::world() const {
   std::vector<int> all(static_cast<std::size_t>(size_));
@@ -76,8 +80,9 @@ void RankComm::throw_response() {
 Group RankComm::new_group(std::span<const int> ranks, const std::string& backend) {
   std::vector<int> sorted = checked_group_ranks(ranks, backend, size_);
   if (backend.size() >= kNameBytes) {
-    throw CommError(Errc::comm_usage, "new_group backend name of " + std::to_string(backend.size()) +
-                                          " bytes is longer than the simulator's " + std::to_string(kNameBytes - 1));
+    throw CommError(Errc::comm_usage,
+                    "new_group backend name of " + std::to_string(backend.size()) +
+                        " bytes is longer than the simulator's " + std::to_string(kNameBytes - 1));
   }
   point();
   Slot& s = slot();
@@ -141,11 +146,12 @@ void RankComm::wait_work(SimWork& w) {
     }
   }
   if (w.send.bytes && buffer_checksum(w.send.data, w.send.bytes) != w.send_sum) {
-    w.error = CommError(Errc::comm_buffer_mutated,
-                        std::string("rank ") + std::to_string(rank_) + " changed its send buffer of " +
-                            op_kind_name(w.kind) + " on group " + std::to_string(w.group) +
-                            " between launch and wait (real backends read it later)",
-                        w.group, -1, {rank_});
+    w.error =
+        CommError(Errc::comm_buffer_mutated,
+                  std::string("rank ") + std::to_string(rank_) + " changed its send buffer of " +
+                      op_kind_name(w.kind) + " on group " + std::to_string(w.group) +
+                      " between launch and wait (real backends read it later)",
+                  w.group, -1, {rank_});
     throw *w.error;
   }
   auto* out = static_cast<char*>(w.recv.data);

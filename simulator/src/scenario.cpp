@@ -25,8 +25,8 @@ std::vector<Scenario>& registry() {
 
 const std::vector<Scenario>& scenarios() { return registry(); }
 
-Scenario make_scenario(std::string name, std::string description, ScenarioFn fn, int min_ranks, std::string expect,
-                       bool simulator_only, std::string device_expect) {
+Scenario make_scenario(std::string name, std::string description, ScenarioFn fn, int min_ranks,
+                       std::string expect, bool simulator_only, std::string device_expect) {
   Scenario s;
   s.name = std::move(name);
   s.description = std::move(description);

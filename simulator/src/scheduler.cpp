@@ -25,9 +25,14 @@ std::string how_died(int status) {
 
 Scheduler::Scheduler(Control* control, boost::interprocess::managed_shared_memory& segment,
                      int ranks, const Options& options, std::vector<pid_t> pids)
-    : control_(control), n_(ranks), options_(options), rng_(options.seed),
-      ranks_(static_cast<std::size_t>(ranks)), faults_(options.faults, ranks, options.seed),
-      groups_(ranks, options.world_backend), matcher_(groups_),
+    : control_(control),
+      n_(ranks),
+      options_(options),
+      rng_(options.seed),
+      ranks_(static_cast<std::size_t>(ranks)),
+      faults_(options.faults, ranks, options.seed),
+      groups_(ranks, options.world_backend),
+      matcher_(groups_),
       delivery_(segment, options.segment_bytes, matcher_, groups_, ranks) {
   HPREF_CHECK_EQ(signature_wire_bytes(kMaxRanks), kSignatureBytes);
   for (int r = 0; r < n_; ++r) ranks_[r].pid = pids[r];
@@ -90,12 +95,24 @@ void Scheduler::serve(int r) {
     delivery_.release(r);
     switch (slot(r).req) {
       case Req::launch:  // the same rank then stages its data
-      case Req::finish: on_stage(r); break;
-      case Req::launch_staged: on_staged(r); return;
-      case Req::wait: on_wait(r); return;
-      case Req::new_group: on_new_group(r); return;
-      case Req::finish_staged: on_finish_staged(r); return;
-      default: kill_rank(r, "sent an unknown request and was killed"); return;
+      case Req::finish:
+        on_stage(r);
+        break;
+      case Req::launch_staged:
+        on_staged(r);
+        return;
+      case Req::wait:
+        on_wait(r);
+        return;
+      case Req::new_group:
+        on_new_group(r);
+        return;
+      case Req::finish_staged:
+        on_finish_staged(r);
+        return;
+      default:
+        kill_rank(r, "sent an unknown request and was killed");
+        return;
     }
     sem_post(&slot(r).go);
   }
@@ -319,9 +336,9 @@ void Scheduler::on_wait(int r) {
   ranks_[r].state = State::ready;
   const WorkRef* w = matcher_.work(s.work, r);
   if (w == nullptr) {
-    respond_error(s, CommError(Errc::comm_usage,
-                               "rank " + std::to_string(r) + " waited on an unknown work", -1, -1,
-                               {r}));
+    respond_error(
+        s, CommError(Errc::comm_usage, "rank " + std::to_string(r) + " waited on an unknown work",
+                     -1, -1, {r}));
   } else if (matcher_.op(w->key).open()) {
     ranks_[r].waiting = s.work;
     ranks_[r].state = State::blocked_wait;
@@ -378,8 +395,9 @@ void Scheduler::on_finish_staged(int r) {
 void Scheduler::advance(const OpKey& key) {
   Op& op = matcher_.op(key);
   if (op.open()) fail_if_peers_gone(op, key);
-  if (op.open() && std::all_of(op.members.begin(), op.members.end(),
-                               [](const Member& x) { return x.launched; }) &&
+  if (op.open() &&
+      std::all_of(op.members.begin(), op.members.end(),
+                  [](const Member& x) { return x.launched; }) &&
       matcher_.agree(op, key)) {
     try {
       delivery_.reduce(op);
@@ -430,9 +448,9 @@ void Scheduler::respond_wait(int r, std::uint64_t work) {
 bool Scheduler::fail_group_if_peers_gone() {
   std::string who = gone_text(groups_[0].group.ranks(), nullptr);
   if (who.empty()) return false;
-  fail_group_creation("new_group #" + std::to_string(groups_.next_id()) +
-                          " is a world collective but " + who,
-                      Errc::comm_peer_failed);
+  fail_group_creation(
+      "new_group #" + std::to_string(groups_.next_id()) + " is a world collective but " + who,
+      Errc::comm_peer_failed);
   return true;
 }
 

@@ -23,7 +23,13 @@ inline constexpr std::size_t kInlineBytes = 4096;
 inline constexpr std::size_t kSignatureBytes = 8 * (6 + 2 * kMaxRanks);
 
 enum class Req : std::int32_t {
-  none, new_group, launch, launch_staged, wait, finish, finish_staged
+  none,
+  new_group,
+  launch,
+  launch_staged,
+  wait,
+  finish,
+  finish_staged
 };
 // How a rank function ended: returned, threw an hpref::Error (its Errc travels), or threw
 // anything else.
@@ -34,7 +40,7 @@ struct Piece {
   std::uint64_t handle;  // segment handle of the staged area
   std::uint64_t offset;  // within it
   std::uint64_t bytes;
-  std::uint64_t dst;     // offset in the rank's output buffer
+  std::uint64_t dst;  // offset in the rank's output buffer
 };
 
 struct Slot {

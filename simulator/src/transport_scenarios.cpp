@@ -37,11 +37,13 @@ Mesh make_mesh(std::uint64_t seed, int n) {
   m.mp = n / m.dp;
   m.rank_list.resize(static_cast<std::size_t>(n));
   std::iota(m.rank_list.begin(), m.rank_list.end(), 0);
-  for (std::size_t i = m.rank_list.size(); i > 1; --i) std::swap(m.rank_list[i - 1], m.rank_list[g.next() % i]);
+  for (std::size_t i = m.rank_list.size(); i > 1; --i)
+    std::swap(m.rank_list[i - 1], m.rank_list[g.next() % i]);
   for (int r = 0; r < n; ++r) {
     if (g.next() % 2) m.readers.push_back(r);
   }
-  if (m.readers.empty()) m.readers.push_back(static_cast<int>(g.next() % static_cast<std::uint64_t>(n)));
+  if (m.readers.empty())
+    m.readers.push_back(static_cast<int>(g.next() % static_cast<std::uint64_t>(n)));
   return m;
 }
 
@@ -89,7 +91,8 @@ FixedMesh fixed_mesh(Communicator& c, int dp, std::vector<int> readers) {
 // ---- payloads ---------------------------------------------------------------------------
 
 Value payload(std::uint64_t seed, int reader, int i) {
-  SplitMix64 g(seed * 1000003 + static_cast<std::uint64_t>(reader) * 131 + static_cast<std::uint64_t>(i));
+  SplitMix64 g(seed * 1000003 + static_cast<std::uint64_t>(reader) * 131 +
+               static_cast<std::uint64_t>(i));
   std::int64_t tokens = static_cast<std::int64_t>(g.next() % 40);
   std::vector<std::uint8_t> ids(static_cast<std::size_t>(tokens) * 8), image(g.next() % 300);
   for (auto& b : ids) b = static_cast<std::uint8_t>(g.next());
@@ -97,31 +100,37 @@ Value payload(std::uint64_t seed, int reader, int i) {
   return Value::mapping({
       {Value::string("input_ids"), Value::tensor(Tensor::copy_of(DType::int64, {tokens}, ids))},
       {Value::string("image"), Value::bytes(std::span<const std::uint8_t>(image))},
-      {Value::string("meta"), Value::mapping({{Value::string("reader"), Value::integer(reader)},
-                                              {Value::string("index"), Value::integer(i)},
-                                              {Value::string("score"), Value::floating(static_cast<double>(g.next() % 1000) / 8)}})},
+      {Value::string("meta"),
+       Value::mapping(
+           {{Value::string("reader"), Value::integer(reader)},
+            {Value::string("index"), Value::integer(i)},
+            {Value::string("score"), Value::floating(static_cast<double>(g.next() % 1000) / 8)}})},
   });
 }
 
 // Each reader's outgoing items: target -> items, regenerable by every rank.
-std::map<int, std::vector<Item>> outgoing(std::uint64_t seed, int reader, const std::vector<int>& plane) {
+std::map<int, std::vector<Item>> outgoing(std::uint64_t seed, int reader,
+                                          const std::vector<int>& plane) {
   SplitMix64 g(seed ^ (0x0a7e5ULL + static_cast<std::uint64_t>(reader) * 7919));
   std::map<int, std::vector<Item>> out;
   int count = static_cast<int>(g.next() % 6);
   for (int i = 0; i < count; ++i) {
     int target = plane[g.next() % plane.size()];
-    out[target].emplace_back(SampleKey::make(reader * 100 + i, static_cast<std::int64_t>(g.next() % 3)).to_value(),
-                             payload(seed, reader, i));
+    out[target].emplace_back(
+        SampleKey::make(reader * 100 + i, static_cast<std::int64_t>(g.next() % 3)).to_value(),
+        payload(seed, reader, i));
   }
   return out;
 }
 
 std::string same_items(const std::vector<Item>& got, const std::vector<Item>& want) {
   if (got.size() != want.size()) {
-    return std::to_string(got.size()) + " items arrived, " + std::to_string(want.size()) + " were sent here";
+    return std::to_string(got.size()) + " items arrived, " + std::to_string(want.size()) +
+           " were sent here";
   }
   for (std::size_t i = 0; i < got.size(); ++i) {
-    if (!(got[i].first == want[i].first) || !(got[i].second == want[i].second)) return "item " + std::to_string(i) + " differs";
+    if (!(got[i].first == want[i].first) || !(got[i].second == want[i].second))
+      return "item " + std::to_string(i) + " differs";
   }
   return "";
 }
@@ -136,8 +145,10 @@ std::string data_plane_scenario(Communicator& c, const ScenarioContext& ctx) {
   DataPlaneTransport dp(c, groups);
   if (!dp.is_member()) return "not in the data plane";
   // SPEC 4: every data-plane rank reports a value; all see all, in rank order.
-  auto all = dp.all_gather_object(Value::tuple({Value::integer(c.rank()), Value::string("report")}));
-  check(all.size() == plane.size(), "all_gather_object returned " + std::to_string(all.size()) + " values");
+  auto all =
+      dp.all_gather_object(Value::tuple({Value::integer(c.rank()), Value::string("report")}));
+  check(all.size() == plane.size(),
+        "all_gather_object returned " + std::to_string(all.size()) + " values");
   for (std::size_t i = 0; i < plane.size(); ++i) {
     check(all[i] == Value::tuple({Value::integer(plane[i]), Value::string("report")}),
           "all_gather_object value " + std::to_string(i) + " is wrong");
@@ -146,13 +157,16 @@ std::string data_plane_scenario(Communicator& c, const ScenarioContext& ctx) {
   bool expect_all = std::all_of(plane.begin(), plane.end(), [](int r) { return r % 3 != 1; });
   check(dp.all_ranks_true(mine) == expect_all, "all_ranks_true disagrees with the ranks' flags");
   auto gathered = dp.gather_object_to_planner(Value::integer(c.rank() * 10));
-  check(gathered.has_value() == (c.rank() == m.planner), "only the planner keeps the gathered values");
-  Value plan = dp.broadcast_from_planner(c.rank() == m.planner ? Value::string("plan from " + std::to_string(m.planner))
-                                                                : Value());
-  check(plan == Value::string("plan from " + std::to_string(m.planner)), "broadcast_from_planner gave another value");
+  check(gathered.has_value() == (c.rank() == m.planner),
+        "only the planner keeps the gathered values");
+  Value plan = dp.broadcast_from_planner(
+      c.rank() == m.planner ? Value::string("plan from " + std::to_string(m.planner)) : Value());
+  check(plan == Value::string("plan from " + std::to_string(m.planner)),
+        "broadcast_from_planner gave another value");
   // SPEC 5: readers send, everyone in the plane receives exactly what was sent to it.
   bool reader = std::find(m.readers.begin(), m.readers.end(), c.rank()) != m.readers.end();
-  auto prepared = dp.prepare_exchange(reader ? outgoing(ctx.seed, c.rank(), plane) : std::map<int, std::vector<Item>>{});
+  auto prepared = dp.prepare_exchange(reader ? outgoing(ctx.seed, c.rank(), plane)
+                                             : std::map<int, std::vector<Item>>{});
   auto work = dp.begin_exchange(std::move(prepared));
   std::vector<Item> got = work.wait();
   check(&work.wait() == &work.wait(), "the exchange handle must decode once");
@@ -179,12 +193,15 @@ std::string exchange_refusals(Communicator& c, const ScenarioContext&) {
     dp.prepare_exchange({{c.size() + 5, {}}, {-1, {}}});
     check(false, "a target outside the data plane was accepted");
   } catch (const Error& e) {
-    check(e.code() == Errc::transport_targets && std::string(e.what()).find("[-1, " + std::to_string(c.size() + 5) + "]") != std::string::npos,
+    check(e.code() == Errc::transport_targets &&
+              std::string(e.what()).find("[-1, " + std::to_string(c.size() + 5) + "]") !=
+                  std::string::npos,
           std::string("wrong refusal of outside targets: ") + e.what());
   }
   std::map<int, std::vector<Item>> big;  // every rank sends everyone more than 64 bytes
   for (int r : everyone) {
-    big[r].emplace_back(SampleKey::make(c.rank(), r).to_value(), Value::bytes(std::string(100, 'x')));
+    big[r].emplace_back(SampleKey::make(c.rank(), r).to_value(),
+                        Value::bytes(std::string(100, 'x')));
   }
   try {
     dp.exchange(dp.prepare_exchange(big));
@@ -193,7 +210,8 @@ std::string exchange_refusals(Communicator& c, const ScenarioContext&) {
     // SPEC 5.2: every rank refuses its own first oversized outgoing segment, to rank 0.
     check(e.code() == Errc::transport_size_limit &&
               std::string(e.what()).find("outgoing payload segment of ") != std::string::npos &&
-              std::string(e.what()).find(" to rank 0 exceeds max_message_bytes 64") != std::string::npos,
+              std::string(e.what()).find(" to rank 0 exceeds max_message_bytes 64") !=
+                  std::string::npos,
           std::string("wrong refusal of an oversized segment: ") + e.what());
   }
   return "ok refused";
@@ -203,13 +221,15 @@ std::string exchange_refusals(Communicator& c, const ScenarioContext&) {
 // transport_size_limit (whose message must contain `own`); every other rank raises
 // exchange_refused naming `refusing`; then a small exchange shows that no rank is left in
 // (or missed) a byte exchange.
-std::string expect_agreed_refusal(Communicator& c, DataPlaneTransport& dp, const std::map<int, std::vector<Item>>& out,
+std::string expect_agreed_refusal(Communicator& c, DataPlaneTransport& dp,
+                                  const std::map<int, std::vector<Item>>& out,
                                   const std::vector<int>& refusing, const std::string& own) {
   bool refuses = std::find(refusing.begin(), refusing.end(), c.rank()) != refusing.end();
   std::string kind;
   try {
     dp.exchange(dp.prepare_exchange(out));
-    check(false, "rank " + std::to_string(c.rank()) + ": an exchange with a segment over the limit went through");
+    check(false, "rank " + std::to_string(c.rank()) +
+                     ": an exchange with a segment over the limit went through");
   } catch (const Error& e) {
     std::string what = e.what();
     kind = std::string(e.kind());
@@ -217,18 +237,22 @@ std::string expect_agreed_refusal(Communicator& c, DataPlaneTransport& dp, const
       check(e.code() == Errc::transport_size_limit && what.find(own) != std::string::npos,
             "refusing rank " + std::to_string(c.rank()) + " got " + kind + ": " + what);
     } else {
-      check(e.code() == Errc::exchange_refused && what.find("ranks " + rank_list_text(refusing)) != std::string::npos,
-            "rank " + std::to_string(c.rank()) + " should be told that " + rank_list_text(refusing) + " refused, got " +
-                kind + ": " + what);
+      check(e.code() == Errc::exchange_refused &&
+                what.find("ranks " + rank_list_text(refusing)) != std::string::npos,
+            "rank " + std::to_string(c.rank()) + " should be told that " +
+                rank_list_text(refusing) + " refused, got " + kind + ": " + what);
     }
   }
   std::map<int, std::vector<Item>> small;
-  for (int r : dp.ranks()) small[r].emplace_back(SampleKey::make(c.rank(), r).to_value(), Value::integer(c.rank()));
+  for (int r : dp.ranks())
+    small[r].emplace_back(SampleKey::make(c.rank(), r).to_value(), Value::integer(c.rank()));
   auto got = dp.exchange(dp.prepare_exchange(small));
-  check(got.size() == dp.ranks().size(), "rank " + std::to_string(c.rank()) + ": the exchange after a refusal lost items");
+  check(got.size() == dp.ranks().size(),
+        "rank " + std::to_string(c.rank()) + ": the exchange after a refusal lost items");
   for (std::size_t i = 0; i < got.size(); ++i) {
-    check(got[i].second == Value::integer(dp.ranks()[i]), "rank " + std::to_string(c.rank()) +
-                                                             ": the exchange after a refusal delivered a wrong item");
+    check(got[i].second == Value::integer(dp.ranks()[i]),
+          "rank " + std::to_string(c.rank()) +
+              ": the exchange after a refusal delivered a wrong item");
   }
   return "ok " + kind;
 }
@@ -243,7 +267,8 @@ std::string exchange_sender_refuses(Communicator& c, const ScenarioContext& ctx)
   std::map<int, std::vector<Item>> out;
   for (int r : dp.ranks()) {  // small items to everyone; the sender's own segment is large
     std::size_t bytes = r == c.rank() && r == sender ? 600 + ctx.seed % 100 : ctx.seed % 40;
-    out[r].emplace_back(SampleKey::make(c.rank(), r).to_value(), Value::bytes(std::string(bytes, 'q')));
+    out[r].emplace_back(SampleKey::make(c.rank(), r).to_value(),
+                        Value::bytes(std::string(bytes, 'q')));
   }
   return expect_agreed_refusal(c, dp, out, {sender}, "outgoing payload segment of ");
 }
@@ -259,10 +284,12 @@ std::string exchange_receiver_refuses(Communicator& c, const ScenarioContext& ct
   std::map<int, std::vector<Item>> out;
   for (int r : dp.ranks()) {
     std::size_t bytes = c.rank() == 0 && r == receiver ? 700 : 10;
-    out[r].emplace_back(SampleKey::make(c.rank(), r).to_value(), Value::bytes(std::string(bytes, 'r')));
+    out[r].emplace_back(SampleKey::make(c.rank(), r).to_value(),
+                        Value::bytes(std::string(bytes, 'r')));
   }
-  std::string own = c.rank() == 0 ? " from rank 0 to rank " + std::to_string(receiver) + " exceeds"
-                                  : " announced by rank 0 for rank " + std::to_string(receiver) + " exceeds";
+  std::string own = c.rank() == 0
+                        ? " from rank 0 to rank " + std::to_string(receiver) + " exceeds"
+                        : " announced by rank 0 for rank " + std::to_string(receiver) + " exceeds";
   return expect_agreed_refusal(c, dp, out, {0, receiver}, own);
 }
 
@@ -303,16 +330,20 @@ std::string object_all_gather_unequal(Communicator& c, const ScenarioContext& ct
     std::size_t bytes = rank == 0 ? 0 : g.next() % (rank % 2 ? 4000 : 40);
     std::string text(bytes, static_cast<char>('a' + rank % 26));
     std::vector<Value> list;
-    for (std::uint64_t i = 0, k = g.next() % 5; i < k; ++i) list.push_back(Value::integer(static_cast<std::int64_t>(g.next() >> 2)));
-    return Value::tuple({Value::integer(rank), Value::bytes(std::string_view(text)), Value::list(std::move(list))});
+    for (std::uint64_t i = 0, k = g.next() % 5; i < k; ++i)
+      list.push_back(Value::integer(static_cast<std::int64_t>(g.next() >> 2)));
+    return Value::tuple(
+        {Value::integer(rank), Value::bytes(std::string_view(text)), Value::list(std::move(list))});
   };
   std::size_t total = 0;
   for (int round = 0; round < 2; ++round) {  // twice: the second reuses nothing of the first
     auto all = dp.all_gather_object(value(c.rank()));
-    check(all.size() == static_cast<std::size_t>(c.size()), "all_gather_object returned " + std::to_string(all.size()) + " values");
+    check(all.size() == static_cast<std::size_t>(c.size()),
+          "all_gather_object returned " + std::to_string(all.size()) + " values");
     for (int r = 0; r < c.size(); ++r) {
-      check(all[static_cast<std::size_t>(r)] == value(r),
-            "rank " + std::to_string(c.rank()) + ": the value gathered from rank " + std::to_string(r) + " differs");
+      check(all[static_cast<std::size_t>(r)] == value(r), "rank " + std::to_string(c.rank()) +
+                                                              ": the value gathered from rank " +
+                                                              std::to_string(r) + " differs");
     }
     total = all.size();
   }
@@ -323,15 +354,25 @@ std::string object_all_gather_unequal(Communicator& c, const ScenarioContext& ct
 
 ModelBatchLayout batch_layout(bool other = false) {
   return ModelBatchLayout({
-      {"tokens", DType::int64, Placement::accelerator, {Dim{std::string("B")}, Dim{std::string("S")}}},
-      {"mask", DType::boolean, Placement::accelerator, {Dim{std::string("B")}, Dim{std::string("S")}}},
-      {"image", DType::uint8, Placement::cpu, {Dim{std::string("N")}, Dim{std::int64_t{other ? 4 : 3}}}},
+      {"tokens",
+       DType::int64,
+       Placement::accelerator,
+       {Dim{std::string("B")}, Dim{std::string("S")}}},
+      {"mask",
+       DType::boolean,
+       Placement::accelerator,
+       {Dim{std::string("B")}, Dim{std::string("S")}}},
+      {"image",
+       DType::uint8,
+       Placement::cpu,
+       {Dim{std::string("N")}, Dim{std::int64_t{other ? 4 : 3}}}},
   });
 }
 
 Value make_batch(std::uint64_t seed, int step) {
   SplitMix64 g(seed * 77 + static_cast<std::uint64_t>(step));
-  std::int64_t b = 1 + static_cast<std::int64_t>(g.next() % 3), s = static_cast<std::int64_t>(g.next() % 9);
+  std::int64_t b = 1 + static_cast<std::int64_t>(g.next() % 3),
+               s = static_cast<std::int64_t>(g.next() % 9);
   std::int64_t n = static_cast<std::int64_t>(g.next() % 4);
   auto bytes = [&](std::size_t count) {
     std::vector<std::uint8_t> v(count);
@@ -341,9 +382,12 @@ Value make_batch(std::uint64_t seed, int step) {
   auto mask = bytes(static_cast<std::size_t>(b * s));
   for (auto& x : mask) x &= 1;
   return Value::mapping({
-      {Value::string("tokens"), Value::tensor(Tensor::copy_of(DType::int64, {b, s}, bytes(static_cast<std::size_t>(b * s * 8))))},
+      {Value::string("tokens"),
+       Value::tensor(
+           Tensor::copy_of(DType::int64, {b, s}, bytes(static_cast<std::size_t>(b * s * 8))))},
       {Value::string("mask"), Value::tensor(Tensor::copy_of(DType::boolean, {b, s}, mask))},
-      {Value::string("image"), Value::tensor(Tensor::copy_of(DType::uint8, {n, 3}, bytes(static_cast<std::size_t>(n * 3))))},
+      {Value::string("image"), Value::tensor(Tensor::copy_of(
+                                   DType::uint8, {n, 3}, bytes(static_cast<std::size_t>(n * 3))))},
   });
 }
 
@@ -355,24 +399,29 @@ std::string batch_broadcast(Communicator& c, const ScenarioContext& ctx) {
   int steps = 4;
   for (int step = 0; step < steps; ++step) {  // batches: identical on every peer, bit for bit
     std::optional<Value> mine;
-    if (mp.is_constructor()) mine = make_batch(ctx.seed + static_cast<std::uint64_t>(t.data_rank()), step);
+    if (mp.is_constructor())
+      mine = make_batch(ctx.seed + static_cast<std::uint64_t>(t.data_rank()), step);
     auto got = mp.broadcast(mine);
     check(got.has_value(), "a batch step ended as end of data");
     check(*got == make_batch(ctx.seed + static_cast<std::uint64_t>(t.data_rank()), step),
-          "rank " + std::to_string(c.rank()) + " step " + std::to_string(step) + ": the batch differs from the constructor's");
+          "rank " + std::to_string(c.rank()) + " step " + std::to_string(step) +
+              ": the batch differs from the constructor's");
   }
   check(!mp.broadcast(std::nullopt).has_value(), "end of data did not end every peer");
   // A constructor failure ends every peer; no peer enters a field broadcast (the barrier
   // right after would then mismatch).
   std::exception_ptr failure;
-  if (mp.is_constructor()) failure = std::make_exception_ptr(Error(Errc::scenario_check, "reader lost its shard"));
+  if (mp.is_constructor())
+    failure = std::make_exception_ptr(Error(Errc::scenario_check, "reader lost its shard"));
   try {
     mp.broadcast(std::nullopt, failure);
     check(false, "a failed constructor's batch was accepted");
   } catch (const Error& e) {
     bool own = mp.is_constructor() || t.model_parallel_ranks().size() == 1;
-    check(own ? std::string(e.what()) == "reader lost its shard" : e.code() == Errc::transport_constructor_failed,
-          std::string("after a constructor failure rank ") + std::to_string(c.rank()) + " got " + e.what());
+    check(own ? std::string(e.what()) == "reader lost its shard"
+              : e.code() == Errc::transport_constructor_failed,
+          std::string("after a constructor failure rank ") + std::to_string(c.rank()) + " got " +
+              e.what());
   }
   c.barrier(c.world()).wait();
   return "ok steps=" + std::to_string(steps);
@@ -394,7 +443,8 @@ std::string batch_limit_mismatch(Communicator& c, const ScenarioContext& ctx) {
     check(false, "rank " + std::to_string(c.rank()) + " accepted a max_message_bytes mismatch");
   } catch (const Error& e) {
     std::string what = e.what();
-    check(e.code() == Errc::transport_limit_mismatch && what.find("1000 on ranks [" + std::to_string(odd) + "]") != std::string::npos &&
+    check(e.code() == Errc::transport_limit_mismatch &&
+              what.find("1000 on ranks [" + std::to_string(odd) + "]") != std::string::npos &&
               what.find("1073741824 on ranks [") != std::string::npos,
           "rank " + std::to_string(c.rank()) + " got " + what);
   }
@@ -408,35 +458,47 @@ std::string dispatch_scenario(Communicator& c, const ScenarioContext& ctx) {
   int p = c.size();
   std::int64_t local = 1 + static_cast<std::int64_t>(g.next() % 8);
   std::vector<std::int64_t> b = {0};
-  while (b.back() < local * p) b.push_back(std::min(local * p, b.back() + 1 + static_cast<std::int64_t>(g.next() % (2 * local + 3))));
-  DType types[] = {DType::float32, DType::float64, DType::int64, DType::int32, DType::bfloat16, DType::float16};
+  while (b.back() < local * p)
+    b.push_back(
+        std::min(local * p, b.back() + 1 + static_cast<std::int64_t>(g.next() % (2 * local + 3))));
+  DType types[] = {DType::float32, DType::float64,  DType::int64,
+                   DType::int32,   DType::bfloat16, DType::float16};
   DType dtype = types[g.next() % 6];
-  std::vector<std::int64_t> shape = {local, 1 + static_cast<std::int64_t>(g.next() % 3), 1 + static_cast<std::int64_t>(g.next() % 4)};
+  std::vector<std::int64_t> shape = {local, 1 + static_cast<std::int64_t>(g.next() % 3),
+                                     1 + static_cast<std::int64_t>(g.next() % 4)};
   std::size_t axis = g.next() % 3;  // the sequence dim, anywhere; given negative half the time
   std::swap(shape[0], shape[axis]);
   int dim = g.next() % 2 ? static_cast<int>(axis) : static_cast<int>(axis) - 3;
-  std::vector<Route> routes = g.next() % 2 ? sliding_window_routes(b, local, p, 1 + static_cast<std::int64_t>(g.next() % 12))
-                                           : document_prefix_routes(b, local, p, 1 + static_cast<std::int64_t>(g.next() % 2));
+  std::vector<Route> routes =
+      g.next() % 2
+          ? sliding_window_routes(b, local, p, 1 + static_cast<std::int64_t>(g.next() % 12))
+          : document_prefix_routes(b, local, p, 1 + static_cast<std::int64_t>(g.next() % 2));
   const Route& mine = routes[static_cast<std::size_t>(c.rank())];
   // The global bank (sequence first), regenerable everywhere; this rank owns its shard.
   auto owners = route_owner_offsets(routes);
-  std::vector<std::int64_t> bank_shape = {owners.back(), shape[axis == 0 ? 1 : 0], shape[axis == 2 ? 1 : 2]};
+  std::vector<std::int64_t> bank_shape = {owners.back(), shape[axis == 0 ? 1 : 0],
+                                          shape[axis == 2 ? 1 : 2]};
   std::size_t row = static_cast<std::size_t>(bank_shape[1] * bank_shape[2]) * element_size(dtype);
   auto fill = [&](std::uint64_t stream, std::size_t bytes) {
     std::vector<std::uint8_t> v(bytes);
-    for (std::size_t i = 0; i < bytes; ++i) v[i] = data_byte(ctx.seed, stream, i) & 0x3f;  // small values: no inf/nan
+    for (std::size_t i = 0; i < bytes; ++i)
+      v[i] = data_byte(ctx.seed, stream, i) & 0x3f;  // small values: no inf/nan
     return v;
   };
-  Tensor bank(dtype, bank_shape, SharedBytes::adopt(fill(1, static_cast<std::size_t>(owners.back()) * row)));
+  Tensor bank(dtype, bank_shape,
+              SharedBytes::adopt(fill(1, static_cast<std::size_t>(owners.back()) * row)));
   auto shard_rows = [&](const Tensor& t, std::int64_t start, std::int64_t count) {
     return Tensor(t.dtype(), std::vector<std::int64_t>{count, t.shape()[1], t.shape()[2]},
-                  t.storage().slice(static_cast<std::size_t>(start) * row, static_cast<std::size_t>(count) * row));
+                  t.storage().slice(static_cast<std::size_t>(start) * row,
+                                    static_cast<std::size_t>(count) * row));
   };
   // On an accelerator world the rows are accelerator tensors (SPEC 9.1).
   Device device;
   if (c.world().memory() == MemorySpace::accelerator) device = Device{DeviceType::cuda, 0};
   Tensor shard =
-      move_front_to_axis(shard_rows(bank, owners[static_cast<std::size_t>(c.rank())], mine.local_length), axis).on(device);
+      move_front_to_axis(
+          shard_rows(bank, owners[static_cast<std::size_t>(c.rank())], mine.local_length), axis)
+          .on(device);
   DispatchHandle handle = async_sequence_dispatch(c, c.world(), shard, dim, mine);
   Tensor out = handle.wait();
   try {
@@ -451,12 +513,15 @@ std::string dispatch_scenario(Communicator& c, const ScenarioContext& ctx) {
   // Backward: every rank's output gradient is regenerable, so every rank knows the oracle.
   std::vector<Tensor> grads;
   for (int r = 0; r < p; ++r) {
-    std::int64_t rows = routes[static_cast<std::size_t>(r)].global_end - routes[static_cast<std::size_t>(r)].global_start;
+    std::int64_t rows = routes[static_cast<std::size_t>(r)].global_end -
+                        routes[static_cast<std::size_t>(r)].global_start;
     grads.emplace_back(dtype, std::vector<std::int64_t>{rows, bank_shape[1], bank_shape[2]},
-                       SharedBytes::adopt(fill(100 + static_cast<std::uint64_t>(r), static_cast<std::size_t>(rows) * row)));
+                       SharedBytes::adopt(fill(100 + static_cast<std::uint64_t>(r),
+                                               static_cast<std::size_t>(rows) * row)));
   }
   Tensor grad_in = sequence_dispatch_backward(
-      c, c.world(), move_front_to_axis(grads[static_cast<std::size_t>(c.rank())], axis).on(device), dim, mine);
+      c, c.world(), move_front_to_axis(grads[static_cast<std::size_t>(c.rank())], axis).on(device),
+      dim, mine);
   auto want = oracle_backward(grads, routes);
   check(move_axis_to_front(grad_in, axis) == want[static_cast<std::size_t>(c.rank())],
         "rank " + std::to_string(c.rank()) + ": backward gradient differs from the oracle");
@@ -470,7 +535,9 @@ std::string exchange_mutated_send(Communicator& c, const ScenarioContext&) {
   const std::vector<int>& everyone = f.mesh.rank_list;
   DataPlaneTransport dp(c, f.groups);
   std::map<int, std::vector<Item>> out;
-  for (int r : everyone) out[r].emplace_back(SampleKey::make(c.rank(), r).to_value(), Value::bytes(std::string(16, 'a')));
+  for (int r : everyone)
+    out[r].emplace_back(SampleKey::make(c.rank(), r).to_value(),
+                        Value::bytes(std::string(16, 'a')));
   auto prepared = dp.prepare_exchange(out);
   auto buffer = prepared.send;  // a bug: keeping a pointer to the handle's buffer
   auto work = dp.begin_exchange(std::move(prepared));
@@ -478,7 +545,6 @@ std::string exchange_mutated_send(Communicator& c, const ScenarioContext&) {
   work.wait();
   return "unreachable on rank 0";
 }
-
 
 // Registers a scenario whose groups include host groups (Scenario::host_groups).
 void host_groups(std::vector<Scenario>& out, Scenario s) {
@@ -489,38 +555,61 @@ void host_groups(std::vector<Scenario>& out, Scenario s) {
 }  // namespace
 
 void register_transport_scenarios(std::vector<Scenario>& out) {
-  host_groups(out, make_scenario("data_plane", "a random mesh, readers and planner: control collectives and the payload exchange, "
-                                   "every item arriving exactly once where it was sent",
-                     data_plane_scenario));
-  host_groups(out, make_scenario("exchange_refusals", "targets outside the data plane and oversized announced sizes are refused "
-                                          "on every rank, before anything is allocated",
-                     exchange_refusals, 2));
-  host_groups(out, make_scenario("exchange_sender_refuses", "one sender's own segment is over max_message_bytes: it alone refuses, "
-                                   "every other rank is told who refused, nobody enters the byte exchange",
-                     exchange_sender_refuses, 2));
-  host_groups(out, make_scenario("exchange_receiver_refuses", "rank 0's segment for one receiver is over max_message_bytes: sender "
-                                   "and receiver refuse, every bystander is told who refused",
-                     exchange_receiver_refuses, 3));
-  host_groups(out, make_scenario("transport_limit_mismatch", "one rank configures another max_message_bytes: every rank refuses "
-                                   "at construction, naming the ranks and their values",
-                     transport_limit_mismatch, 2));
-  host_groups(out, make_scenario("batch_limit_mismatch", "one model-parallel rank configures another max_message_bytes: every rank "
-                                   "refuses at construction",
-                     batch_limit_mismatch, 2));
-  host_groups(out, make_scenario("object_all_gather_unequal", "all_gather_object of values of unequal pickled sizes, padded to the "
-                                   "largest and decoded from each prefix",
-                     object_all_gather_unequal));
-  host_groups(out, make_scenario("batch_broadcast", "model-parallel batches identical on every peer, end of data, and a constructor "
-                                        "failure that ends every peer before any field broadcast",
-                     batch_broadcast));
-  out.push_back(make_scenario("dispatch", "sequence dispatch forward and backward for window and prefix routes, random row "
-                                 "widths, dtypes and sequence dims, against the oracle",
-                     dispatch_scenario));
-  out.push_back(make_scenario("batch_spec_mismatch", "BROKEN on purpose: one rank declares another batch spec", batch_spec_mismatch,
-                     2, "check failed", false, "check failed"));
-  out.push_back(make_scenario("exchange_mutated_send", "BROKEN on purpose: rank 0 writes the exchange's send buffer before waiting",
-                     exchange_mutated_send, 2, "check failed", false,
-                     "check failed"));  // MPI's checked mode compares send checksums too
+  host_groups(
+      out, make_scenario(
+               "data_plane",
+               "a random mesh, readers and planner: control collectives and the payload exchange, "
+               "every item arriving exactly once where it was sent",
+               data_plane_scenario));
+  host_groups(
+      out, make_scenario("exchange_refusals",
+                         "targets outside the data plane and oversized announced sizes are refused "
+                         "on every rank, before anything is allocated",
+                         exchange_refusals, 2));
+  host_groups(out,
+              make_scenario("exchange_sender_refuses",
+                            "one sender's own segment is over max_message_bytes: it alone refuses, "
+                            "every other rank is told who refused, nobody enters the byte exchange",
+                            exchange_sender_refuses, 2));
+  host_groups(out,
+              make_scenario("exchange_receiver_refuses",
+                            "rank 0's segment for one receiver is over max_message_bytes: sender "
+                            "and receiver refuse, every bystander is told who refused",
+                            exchange_receiver_refuses, 3));
+  host_groups(out,
+              make_scenario("transport_limit_mismatch",
+                            "one rank configures another max_message_bytes: every rank refuses "
+                            "at construction, naming the ranks and their values",
+                            transport_limit_mismatch, 2));
+  host_groups(
+      out, make_scenario("batch_limit_mismatch",
+                         "one model-parallel rank configures another max_message_bytes: every rank "
+                         "refuses at construction",
+                         batch_limit_mismatch, 2));
+  host_groups(out,
+              make_scenario("object_all_gather_unequal",
+                            "all_gather_object of values of unequal pickled sizes, padded to the "
+                            "largest and decoded from each prefix",
+                            object_all_gather_unequal));
+  host_groups(out,
+              make_scenario(
+                  "batch_broadcast",
+                  "model-parallel batches identical on every peer, end of data, and a constructor "
+                  "failure that ends every peer before any field broadcast",
+                  batch_broadcast));
+  out.push_back(make_scenario(
+      "dispatch",
+      "sequence dispatch forward and backward for window and prefix routes, random row "
+      "widths, dtypes and sequence dims, against the oracle",
+      dispatch_scenario));
+  out.push_back(make_scenario("batch_spec_mismatch",
+                              "BROKEN on purpose: one rank declares another batch spec",
+                              batch_spec_mismatch, 2, "check failed", false, "check failed"));
+  out.push_back(
+      make_scenario("exchange_mutated_send",
+                    "BROKEN on purpose: rank 0 writes the exchange's send buffer before waiting",
+                    exchange_mutated_send, 2, "check failed", false,
+                    "check failed"));  // MPI's checked mode compares send checksums too
 }
 
 }  // namespace hpref::sim

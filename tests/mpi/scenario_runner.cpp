@@ -94,7 +94,8 @@ std::string one_line(std::string text) {
 std::string run(const Scenario& s, std::uint64_t seed, hpref::mpi::Options options) {
   hpref::mpi::MpiCommunicator comm(options);
   hpref::sim::ScenarioContext ctx{seed, comm.size()};
-  std::string line = s.name + " seed=" + std::to_string(seed) + " rank " + std::to_string(comm.rank()) + ": ";
+  std::string line =
+      s.name + " seed=" + std::to_string(seed) + " rank " + std::to_string(comm.rank()) + ": ";
   std::string kind;
   try {
     line += "ok " + s.fn(comm, ctx);
@@ -126,7 +127,9 @@ int large(int rank, int size) {
   }
   hpref::mpi::MpiCommunicator comm;
   const std::size_t big = (std::size_t{1} << 31) + 7;
-  auto pattern = [](std::size_t i, int salt) { return static_cast<char>((i * 131 + static_cast<std::size_t>(salt)) >> 3); };
+  auto pattern = [](std::size_t i, int salt) {
+    return static_cast<char>((i * 131 + static_cast<std::size_t>(salt)) >> 3);
+  };
   int failures = 0;
   auto verify = [&](const char* what, const char* data, std::size_t bytes, int salt) {
     for (std::size_t i = 0; i < bytes; i += 4093) {
@@ -161,14 +164,18 @@ int large(int rank, int size) {
   }
   {
     // Rank 0 sends 2^31 + 7 bytes to rank 1 after 3 bytes to itself.
-    std::vector<std::size_t> in_counts = rank == 0 ? std::vector<std::size_t>{3, big} : std::vector<std::size_t>{0, 0};
-    std::vector<std::size_t> out_counts = rank == 0 ? std::vector<std::size_t>{3, 0} : std::vector<std::size_t>{big, 0};
+    std::vector<std::size_t> in_counts =
+        rank == 0 ? std::vector<std::size_t>{3, big} : std::vector<std::size_t>{0, 0};
+    std::vector<std::size_t> out_counts =
+        rank == 0 ? std::vector<std::size_t>{3, 0} : std::vector<std::size_t>{big, 0};
     std::vector<char> in(rank == 0 ? 3 + big : 0), out(rank == 0 ? 3 : big);
     if (rank == 0) {
       in[0] = 'a', in[1] = 'b', in[2] = 'c';
       for (std::size_t i = 0; i < big; ++i) in[3 + i] = pattern(i, 20);
     }
-    comm.all_to_all_v(comm.world(), {in.data(), in.size()}, in_counts, {out.data(), out.size()}, out_counts).wait();
+    comm.all_to_all_v(comm.world(), {in.data(), in.size()}, in_counts, {out.data(), out.size()},
+                      out_counts)
+        .wait();
     if (rank == 0 && std::memcmp(out.data(), "abc", 3) != 0) {
       std::printf("large rank 0: all_to_all_v self block differs\n");
       ++failures;
@@ -255,7 +262,8 @@ int main(int argc, char** argv) {
   if (a.list_broken) {
     if (rank == 0) {
       for (const Scenario& s : hpref::sim::scenarios()) {
-        if (!s.device_expect.empty()) std::printf("%s %d %s\n", s.name.c_str(), s.min_ranks, s.device_expect.c_str());
+        if (!s.device_expect.empty())
+          std::printf("%s %d %s\n", s.name.c_str(), s.min_ranks, s.device_expect.c_str());
       }
     }
   } else if (a.large) {
@@ -268,14 +276,16 @@ int main(int argc, char** argv) {
     options.timeout_ms = a.timeout_ms;
     options.max_count = a.max_count;
     for (const Scenario& s : hpref::sim::scenarios()) {
-      if (!s.expect.empty() || s.simulator_only || size < s.min_ranks || size > s.max_ranks) continue;
+      if (!s.expect.empty() || s.simulator_only || size < s.min_ranks || size > s.max_ranks)
+        continue;
       for (std::uint64_t seed = a.first_seed; seed <= a.last_seed; ++seed) {
         if (!run(s, seed, options).empty()) status = 1;
       }
     }
   } else if (!a.broken.empty()) {
     const Scenario* s = hpref::sim::find_scenario(a.broken);
-    if (!s || s->device_expect.empty()) usage("no broken scenario '" + a.broken + "' runs under MPI (--list-broken)");
+    if (!s || s->device_expect.empty())
+      usage("no broken scenario '" + a.broken + "' runs under MPI (--list-broken)");
     hpref::mpi::Options options;
     options.checked = true;
     options.timeout_ms = a.timeout_ms;

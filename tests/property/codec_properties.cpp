@@ -1,8 +1,8 @@
 // Properties of SPEC 2: round trips, golden stability, total decoders on hostile bytes,
 // strict layout, merge, and the limits of the metadata pickle.
 #define BOOST_TEST_DYN_LINK
-#include <boost/test/unit_test.hpp>
 #include <rapidcheck/boost_test.h>
+#include <boost/test/unit_test.hpp>
 
 #include <algorithm>
 #include <limits>
@@ -177,7 +177,8 @@ RC_BOOST_PROP(decode_is_total_on_mutated_frames_spec_2_4, ()) {
         bytes.resize(*rc::gen::inRange<std::size_t>(0, bytes.size() + 1));
         break;
       case 2: {  // extend
-        auto extra = *rc::gen::container<std::vector<std::uint8_t>>(rc::gen::arbitrary<std::uint8_t>());
+        auto extra =
+            *rc::gen::container<std::vector<std::uint8_t>>(rc::gen::arbitrary<std::uint8_t>());
         bytes.insert(bytes.end(), extra.begin(), extra.end());
         break;
       }
@@ -191,7 +192,8 @@ RC_BOOST_PROP(decode_is_total_on_mutated_frames_spec_2_4, ()) {
         put_be64(bytes, field, value);
         if (*rc::gen::arbitrary<bool>()) {  // rebalance the other field to the real length
           std::size_t other = field == 4 ? 12 : 4;
-          put_be64(bytes, other, bytes.size() - 20 - std::min<std::uint64_t>(value, bytes.size() - 20));
+          put_be64(bytes, other,
+                   bytes.size() - 20 - std::min<std::uint64_t>(value, bytes.size() - 20));
         }
         break;
       }
@@ -240,15 +242,17 @@ RC_BOOST_PROP(strict_refuses_exactly_the_non_canonical_layouts_spec_2_4, ()) {
   std::vector<std::int64_t> offsets(leaves.size());
   std::vector<std::uint8_t> region;
   for (std::size_t i : order) {
-    auto gap = *rc::gen::weightedOneOf<std::size_t>({{4, rc::gen::just<std::size_t>(0)},
-                                                     {1, rc::gen::inRange<std::size_t>(1, 5)}});
+    auto gap = *rc::gen::weightedOneOf<std::size_t>(
+        {{4, rc::gen::just<std::size_t>(0)}, {1, rc::gen::inRange<std::size_t>(1, 5)}});
     region.insert(region.end(), gap, 0xEE);
     offsets[i] = static_cast<std::int64_t>(region.size());
-    auto leaf = binary.subspan(static_cast<std::size_t>(leaves[i].first), static_cast<std::size_t>(leaves[i].second));
+    auto leaf = binary.subspan(static_cast<std::size_t>(leaves[i].first),
+                               static_cast<std::size_t>(leaves[i].second));
     region.insert(region.end(), leaf.begin(), leaf.end());
   }
-  region.insert(region.end(), *rc::gen::weightedOneOf<std::size_t>({{4, rc::gen::just<std::size_t>(0)},
-                                                                   {1, rc::gen::inRange<std::size_t>(1, 5)}}),
+  region.insert(region.end(),
+                *rc::gen::weightedOneOf<std::size_t>(
+                    {{4, rc::gen::just<std::size_t>(0)}, {1, rc::gen::inRange<std::size_t>(1, 5)}}),
                 0xEE);
   std::vector<Range> ranges(leaves.size());
   for (std::size_t i = 0; i < leaves.size(); ++i) ranges[i] = {offsets[i], leaves[i].second};
@@ -274,14 +278,16 @@ RC_BOOST_PROP(strict_refuses_exactly_the_non_canonical_layouts_spec_2_4, ()) {
 
 RC_BOOST_PROP(merge_concatenates_segments_in_rank_order_spec_2_5, ()) {
   auto all = *gen::items();
-  auto cuts = *rc::gen::container<std::vector<std::size_t>>(rc::gen::inRange<std::size_t>(0, all.size() + 1));
+  auto cuts = *rc::gen::container<std::vector<std::size_t>>(
+      rc::gen::inRange<std::size_t>(0, all.size() + 1));
   std::sort(cuts.begin(), cuts.end());
   std::vector<std::uint8_t> received;
   std::vector<std::uint64_t> splits;
   std::size_t start = 0;
   cuts.push_back(all.size());
   for (std::size_t cut : cuts) {
-    std::vector<Item> part(all.begin() + static_cast<std::ptrdiff_t>(start), all.begin() + static_cast<std::ptrdiff_t>(cut));
+    std::vector<Item> part(all.begin() + static_cast<std::ptrdiff_t>(start),
+                           all.begin() + static_cast<std::ptrdiff_t>(cut));
     auto seg = encode(part);
     splits.push_back(seg.size());
     received.insert(received.end(), seg.begin(), seg.end());
@@ -313,7 +319,8 @@ RC_BOOST_PROP(pickle_write_read_round_trip_and_golden_stability_spec_2_3, ()) {
         return std::any_of(y.items().begin(), y.items().end(), has_tensor);
       }
       if (y.is(ValueKind::mapping)) {
-        for (const auto& e : y.entries()) if (has_tensor(e.second)) return true;
+        for (const auto& e : y.entries())
+          if (has_tensor(e.second)) return true;
       }
       return false;
     };
@@ -374,10 +381,14 @@ RC_BOOST_PROP(memo_bombs_hit_the_node_limit_spec_2_3, ()) {
   int branching = *rc::gen::inRange(2, 9);
   int levels = *rc::gen::inRange(1, 14);
   std::uint64_t expanded = 1;
-  for (int level = 1; level <= levels; ++level) expanded = 1 + static_cast<std::uint64_t>(branching) * expanded;
+  for (int level = 1; level <= levels; ++level)
+    expanded = 1 + static_cast<std::uint64_t>(branching) * expanded;
   PickleReadOptions options;  // a limit at, just below or just above the expansion, or the default
-  options.limits.max_nodes = *rc::gen::element<std::uint64_t>(16u << 20, expanded, expanded - 1, expanded + 1);
-  std::string p = "\x80\x05N\x94" "0";
+  options.limits.max_nodes =
+      *rc::gen::element<std::uint64_t>(16u << 20, expanded, expanded - 1, expanded + 1);
+  std::string p =
+      "\x80\x05N\x94"
+      "0";
   expanded = 1;
   bool fits = expanded <= options.limits.max_nodes;
   for (int level = 1; level <= levels; ++level) {
@@ -386,7 +397,8 @@ RC_BOOST_PROP(memo_bombs_hit_the_node_limit_spec_2_3, ()) {
       p += 'j';  // LONG_BINGET(level - 1)
       p += std::string{static_cast<char>(level - 1), 0, 0, 0};
     }
-    p += "t\x94" "0";
+    p += "t\x94"
+         "0";
     expanded = 1 + static_cast<std::uint64_t>(branching) * expanded;
     fits = fits && expanded <= options.limits.max_nodes;
   }
@@ -406,12 +418,19 @@ RC_BOOST_PROP(memo_bombs_hit_the_node_limit_spec_2_3, ()) {
 // encodes decodes.
 RC_BOOST_PROP(whatever_encodes_decodes_spec_2_6, ()) {
   int depth = *rc::gen::inRange(60, 280);
-  Value v = *rc::gen::oneOf(rc::gen::just(Value::integer(1)), rc::gen::just(Value::bytes(std::string_view("x"))));
+  Value v = *rc::gen::oneOf(rc::gen::just(Value::integer(1)),
+                            rc::gen::just(Value::bytes(std::string_view("x"))));
   for (int i = 0; i < depth; ++i) {
     switch (*rc::gen::inRange(0, 3)) {
-      case 0: v = Value::list({v}); break;
-      case 1: v = Value::tuple({v, Value()}); break;
-      default: v = Value::mapping({{Value::string("k"), v}}); break;
+      case 0:
+        v = Value::list({v});
+        break;
+      case 1:
+        v = Value::tuple({v, Value()});
+        break;
+      default:
+        v = Value::mapping({{Value::string("k"), v}});
+        break;
     }
   }
   std::vector<Item> items = {{Value::tuple({Value::integer(1), Value::integer(0)}), v}};
@@ -438,8 +457,12 @@ RC_BOOST_PROP(pickle_writer_refuses_exactly_what_the_reader_refuses_spec_2_3, ()
     std::vector<Value> children(width, Value());
     children[*rc::gen::inRange<std::size_t>(0, width)] = v;
     switch (*rc::gen::inRange(0, 3)) {
-      case 0: v = Value::list(std::move(children)); break;
-      case 1: v = Value::tuple(std::move(children)); break;
+      case 0:
+        v = Value::list(std::move(children));
+        break;
+      case 1:
+        v = Value::tuple(std::move(children));
+        break;
       default: {
         std::vector<Value::Entry> entries;
         for (std::size_t i = 0; i < width; ++i) {

@@ -48,12 +48,14 @@ rc::Gen<Value> scalar() {
 rc::Gen<Value> binary_leaf() {
   return rc::gen::weightedOneOf<Value>({
       {3, rc::gen::map(tensor(), [](Tensor t) { return Value::tensor(std::move(t)); })},
-      {2, rc::gen::map(byte_string(), [](const std::vector<std::uint8_t>& b) {
-         return Value::bytes(std::span<const std::uint8_t>(b));
-       })},
-      {1, rc::gen::map(byte_string(), [](const std::vector<std::uint8_t>& b) {
-         return Value::bytearray(std::span<const std::uint8_t>(b));
-       })},
+      {2, rc::gen::map(byte_string(),
+                       [](const std::vector<std::uint8_t>& b) {
+                         return Value::bytes(std::span<const std::uint8_t>(b));
+                       })},
+      {1, rc::gen::map(byte_string(),
+                       [](const std::vector<std::uint8_t>& b) {
+                         return Value::bytearray(std::span<const std::uint8_t>(b));
+                       })},
   });
 }
 
@@ -74,8 +76,8 @@ rc::Gen<std::int64_t> int64_value() {
       {3, rc::gen::arbitrary<std::int64_t>()},
       {2, rc::gen::inRange<std::int64_t>(-300, 70000)},
       {2, rc::gen::element<std::int64_t>(0, 255, 256, 65535, 65536, -1, 2147483647, -2147483648LL,
-                                         2147483648LL, -2147483649LL, 1LL << 40, L::max(),
-                                         L::min(), L::min() + 1)},
+                                         2147483648LL, -2147483649LL, 1LL << 40, L::max(), L::min(),
+                                         L::min() + 1)},
   });
 }
 
@@ -116,9 +118,10 @@ rc::Gen<Tensor> tensor() {
 rc::Gen<Value> key(int depth) {
   auto leaf = rc::gen::weightedOneOf<Value>({
       {6, scalar()},
-      {1, rc::gen::map(byte_string(), [](const std::vector<std::uint8_t>& b) {
-         return Value::bytes(std::span<const std::uint8_t>(b));
-       })},
+      {1, rc::gen::map(byte_string(),
+                       [](const std::vector<std::uint8_t>& b) {
+                         return Value::bytes(std::span<const std::uint8_t>(b));
+                       })},
   });
   if (depth <= 0) return leaf;
   return rc::gen::weightedOneOf<Value>({
@@ -156,8 +159,8 @@ rc::Gen<std::vector<Item>> items(bool binary) {
                          })},
         {1, key(2)},
     });
-    auto raw = *rc::gen::resize(
-        8, rc::gen::container<std::vector<std::pair<Value, Value>>>(rc::gen::pair(item_key, value(3))));
+    auto raw = *rc::gen::resize(8, rc::gen::container<std::vector<std::pair<Value, Value>>>(
+                                       rc::gen::pair(item_key, value(3))));
     if (binary) raw.emplace_back(SampleKey::make(2000000, 0).to_value(), *binary_leaf());
     KeySet seen;
     std::vector<Item> out;

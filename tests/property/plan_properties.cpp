@@ -1,8 +1,8 @@
 // Properties of SPEC 3.1-3.2 and 6: the group plan on random meshes is identical on every
 // rank and gives each rank exactly the groups it belongs to; batch layouts round-trip.
 #define BOOST_TEST_DYN_LINK
-#include <boost/test/unit_test.hpp>
 #include <rapidcheck/boost_test.h>
+#include <boost/test/unit_test.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -35,7 +35,8 @@ rc::Gen<Mesh> meshes() {
       m.names.push_back(pool[pick[i]]);
       m.shape.push_back(*rc::gen::inRange<std::int64_t>(1, 4));
     }
-    int total = static_cast<int>(std::accumulate(m.shape.begin(), m.shape.end(), std::int64_t{1}, std::multiplies<>()));
+    int total = static_cast<int>(
+        std::accumulate(m.shape.begin(), m.shape.end(), std::int64_t{1}, std::multiplies<>()));
     m.rank_list.resize(static_cast<std::size_t>(total));
     std::iota(m.rank_list.begin(), m.rank_list.end(), 0);
     for (std::size_t i = m.rank_list.size(); i > 1; --i) {
@@ -52,21 +53,26 @@ RC_BOOST_PROP(group_plan_is_identical_on_every_rank_and_exact_spec_3_2, ()) {
   int world = static_cast<int>(m.rank_list.size());
   auto readers = *rc::gen::container<std::vector<int>>(rc::gen::inRange(0, world));
   bool exchange = *rc::gen::arbitrary<bool>();
-  auto device = *rc::gen::element<std::optional<std::string>>(std::nullopt, std::string("cpu"), std::string("cuda:0"));
-  auto payload = *rc::gen::element<std::optional<std::string>>(std::nullopt, std::string("gloo"), std::string("nccl"), std::string("mpi"));
-  auto model = *rc::gen::element<std::optional<std::string>>(std::nullopt, std::string("cpu"), std::string("cuda"));
+  auto device = *rc::gen::element<std::optional<std::string>>(std::nullopt, std::string("cpu"),
+                                                              std::string("cuda:0"));
+  auto payload = *rc::gen::element<std::optional<std::string>>(
+      std::nullopt, std::string("gloo"), std::string("nccl"), std::string("mpi"));
+  auto model = *rc::gen::element<std::optional<std::string>>(std::nullopt, std::string("cpu"),
+                                                             std::string("cuda"));
   auto cpu = *rc::gen::element<std::string>("gloo", "sim", "mpi");
   // SPEC 3.2: backend names match case-insensitively. Every rank gets the same spelling in
   // mixed case; its plan must be the plan of the lower-case names (names kept as spelled).
   auto spell = [](const std::string& name) {
     std::string out = name;
     for (char& c : out) {
-      if (*rc::gen::arbitrary<bool>()) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      if (*rc::gen::arbitrary<bool>())
+        c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     }
     return out;
   };
   std::string cpu_spelled = spell(cpu);
-  std::optional<std::string> payload_spelled = payload ? std::optional<std::string>(spell(*payload)) : std::nullopt;
+  std::optional<std::string> payload_spelled =
+      payload ? std::optional<std::string>(spell(*payload)) : std::nullopt;
   std::string world_spelled = spell("nccl");
   auto same_name = [](const std::string& a, const std::string& b) {
     return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](unsigned char x, unsigned char y) {
@@ -76,7 +82,8 @@ RC_BOOST_PROP(group_plan_is_identical_on_every_rank_and_exact_spec_3_2, ()) {
   auto same_plan = [&](const GroupPlan& a, const GroupPlan& b) {
     if (a.creations.size() != b.creations.size()) return false;
     for (std::size_t i = 0; i < a.creations.size(); ++i) {
-      if (a.creations[i].role != b.creations[i].role || a.creations[i].ranks != b.creations[i].ranks ||
+      if (a.creations[i].role != b.creations[i].role ||
+          a.creations[i].ranks != b.creations[i].ranks ||
           !same_name(a.creations[i].backend, b.creations[i].backend)) {
         return false;
       }
@@ -84,9 +91,11 @@ RC_BOOST_PROP(group_plan_is_identical_on_every_rank_and_exact_spec_3_2, ()) {
     auto same_opt = [&](const std::optional<std::string>& x, const std::optional<std::string>& y) {
       return x.has_value() == y.has_value() && (!x || same_name(*x, *y));
     };
-    return a.data_plane_ranks == b.data_plane_ranks && a.control == b.control && a.payload == b.payload &&
-           a.model_parallel == b.model_parallel && a.model_parallel_tensor == b.model_parallel_tensor &&
-           a.payload_reuses_control == b.payload_reuses_control && same_opt(a.payload_backend, b.payload_backend) &&
+    return a.data_plane_ranks == b.data_plane_ranks && a.control == b.control &&
+           a.payload == b.payload && a.model_parallel == b.model_parallel &&
+           a.model_parallel_tensor == b.model_parallel_tensor &&
+           a.payload_reuses_control == b.payload_reuses_control &&
+           same_opt(a.payload_backend, b.payload_backend) &&
            same_opt(a.tensor_backend, b.tensor_backend);
   };
   std::vector<GroupPlan> plans;
@@ -146,17 +155,26 @@ RC_BOOST_PROP(group_plan_is_identical_on_every_rank_and_exact_spec_3_2, ()) {
   for (int r = 0; r < world; ++r) {
     const GroupPlan& p = plans[static_cast<std::size_t>(r)];
     auto holds = [&](std::optional<std::size_t> i) {
-      return i && std::find(p.creations[*i].ranks.begin(), p.creations[*i].ranks.end(), r) != p.creations[*i].ranks.end();
+      return i && std::find(p.creations[*i].ranks.begin(), p.creations[*i].ranks.end(), r) !=
+                      p.creations[*i].ranks.end();
     };
     for (std::size_t i = 0; i < p.creations.size(); ++i) {
       const GroupCreation& c = p.creations[i];
       bool member = std::find(c.ranks.begin(), c.ranks.end(), r) != c.ranks.end();
       std::optional<std::size_t> kept;
       switch (c.role) {
-        case GroupRole::control: kept = p.control; break;
-        case GroupRole::payload: kept = p.payload; break;
-        case GroupRole::model_parallel_host: kept = p.model_parallel; break;
-        case GroupRole::model_parallel_tensor: kept = p.model_parallel_tensor; break;
+        case GroupRole::control:
+          kept = p.control;
+          break;
+        case GroupRole::payload:
+          kept = p.payload;
+          break;
+        case GroupRole::model_parallel_host:
+          kept = p.model_parallel;
+          break;
+        case GroupRole::model_parallel_tensor:
+          kept = p.model_parallel_tensor;
+          break;
       }
       RC_ASSERT((kept == i) == member);
     }
@@ -174,12 +192,15 @@ RC_BOOST_PROP(batch_layout_flatten_rebuild_round_trip_spec_6_2, ()) {
   auto nfields = *rc::gen::inRange<std::size_t>(1, 5);
   std::vector<FieldSpec> fields;
   for (std::size_t f = 0; f < nfields; ++f) {
-    FieldSpec spec{"f" + std::to_string(f), dtype_at(*rc::gen::inRange(0, kDTypeCount)),
-                   *rc::gen::element(Placement::cpu, Placement::accelerator), {}};
+    FieldSpec spec{"f" + std::to_string(f),
+                   dtype_at(*rc::gen::inRange(0, kDTypeCount)),
+                   *rc::gen::element(Placement::cpu, Placement::accelerator),
+                   {}};
     auto rank = *rc::gen::inRange<std::size_t>(0, 4);
     for (std::size_t d = 0; d < rank; ++d) {
-      spec.dims.push_back(*rc::gen::arbitrary<bool>() ? Dim{*rc::gen::element(symbols[0], symbols[1], symbols[2])}
-                                                      : Dim{*rc::gen::inRange<std::int64_t>(0, 4)});
+      spec.dims.push_back(*rc::gen::arbitrary<bool>()
+                              ? Dim{*rc::gen::element(symbols[0], symbols[1], symbols[2])}
+                              : Dim{*rc::gen::inRange<std::int64_t>(0, 4)});
     }
     fields.push_back(spec);
   }
@@ -192,8 +213,9 @@ RC_BOOST_PROP(batch_layout_flatten_rebuild_round_trip_spec_6_2, ()) {
   std::vector<Tensor> tensors;
   for (std::size_t f = 0; f < fields.size(); ++f) {
     std::int64_t n = *checked_numel(shapes[f]);
-    tensors.push_back(Tensor::copy_of(fields[f].dtype, shapes[f],
-                                      std::vector<std::uint8_t>(static_cast<std::size_t>(n) * element_size(fields[f].dtype), 7)));
+    tensors.push_back(Tensor::copy_of(
+        fields[f].dtype, shapes[f],
+        std::vector<std::uint8_t>(static_cast<std::size_t>(n) * element_size(fields[f].dtype), 7)));
   }
   Value batch = layout.rebuild(tensors);
   auto flat = layout.flatten(batch);

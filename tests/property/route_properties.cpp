@@ -2,8 +2,8 @@
 // documents, windows, ratios, owner offsets), checked against the global oracle; the
 // dispatch theorems run the product's dispatch over a loopback Communicator.
 #define BOOST_TEST_DYN_LINK
-#include <boost/test/unit_test.hpp>
 #include <rapidcheck/boost_test.h>
+#include <boost/test/unit_test.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -56,8 +56,8 @@ rc::Gen<Config> interval_config() {
     V owners = {0};
     for (std::size_t p = 0; p < peers; ++p) {
       owners.push_back(owners.back() + *rc::gen::weightedOneOf<std::int64_t>(
-                                            {{1, rc::gen::just<std::int64_t>(0)},
-                                             {4, rc::gen::inRange<std::int64_t>(1, 10)}}));
+                                           {{1, rc::gen::just<std::int64_t>(0)},
+                                            {4, rc::gen::inRange<std::int64_t>(1, 10)}}));
     }
     std::vector<Interval> intervals(peers);
     for (std::size_t p = 0; p < peers; ++p) {
@@ -68,7 +68,8 @@ rc::Gen<Config> interval_config() {
     std::span<const std::int64_t> own(owners);
     Config c{interval_routes(0, intervals, own), "interval", {}};
     for (std::size_t r = 0; r < peers; ++r) {
-      c.singles.push_back(interval_route(owners[r + 1] - owners[r], static_cast<std::int64_t>(r), intervals, own));
+      c.singles.push_back(
+          interval_route(owners[r + 1] - owners[r], static_cast<std::int64_t>(r), intervals, own));
     }
     return c;
   });
@@ -76,15 +77,15 @@ rc::Gen<Config> interval_config() {
 
 rc::Gen<Config> any_config() {
   return rc::gen::oneOf(
-      interval_config(),
-      rc::gen::exec([] {
+      interval_config(), rc::gen::exec([] {
         Docs d = *docs();
         auto window = *rc::gen::weightedOneOf<std::int64_t>(
             {{3, rc::gen::inRange<std::int64_t>(1, 30)},
              {1, rc::gen::just(d.local_length * d.size + 5)}});
         Config c{sliding_window_routes(d.boundaries, d.local_length, d.size, window), "window", {}};
         for (std::int64_t r = 0; r < d.size; ++r) {
-          c.singles.push_back(sliding_window_route(d.boundaries, d.local_length, d.size, r, window));
+          c.singles.push_back(
+              sliding_window_route(d.boundaries, d.local_length, d.size, r, window));
         }
         return c;
       }),
@@ -93,7 +94,8 @@ rc::Gen<Config> any_config() {
         auto ratio = *rc::gen::element<std::int64_t>(1, 2);
         Config c{document_prefix_routes(d.boundaries, d.local_length, d.size, ratio), "prefix", {}};
         for (std::int64_t r = 0; r < d.size; ++r) {
-          c.singles.push_back(document_prefix_route(d.boundaries, d.local_length, d.size, r, ratio));
+          c.singles.push_back(
+              document_prefix_route(d.boundaries, d.local_length, d.size, r, ratio));
         }
         return c;
       }));
@@ -107,7 +109,8 @@ Tensor bank(std::int64_t rows, std::int64_t width, std::uint64_t seed, DType dty
     std::uint64_t v = (seed + static_cast<std::uint64_t>(i)) * 0x9e3779b97f4a7c15ULL;
     v ^= v >> 29;
     if (dtype == DType::float64) {
-      double x = std::ldexp(static_cast<double>(v >> 11) / 9007199254740992.0 - 0.5, static_cast<int>(v % 60) - 30);
+      double x = std::ldexp(static_cast<double>(v >> 11) / 9007199254740992.0 - 0.5,
+                            static_cast<int>(v % 60) - 30);
       std::memcpy(bytes.data() + i * 8, &x, 8);
     } else {
       std::memcpy(bytes.data() + i * 8, &v, 8);
@@ -137,7 +140,8 @@ Dispatched run_dispatch(const std::vector<Route>& routes, const std::vector<Tens
   auto errors = hpref::test::run_loopback(static_cast<int>(peers), [&](Communicator& c) {
     auto r = static_cast<std::size_t>(c.rank());
     d.forward[r] = async_sequence_dispatch(c, c.world(), shards[r], sequence_dim, routes[r]).wait();
-    if (!grads.empty()) d.backward[r] = sequence_dispatch_backward(c, c.world(), grads[r], sequence_dim, routes[r]);
+    if (!grads.empty())
+      d.backward[r] = sequence_dispatch_backward(c, c.world(), grads[r], sequence_dim, routes[r]);
   });
   for (std::size_t r = 0; r < peers; ++r) {
     if (errors[r]) RC_FAIL("rank " + std::to_string(r) + ": " + hpref::test::describe(errors[r]));
@@ -182,7 +186,8 @@ RC_BOOST_PROP(theorem2_needs_exchange_agrees_spec_7_1, ()) {
   bool differs = false;
   for (const Route& r : c.singles) {
     std::int64_t owner_start = r.global_start + r.local_output_start;
-    differs = differs || owner_start != r.global_start || r.global_end != owner_start + r.local_length;
+    differs =
+        differs || owner_start != r.global_start || r.global_end != owner_start + r.local_length;
   }
   RC_TAG(differs ? "exchange" : "no exchange");
   for (std::size_t r = 0; r < c.singles.size(); ++r) {
@@ -237,7 +242,8 @@ RC_BOOST_PROP(theorem5_backward_adjoint_spec_8_2, ()) {
   }
   RC_ASSERT(lhs == rhs);
   std::vector<Tensor> float_shards;
-  for (const Tensor& s : shards) float_shards.push_back(bank(s.shape()[0], width, seed, DType::float64));
+  for (const Tensor& s : shards)
+    float_shards.push_back(bank(s.shape()[0], width, seed, DType::float64));
   auto floats = run_dispatch(c.singles, float_shards, float_grads, -2);
   auto float_oracle = oracle_backward(float_grads, c.routes);
   for (std::size_t r = 0; r < c.routes.size(); ++r) {
@@ -260,8 +266,9 @@ RC_BOOST_PROP(theorem6_ratio1_prefix_is_window_spec_7_4, ()) {
 // with owners p * L.
 RC_BOOST_PROP(theorem4_window_intervals_valid_spec_7_2, ()) {
   Docs d = *docs();
-  auto window = *rc::gen::weightedOneOf<std::int64_t>(
-      {{4, rc::gen::inRange<std::int64_t>(1, 40)}, {1, rc::gen::inRange<std::int64_t>(1, 1 << 20)}});
+  auto window =
+      *rc::gen::weightedOneOf<std::int64_t>({{4, rc::gen::inRange<std::int64_t>(1, 40)},
+                                             {1, rc::gen::inRange<std::int64_t>(1, 1 << 20)}});
   auto intervals = sliding_window_intervals(d.boundaries, d.local_length, d.size, window);
   RC_ASSERT(intervals.size() == static_cast<std::size_t>(d.size));
   std::int64_t total = d.local_length * d.size;
@@ -295,7 +302,8 @@ RC_BOOST_PROP(theorem4b_prefix_intervals_valid_spec_7_4, ()) {
   for (std::size_t p = 0; p < owners.size(); ++p) {
     std::int64_t x = static_cast<std::int64_t>(p) * d.local_length, below = 0;
     for (std::size_t k = 0; k + 1 < d.boundaries.size(); ++k) {
-      for (std::int64_t last = d.boundaries[k] + ratio - 1; last < d.boundaries[k + 1]; last += ratio) {
+      for (std::int64_t last = d.boundaries[k] + ratio - 1; last < d.boundaries[k + 1];
+           last += ratio) {
         below += last < x ? 1 : 0;
       }
     }
@@ -318,14 +326,16 @@ RC_BOOST_PROP(single_route_equals_the_planner_entry_spec_7, ()) {
   auto window = *rc::gen::inRange<std::int64_t>(1, 40);
   auto ratio = *rc::gen::element<std::int64_t>(1, 2);
   RC_ASSERT(sliding_window_route(d.boundaries, d.local_length, d.size, rank, window) ==
-            sliding_window_routes(d.boundaries, d.local_length, d.size, window)[static_cast<std::size_t>(rank)]);
+            sliding_window_routes(d.boundaries, d.local_length, d.size,
+                                  window)[static_cast<std::size_t>(rank)]);
   RC_ASSERT(document_prefix_route(d.boundaries, d.local_length, d.size, rank, ratio) ==
-            document_prefix_routes(d.boundaries, d.local_length, d.size, ratio)[static_cast<std::size_t>(rank)]);
+            document_prefix_routes(d.boundaries, d.local_length, d.size,
+                                   ratio)[static_cast<std::size_t>(rank)]);
 }
 
 // Planning into a vector that holds another configuration's routes (more ranks, fewer,
-// other tables, scribbled over) gives exactly the fresh planner's routes; a refused request leaves the
-// vector as it was (every check runs before it is touched).
+// other tables, scribbled over) gives exactly the fresh planner's routes; a refused request leaves
+// the vector as it was (every check runs before it is touched).
 RC_BOOST_PROP(planning_into_reused_routes_equals_fresh_planning_spec_7, ()) {
   Docs old = *docs();
   Docs d = *docs();
@@ -333,8 +343,9 @@ RC_BOOST_PROP(planning_into_reused_routes_equals_fresh_planning_spec_7, ()) {
   auto ratio = *rc::gen::element<std::int64_t>(1, 2);
   bool prefix = *rc::gen::arbitrary<bool>();
   RC_TAG(prefix ? "prefix" : "window", d.size < old.size ? "shrinks" : "grows or same");
-  std::vector<Route> out = prefix ? document_prefix_routes(old.boundaries, old.local_length, old.size, ratio)
-                                  : sliding_window_routes(old.boundaries, old.local_length, old.size, window);
+  std::vector<Route> out =
+      prefix ? document_prefix_routes(old.boundaries, old.local_length, old.size, ratio)
+             : sliding_window_routes(old.boundaries, old.local_length, old.size, window);
   for (Route& r : out) {  // what the caller left there need not be a route at all
     for (auto* table : {&r.send_offsets, &r.input_splits, &r.output_splits}) {
       std::fill(table->begin(), table->end(), -7);
@@ -343,7 +354,8 @@ RC_BOOST_PROP(planning_into_reused_routes_equals_fresh_planning_spec_7, ()) {
   }
   std::vector<Route> before = out;
   if (prefix) {
-    RC_ASSERT_THROWS_AS(document_prefix_routes(d.boundaries, d.local_length, d.size, 3, out), Error);
+    RC_ASSERT_THROWS_AS(document_prefix_routes(d.boundaries, d.local_length, d.size, 3, out),
+                        Error);
     RC_ASSERT(out == before);
     document_prefix_routes(d.boundaries, d.local_length, d.size, ratio, out);
     RC_ASSERT(out == document_prefix_routes(d.boundaries, d.local_length, d.size, ratio));
@@ -354,7 +366,8 @@ RC_BOOST_PROP(planning_into_reused_routes_equals_fresh_planning_spec_7, ()) {
     RC_ASSERT(out == sliding_window_routes(d.boundaries, d.local_length, d.size, window));
   }
   std::vector<Interval> shards(static_cast<std::size_t>(d.size));
-  for (std::int64_t p = 0; p < d.size; ++p) shards[static_cast<std::size_t>(p)] = {p * 3, p * 3 + 3};
+  for (std::int64_t p = 0; p < d.size; ++p)
+    shards[static_cast<std::size_t>(p)] = {p * 3, p * 3 + 3};
   interval_routes(3, shards, std::nullopt, out);
   RC_ASSERT(out == interval_routes(3, shards));
 }
@@ -383,14 +396,20 @@ RC_BOOST_PROP(route_arguments_give_a_valid_route_or_an_error_spec_7, ()) {
   try {
     Route r;
     switch (*rc::gen::inRange(0, 3)) {
-      case 0: r = sliding_window_route(boundaries, *small, *small, *small, *small); break;
-      case 1: r = document_prefix_route(boundaries, *small, *small, *small, *small); break;
+      case 0:
+        r = sliding_window_route(boundaries, *small, *small, *small, *small);
+        break;
+      case 1:
+        r = document_prefix_route(boundaries, *small, *small, *small, *small);
+        break;
       default: {
         auto ends = *rc::gen::container<V>(small);
         std::vector<Interval> intervals;
-        for (std::size_t i = 0; i + 1 < ends.size(); i += 2) intervals.push_back({ends[i], ends[i + 1]});
+        for (std::size_t i = 0; i + 1 < ends.size(); i += 2)
+          intervals.push_back({ends[i], ends[i + 1]});
         r = *rc::gen::arbitrary<bool>() ? interval_route(*small, *small, intervals)
-                                        : interval_route(*small, *small, intervals, std::span<const std::int64_t>(boundaries));
+                                        : interval_route(*small, *small, intervals,
+                                                         std::span<const std::int64_t>(boundaries));
       }
     }
     RC_TAG("route");

@@ -9,12 +9,12 @@
 #include <functional>
 #include <limits>
 
+#include "../support/tensors.hpp"
 #include "hpref/dispatch.hpp"
 #include "hpref/oracle.hpp"
 #include "hpref/routes.hpp"
 #include "hpref/sim/cluster.hpp"
 #include "support.hpp"
-#include "../support/tensors.hpp"
 
 using namespace hpref;
 using namespace hpref::sim;
@@ -36,11 +36,13 @@ RunResult run(int ranks, std::uint64_t seed, const std::function<std::string(Com
   return Cluster::run(ranks, o, fn);
 }
 
-void expect(const RunResult& r, std::size_t rank, const std::string& kind, const std::string& needle) {
+void expect(const RunResult& r, std::size_t rank, const std::string& kind,
+            const std::string& needle) {
   BOOST_REQUIRE(rank < r.outcomes.size());
   const auto& o = r.outcomes[rank];
   BOOST_TEST(o.kind == kind, "rank " << rank << describe(r));
-  BOOST_TEST(o.message.find(needle) != std::string::npos, "'" << needle << "' in rank " << rank << describe(r));
+  BOOST_TEST(o.message.find(needle) != std::string::npos,
+             "'" << needle << "' in rank " << rank << describe(r));
 }
 
 // Forward, or backward, of the example on 3 simulated ranks, rank `bad_rank`'s route
@@ -50,8 +52,10 @@ RunResult corrupted(const Route& bad, int bad_rank, bool backward, std::uint64_t
   return run(3, seed, [&](Communicator& c) {
     const Route& good = routes[static_cast<std::size_t>(c.rank())];
     const Route& route = bad_rank < 0 || c.rank() == bad_rank ? bad : good;
-    Tensor out = backward ? sequence_dispatch_backward(c, c.world(), iota({good.global_end - good.global_start, 2}), 0, route)
-                          : sequence_dispatch(c, c.world(), iota({4, 2}), 0, route);
+    Tensor out = backward
+                     ? sequence_dispatch_backward(
+                           c, c.world(), iota({good.global_end - good.global_start, 2}), 0, route)
+                     : sequence_dispatch(c, c.world(), iota({4, 2}), 0, route);
     return "rows " + std::to_string(out.shape()[0]);
   });
 }
@@ -67,14 +71,16 @@ BOOST_AUTO_TEST_CASE(axis_out_of_range) {
     for (bool backward : {false, true}) {
       auto r = run(3, 1 + static_cast<std::uint64_t>(dim + 10), [&](Communicator& c) {
         const Route& route = routes[static_cast<std::size_t>(c.rank())];
-        Tensor t = iota({2, backward ? route.global_end - route.global_start : 4, 1});  // 3-d, sequence axis 1
+        Tensor t = iota(
+            {2, backward ? route.global_end - route.global_start : 4, 1});  // 3-d, sequence axis 1
         Tensor out = backward ? sequence_dispatch_backward(c, c.world(), t, dim, route)
                               : sequence_dispatch(c, c.world(), t, dim, route);
         return std::to_string(out.shape()[1]);
       });
       BOOST_TEST_CONTEXT("dim " << dim << (backward ? " backward" : " forward")) {
         for (std::size_t i = 0; i < 3; ++i) {
-          expect(r, i, "dispatch_axis", "sequence_dim " + std::to_string(dim) + " is outside [-3, 3) for a 3-d tensor");
+          expect(r, i, "dispatch_axis",
+                 "sequence_dim " + std::to_string(dim) + " is outside [-3, 3) for a 3-d tensor");
         }
       }
     }
@@ -95,16 +101,21 @@ BOOST_AUTO_TEST_CASE(axis_out_of_range) {
 BOOST_AUTO_TEST_CASE(axis_length_differs) {
   auto routes = example();
   auto r = run(3, 2, [&](Communicator& c) {
-    Tensor out = sequence_dispatch(c, c.world(), iota({5, 2}), 0, routes[static_cast<std::size_t>(c.rank())]);
+    Tensor out = sequence_dispatch(c, c.world(), iota({5, 2}), 0,
+                                   routes[static_cast<std::size_t>(c.rank())]);
     return std::to_string(out.shape()[0]);
   });
-  for (std::size_t i = 0; i < 3; ++i) expect(r, i, "dispatch_length", "sequence axis 0 has 5 rows but the route's owner shard has 4");
+  for (std::size_t i = 0; i < 3; ++i)
+    expect(r, i, "dispatch_length", "sequence axis 0 has 5 rows but the route's owner shard has 4");
   r = run(3, 3, [&](Communicator& c) {
-    Tensor out = sequence_dispatch_backward(c, c.world(), iota({2, 5}), -1, routes[static_cast<std::size_t>(c.rank())]);
+    Tensor out = sequence_dispatch_backward(c, c.world(), iota({2, 5}), -1,
+                                            routes[static_cast<std::size_t>(c.rank())]);
     return std::to_string(out.shape()[1]);
   });
-  expect(r, 0, "dispatch_length", "gradient sequence axis 1 has 5 rows but the route's interval has 4");
-  expect(r, 1, "dispatch_length", "gradient sequence axis 1 has 5 rows but the route's interval has 6");
+  expect(r, 0, "dispatch_length",
+         "gradient sequence axis 1 has 5 rows but the route's interval has 4");
+  expect(r, 1, "dispatch_length",
+         "gradient sequence axis 1 has 5 rows but the route's interval has 6");
   expect(r, 2, "dispatch_length", "the route's interval has 6");
 }
 
@@ -112,9 +123,12 @@ BOOST_AUTO_TEST_CASE(axis_length_differs) {
 BOOST_AUTO_TEST_CASE(route_for_another_group) {
   auto routes = example();
   auto r = run(2, 4, [&](Communicator& c) {
-    return std::to_string(sequence_dispatch(c, c.world(), iota({4}), 0, routes[static_cast<std::size_t>(c.rank())]).numel());
+    return std::to_string(
+        sequence_dispatch(c, c.world(), iota({4}), 0, routes[static_cast<std::size_t>(c.rank())])
+            .numel());
   });
-  for (std::size_t i = 0; i < 2; ++i) expect(r, i, "dispatch_group", "a route for 3 ranks cannot run on group 0 of 2 ranks");
+  for (std::size_t i = 0; i < 2; ++i)
+    expect(r, i, "dispatch_group", "a route for 3 ranks cannot run on group 0 of 2 ranks");
   Route one = interval_routes(4, std::vector<Interval>{{0, 4}})[0];
   r = run(3, 5, [&](Communicator& c) {
     std::vector<int> first = {0};
@@ -130,7 +144,8 @@ BOOST_AUTO_TEST_CASE(route_for_another_group) {
 BOOST_AUTO_TEST_CASE(second_wait_refused) {
   auto routes = example();
   auto r = run(3, 6, [&](Communicator& c) {
-    DispatchHandle h = async_sequence_dispatch(c, c.world(), iota({4, 2}), 0, routes[static_cast<std::size_t>(c.rank())]);
+    DispatchHandle h = async_sequence_dispatch(c, c.world(), iota({4, 2}), 0,
+                                               routes[static_cast<std::size_t>(c.rank())]);
     h.wait();
     h.wait();
     return std::string("second wait accepted");
@@ -151,13 +166,15 @@ BOOST_AUTO_TEST_CASE(corrupted_route_refused) {
       everyone.output_splits[0] = -1;
       auto r = corrupted(everyone, -1, backward, 7);
       for (std::size_t i = 0; i < 3; ++i) {
-        expect(r, i, "dispatch_route", "invalid route for rank " + std::to_string(i) + " of group 0");
+        expect(r, i, "dispatch_route",
+               "invalid route for rank " + std::to_string(i) + " of group 0");
       }
       expect(r, 0, "dispatch_route", "output_splits for peer 0 is negative (-1)");
       expect(r, 2, "dispatch_route", "output_splits for peer 0 is negative (-1)");
       for (std::uint64_t seed = 1; seed <= 4; ++seed) {
         r = corrupted(bad, 1, backward, seed);
-        expect(r, 1, "dispatch_route", "the send range for peer 2 [3, 3 + 2) is outside the owner shard of 4 rows");
+        expect(r, 1, "dispatch_route",
+               "the send range for peer 2 [3, 3 + 2) is outside the owner shard of 4 rows");
         for (std::size_t i : {0u, 2u}) {
           BOOST_TEST(r.outcomes[i].status == RankOutcome::Status::error, describe(r));
           BOOST_TEST(r.outcomes[i].kind.rfind("comm_", 0) == 0, describe(r));

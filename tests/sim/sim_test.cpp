@@ -26,16 +26,15 @@ using hpref::sim::testing::run_scenario;
 
 namespace {
 
-
-void expect_all_ok(const RunResult& r) {
-  BOOST_TEST(r.failure() == Failure::none, describe(r));
-}
+void expect_all_ok(const RunResult& r) { BOOST_TEST(r.failure() == Failure::none, describe(r)); }
 
 // Every rank ends with `kind` and a message holding each of `needles`.
-void expect_everyone(const RunResult& r, const std::string& kind, std::vector<std::string> needles) {
+void expect_everyone(const RunResult& r, const std::string& kind,
+                     std::vector<std::string> needles) {
   for (const auto& o : r.outcomes) {
     BOOST_TEST(o.kind == kind, describe(r));
-    for (const auto& n : needles) BOOST_TEST(o.message.find(n) != std::string::npos, "'" << n << "' in " << o.message);
+    for (const auto& n : needles)
+      BOOST_TEST(o.message.find(n) != std::string::npos, "'" << n << "' in " << o.message);
   }
 }
 
@@ -48,7 +47,9 @@ BOOST_AUTO_TEST_SUITE(sim_collectives)
 BOOST_AUTO_TEST_CASE(every_collective_for_1_to_8_ranks) {
   for (int n = 1; n <= 8; ++n) {
     for (std::uint64_t seed = 1; seed <= 3; ++seed) {
-      BOOST_TEST_CONTEXT("ranks " << n << " seed " << seed) { expect_all_ok(run_scenario("collectives", n, seed)); }
+      BOOST_TEST_CONTEXT("ranks " << n << " seed " << seed) {
+        expect_all_ok(run_scenario("collectives", n, seed));
+      }
     }
   }
 }
@@ -56,7 +57,9 @@ BOOST_AUTO_TEST_CASE(every_collective_for_1_to_8_ranks) {
 BOOST_AUTO_TEST_CASE(each_collective_alone) {
   for (const char* name : {"all_gather", "broadcast", "all_reduce", "all_to_all_v", "barrier"}) {
     for (int n : {1, 2, 5, 8}) {
-      BOOST_TEST_CONTEXT(name << " on " << n << " ranks") { expect_all_ok(run_scenario(name, n, 11)); }
+      BOOST_TEST_CONTEXT(name << " on " << n << " ranks") {
+        expect_all_ok(run_scenario(name, n, 11));
+      }
     }
   }
 }
@@ -76,7 +79,8 @@ BOOST_AUTO_TEST_SUITE(sim_detections)
 BOOST_AUTO_TEST_CASE(kind_mismatch) {
   auto r = run_scenario("mismatch_kind", 3, 1);
   BOOST_TEST(r.failure() == Failure::mismatch);
-  expect_everyone(r, "comm_mismatch", {"group 0 seq 0", "launched barrier", "all_reduce(sum, int64, 8 bytes)"});
+  expect_everyone(r, "comm_mismatch",
+                  {"group 0 seq 0", "launched barrier", "all_reduce(sum, int64, 8 bytes)"});
 }
 
 BOOST_AUTO_TEST_CASE(root_mismatch) {
@@ -100,7 +104,8 @@ BOOST_AUTO_TEST_CASE(reduce_mismatch) {
 BOOST_AUTO_TEST_CASE(asymmetric_all_to_all_v_counts) {
   auto r = run_scenario("a2av_asymmetric", 3, 1);
   BOOST_TEST(r.failure() == Failure::mismatch);
-  expect_everyone(r, "comm_mismatch", {"group 0 seq 0", "rank 0 sends 4 bytes to rank 1, which expects 3"});
+  expect_everyone(r, "comm_mismatch",
+                  {"group 0 seq 0", "rank 0 sends 4 bytes to rank 1, which expects 3"});
 }
 
 BOOST_AUTO_TEST_CASE(new_group_order_mismatch) {
@@ -131,7 +136,8 @@ BOOST_AUTO_TEST_CASE(mutated_send_buffer_caught_at_wait) {
   auto r = run_scenario("mutated_send_buffer", 2, 1);
   BOOST_TEST(r.failure() == Failure::check);
   BOOST_TEST(r.outcomes[0].kind == "comm_buffer_mutated");
-  BOOST_TEST(r.outcomes[0].message.find("rank 0 changed its send buffer of all_reduce on group 0") != std::string::npos);
+  BOOST_TEST(r.outcomes[0].message.find(
+                 "rank 0 changed its send buffer of all_reduce on group 0") != std::string::npos);
   BOOST_TEST(r.outcomes[1].status == RankOutcome::Status::ok);
 }
 
@@ -196,7 +202,8 @@ BOOST_AUTO_TEST_CASE(flipped_byte_is_seen_by_the_receiver) {
   });
   BOOST_TEST(r.outcomes[0].status == RankOutcome::Status::ok);
   BOOST_TEST(r.outcomes[1].kind == "scenario_check");
-  BOOST_TEST(r.outcomes[1].message.find("corrupted word 0") != std::string::npos);  // byte 3 is in word 0
+  BOOST_TEST(r.outcomes[1].message.find("corrupted word 0") !=
+             std::string::npos);  // byte 3 is in word 0
   BOOST_TEST(r.outcomes[2].status == RankOutcome::Status::ok);
 }
 
@@ -222,8 +229,10 @@ BOOST_AUTO_TEST_CASE(faults_that_never_fire_are_reported) {
   BOOST_TEST(r.unfired_faults[1] == "crash:2@99: rank 2 never reached call 99");
   bool traced_not_applied = false, traced_applied = false;
   for (const auto& line : r.trace) {
-    traced_not_applied |= line.find("r1 flip byte 24") == 0 && line.find("not applied") != std::string::npos;
-    traced_applied |= line.find("r1 flip byte 24") == 0 && line.find("not applied") == std::string::npos;
+    traced_not_applied |=
+        line.find("r1 flip byte 24") == 0 && line.find("not applied") != std::string::npos;
+    traced_applied |=
+        line.find("r1 flip byte 24") == 0 && line.find("not applied") == std::string::npos;
   }
   BOOST_TEST(traced_not_applied);
   BOOST_TEST(!traced_applied);
@@ -232,7 +241,8 @@ BOOST_AUTO_TEST_CASE(faults_that_never_fire_are_reported) {
   one.faults = {Fault::parse("delay:0@3")};
   auto solo = Cluster::run(1, one, [](Communicator& c) { return std::to_string(c.rank()); });
   BOOST_REQUIRE_EQUAL(solo.unfired_faults.size(), 1u);
-  BOOST_TEST(solo.unfired_faults[0] == "delay:0@3: rank 0 was never passed over while another rank was ready");
+  BOOST_TEST(solo.unfired_faults[0] ==
+             "delay:0@3: rank 0 was never passed over while another rank was ready");
   // One that does fire is not listed.
   one.faults = {Fault::parse("delay:0@3")};
   BOOST_TEST(run_scenario("free_interleaving", 4, 1, one.faults).unfired_faults.empty());
@@ -372,7 +382,8 @@ BOOST_AUTO_TEST_CASE(same_seed_same_trace_hash) {
 
 BOOST_AUTO_TEST_CASE(different_seeds_give_different_schedules) {
   std::set<std::uint64_t> hashes;
-  for (std::uint64_t seed = 1; seed <= 6; ++seed) hashes.insert(run_scenario("free_interleaving", 4, seed).trace_hash);
+  for (std::uint64_t seed = 1; seed <= 6; ++seed)
+    hashes.insert(run_scenario("free_interleaving", 4, seed).trace_hash);
   BOOST_TEST(hashes.size() >= 5u);
 }
 

@@ -10,8 +10,8 @@
 
 namespace hpref::sim::testing {
 
-inline RunResult run_scenario(const std::string& name, int ranks, std::uint64_t seed, std::vector<Fault> faults = {},
-                              std::string world_backend = "sim") {
+inline RunResult run_scenario(const std::string& name, int ranks, std::uint64_t seed,
+                              std::vector<Fault> faults = {}, std::string world_backend = "sim") {
   const Scenario* s = find_scenario(name);
   BOOST_REQUIRE_MESSAGE(s != nullptr, "no scenario " << name);
   Options o;

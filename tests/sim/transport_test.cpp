@@ -15,7 +15,6 @@ using hpref::sim::testing::run_scenario;
 
 namespace {
 
-
 // Survivors of a crash of `dead` either finished or got a CommError naming it; nobody got
 // wrong data (a scenario check) and the run ended.
 void expect_clean_failure(const RunResult& r, int dead) {
@@ -37,7 +36,8 @@ BOOST_AUTO_TEST_CASE(transports_and_dispatch_over_many_seeds) {
     for (int n = 1; n <= 8; ++n) {
       for (std::uint64_t seed = 1; seed <= 6; ++seed) {
         auto r = run_scenario(name, n, seed * 101 + static_cast<std::uint64_t>(n));
-        BOOST_TEST(r.failure() == Failure::none, name << " ranks " << n << " seed " << seed << describe(r));
+        BOOST_TEST(r.failure() == Failure::none,
+                   name << " ranks " << n << " seed " << seed << describe(r));
       }
     }
   }
@@ -51,7 +51,8 @@ BOOST_AUTO_TEST_CASE(gpu_check_scenarios_on_an_accelerator_world) {
     if (!s.expect.empty() || s.simulator_only || s.host_groups) continue;
     for (int n = 1; n <= 4; ++n) {
       auto r = run_scenario(s.name, n, 5, {}, "nccl");
-      BOOST_TEST(r.failure() == Failure::none, s.name << " ranks " << n << " on an nccl world" << describe(r));
+      BOOST_TEST(r.failure() == Failure::none,
+                 s.name << " ranks " << n << " on an nccl world" << describe(r));
     }
   }
 }
@@ -73,7 +74,8 @@ BOOST_AUTO_TEST_CASE(one_sender_refusing_is_agreed) {
       BOOST_TEST(r.failure() == Failure::none, describe(r));
       for (int i = 0; i < n && i < static_cast<int>(r.outcomes.size()); ++i) {
         std::string want = i == n - 1 ? "ok transport_size_limit" : "ok exchange_refused";
-        BOOST_TEST(r.outcomes[static_cast<std::size_t>(i)].value == want, "rank " << i << describe(r));
+        BOOST_TEST(r.outcomes[static_cast<std::size_t>(i)].value == want,
+                   "rank " << i << describe(r));
       }
     }
   }
@@ -134,7 +136,9 @@ BOOST_AUTO_TEST_CASE(reader_crashing_mid_exchange) {
   // Seed 7 on 4 ranks: find a reader and crash it at each of its calls in turn.
   for (int call = 1; call <= 14; ++call) {
     for (int dead : {0, 1, 2, 3}) {
-      auto r = run_scenario("data_plane", 4, 7, {Fault::parse("crash:" + std::to_string(dead) + "@" + std::to_string(call))});
+      auto r = run_scenario(
+          "data_plane", 4, 7,
+          {Fault::parse("crash:" + std::to_string(dead) + "@" + std::to_string(call))});
       BOOST_TEST_CONTEXT("crash:" << dead << "@" << call) { expect_clean_failure(r, dead); }
     }
   }
@@ -143,7 +147,9 @@ BOOST_AUTO_TEST_CASE(reader_crashing_mid_exchange) {
 BOOST_AUTO_TEST_CASE(constructor_crashing_mid_broadcast) {
   for (int call = 1; call <= 20; ++call) {
     for (int dead : {0, 2, 5}) {
-      auto r = run_scenario("batch_broadcast", 6, 3, {Fault::parse("crash:" + std::to_string(dead) + "@" + std::to_string(call))});
+      auto r = run_scenario(
+          "batch_broadcast", 6, 3,
+          {Fault::parse("crash:" + std::to_string(dead) + "@" + std::to_string(call))});
       BOOST_TEST_CONTEXT("crash:" << dead << "@" << call) { expect_clean_failure(r, dead); }
     }
   }

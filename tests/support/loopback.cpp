@@ -19,11 +19,16 @@ enum class Kind { all_gather, broadcast, all_reduce, all_to_all_v, barrier };
 
 const char* kind_name(Kind k) {
   switch (k) {
-    case Kind::all_gather: return "all_gather";
-    case Kind::broadcast: return "broadcast";
-    case Kind::all_reduce: return "all_reduce";
-    case Kind::all_to_all_v: return "all_to_all_v";
-    case Kind::barrier: return "barrier";
+    case Kind::all_gather:
+      return "all_gather";
+    case Kind::broadcast:
+      return "broadcast";
+    case Kind::all_reduce:
+      return "all_reduce";
+    case Kind::all_to_all_v:
+      return "all_to_all_v";
+    case Kind::barrier:
+      return "barrier";
   }
   return "?";
 }
@@ -92,15 +97,18 @@ void execute(Op& op) {
   const Launch& first = *op.members[0];
   for (std::size_t i = 1; i < n; ++i) {
     const Launch& m = *op.members[i];
-    if (m.kind != first.kind || m.root != first.root || m.dtype != first.dtype || m.op != first.op) {
-      op.error = std::string("member 0 launched ") + kind_name(first.kind) + " but member " + std::to_string(i) +
-                 " launched " + kind_name(m.kind) + " (or another root, op or dtype)";
+    if (m.kind != first.kind || m.root != first.root || m.dtype != first.dtype ||
+        m.op != first.op) {
+      op.error = std::string("member 0 launched ") + kind_name(first.kind) + " but member " +
+                 std::to_string(i) + " launched " + kind_name(m.kind) +
+                 " (or another root, op or dtype)";
       return;
     }
   }
   auto fail = [&](const std::string& why) { op.error = why; };
   switch (first.kind) {
-    case Kind::barrier: return;
+    case Kind::barrier:
+      return;
     case Kind::all_gather: {
       std::size_t s = first.in.size();
       for (std::size_t i = 0; i < n; ++i) {
@@ -110,17 +118,21 @@ void execute(Op& op) {
       }
       for (std::size_t i = 0; i < n; ++i) {
         for (std::size_t j = 0; j < n; ++j) {
-          if (s) std::memcpy(static_cast<std::uint8_t*>(op.members[j]->out.data) + i * s, op.members[i]->in.data(), s);
+          if (s)
+            std::memcpy(static_cast<std::uint8_t*>(op.members[j]->out.data) + i * s,
+                        op.members[i]->in.data(), s);
         }
       }
       return;
     }
     case Kind::broadcast: {
       auto it = std::find(op.ranks.begin(), op.ranks.end(), first.root);
-      if (it == op.ranks.end()) return fail("broadcast root " + std::to_string(first.root) + " is not a member");
+      if (it == op.ranks.end())
+        return fail("broadcast root " + std::to_string(first.root) + " is not a member");
       const auto& src = op.members[static_cast<std::size_t>(it - op.ranks.begin())]->in;
       for (std::size_t j = 0; j < n; ++j) {
-        if (op.members[j]->out.bytes != src.size()) return fail("broadcast sizes disagree at member " + std::to_string(j));
+        if (op.members[j]->out.bytes != src.size())
+          return fail("broadcast sizes disagree at member " + std::to_string(j));
       }
       for (std::size_t j = 0; j < n; ++j) {
         if (!src.empty()) std::memcpy(op.members[j]->out.data, src.data(), src.size());
@@ -131,7 +143,8 @@ void execute(Op& op) {
       std::vector<std::uint8_t> acc = first.in;
       std::size_t count = acc.size() / element_size(first.dtype);
       for (std::size_t i = 1; i < n; ++i) {
-        if (op.members[i]->in.size() != acc.size()) return fail("all_reduce sizes disagree at member " + std::to_string(i));
+        if (op.members[i]->in.size() != acc.size())
+          return fail("all_reduce sizes disagree at member " + std::to_string(i));
         reduce_into(first.dtype, first.op, acc.data(), op.members[i]->in.data(), count);
       }
       for (std::size_t j = 0; j < n; ++j) {
@@ -143,17 +156,19 @@ void execute(Op& op) {
       for (std::size_t i = 0; i < n; ++i) {
         const Launch& m = *op.members[i];
         if (m.in_counts.size() != n || m.out_counts.size() != n) {
-          return fail("all_to_all_v member " + std::to_string(i) + " gave counts for another group size");
+          return fail("all_to_all_v member " + std::to_string(i) +
+                      " gave counts for another group size");
         }
         for (std::size_t j = 0; j < n; ++j) {
           if (m.in_counts[j] != op.members[j]->out_counts[i]) {
-            return fail("all_to_all_v member " + std::to_string(i) + " sends " + std::to_string(m.in_counts[j]) +
-                        " bytes to member " + std::to_string(j) + " which receives " +
-                        std::to_string(op.members[j]->out_counts[i]));
+            return fail("all_to_all_v member " + std::to_string(i) + " sends " +
+                        std::to_string(m.in_counts[j]) + " bytes to member " + std::to_string(j) +
+                        " which receives " + std::to_string(op.members[j]->out_counts[i]));
           }
         }
         if (std::accumulate(m.in_counts.begin(), m.in_counts.end(), std::size_t{0}) > m.in.size() ||
-            std::accumulate(m.out_counts.begin(), m.out_counts.end(), std::size_t{0}) > m.out.bytes) {
+            std::accumulate(m.out_counts.begin(), m.out_counts.end(), std::size_t{0}) >
+                m.out.bytes) {
           op.error_code = Errc::comm_usage;
           return fail("all_to_all_v member " + std::to_string(i) + "'s counts exceed its buffers");
         }
@@ -162,10 +177,13 @@ void execute(Op& op) {
         std::size_t at = 0;
         for (std::size_t i = 0; i < n; ++i) {
           const Launch& src = *op.members[i];
-          std::size_t from = std::accumulate(src.in_counts.begin(), src.in_counts.begin() + static_cast<std::ptrdiff_t>(j),
+          std::size_t from = std::accumulate(src.in_counts.begin(),
+                                             src.in_counts.begin() + static_cast<std::ptrdiff_t>(j),
                                              std::size_t{0});
           std::size_t bytes = src.in_counts[j];
-          if (bytes) std::memcpy(static_cast<std::uint8_t*>(op.members[j]->out.data) + at, src.in.data() + from, bytes);
+          if (bytes)
+            std::memcpy(static_cast<std::uint8_t*>(op.members[j]->out.data) + at,
+                        src.in.data() + from, bytes);
           at += bytes;
         }
       }
@@ -193,14 +211,16 @@ class LoopbackWork : public Work::State {
           if (!op.members[i]) missing.push_back(op.ranks[i]);
         }
         throw CommError(Errc::comm_deadlock,
-                        "loopback deadlock: group " + std::to_string(key_.first) + " seq " + std::to_string(key_.second) +
-                            " waits for ranks " + list(missing) + " that never launched it",
+                        "loopback deadlock: group " + std::to_string(key_.first) + " seq " +
+                            std::to_string(key_.second) + " waits for ranks " + list(missing) +
+                            " that never launched it",
                         key_.first, key_.second, missing);
       }
     }
     if (!op.error.empty()) {
       throw CommError(op.error_code,
-                      "group " + std::to_string(key_.first) + " seq " + std::to_string(key_.second) + ": " + op.error,
+                      "group " + std::to_string(key_.first) + " seq " +
+                          std::to_string(key_.second) + ": " + op.error,
                       key_.first, key_.second, op.ranks);
     }
   }
@@ -229,8 +249,10 @@ class LoopbackComm : public Communicator {
       std::lock_guard lock(w_.mu);
       auto [it, fresh] = w_.groups.emplace(id, sorted);
       if (!fresh && it->second != sorted) {
-        throw CommError(Errc::comm_mismatch, "new_group " + std::to_string(id) + ": rank " + std::to_string(rank_) +
-                                                 " asked for " + list(sorted) + ", another rank for " + list(it->second));
+        throw CommError(Errc::comm_mismatch, "new_group " + std::to_string(id) + ": rank " +
+                                                 std::to_string(rank_) + " asked for " +
+                                                 list(sorted) + ", another rank for " +
+                                                 list(it->second));
       }
     }
     return Group(id, std::move(sorted), backend, rank_);
@@ -250,8 +272,8 @@ class LoopbackComm : public Communicator {
     l.op = op;
     return launch(g, std::move(l));
   }
-  Work all_to_all_v(const Group& g, ConstBuffer in, std::span<const std::size_t> in_counts, MutableBuffer out,
-                    std::span<const std::size_t> out_counts) override {
+  Work all_to_all_v(const Group& g, ConstBuffer in, std::span<const std::size_t> in_counts,
+                    MutableBuffer out, std::span<const std::size_t> out_counts) override {
     Launch l = make(Kind::all_to_all_v, copy(g, in), checked(g, out));
     l.in_counts.assign(in_counts.begin(), in_counts.end());
     l.out_counts.assign(out_counts.begin(), out_counts.end());
@@ -262,11 +284,12 @@ class LoopbackComm : public Communicator {
  private:
   void check_space(const Group& g, MemorySpace s) const {
     if (!g.is_member()) {
-      throw CommError(Errc::comm_usage, "rank " + std::to_string(rank_) + " is not a member of group " +
-                                            std::to_string(g.id()));
+      throw CommError(Errc::comm_usage, "rank " + std::to_string(rank_) +
+                                            " is not a member of group " + std::to_string(g.id()));
     }
     if (s != g.memory()) {
-      throw CommError(Errc::comm_memory_space, "group " + std::to_string(g.id()) + " (" + g.backend() +
+      throw CommError(Errc::comm_memory_space, "group " + std::to_string(g.id()) + " (" +
+                                                   g.backend() +
                                                    ") refuses a buffer in the other memory space");
     }
   }
@@ -281,8 +304,8 @@ class LoopbackComm : public Communicator {
   }
   Work launch(const Group& g, Launch l) {
     if (!g.is_member()) {
-      throw CommError(Errc::comm_usage, "rank " + std::to_string(rank_) + " is not a member of group " +
-                                            std::to_string(g.id()));
+      throw CommError(Errc::comm_usage, "rank " + std::to_string(rank_) +
+                                            " is not a member of group " + std::to_string(g.id()));
     }
     std::int64_t seq = seq_[g.id()]++;
     std::pair<int, std::int64_t> key{g.id(), seq};
@@ -311,7 +334,8 @@ class LoopbackComm : public Communicator {
 
 }  // namespace
 
-std::vector<std::exception_ptr> run_loopback(int ranks, const std::function<void(Communicator&)>& fn,
+std::vector<std::exception_ptr> run_loopback(int ranks,
+                                             const std::function<void(Communicator&)>& fn,
                                              const std::string& backend) {
   World world(ranks, backend);
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(ranks));

@@ -19,7 +19,8 @@ namespace hpref::test {
 // Runs fn on `ranks` loopback ranks (world backend "loopback", host memory; a backend
 // name with "nccl" makes accelerator groups). Returns each rank's exception, null if fn
 // returned.
-std::vector<std::exception_ptr> run_loopback(int ranks, const std::function<void(Communicator&)>& fn,
+std::vector<std::exception_ptr> run_loopback(int ranks,
+                                             const std::function<void(Communicator&)>& fn,
                                              const std::string& backend = "loopback");
 
 // The kind and message of an exception_ptr ("ok" when null, "kind: message" for an

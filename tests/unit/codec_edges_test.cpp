@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "builders.hpp"
 #include "hpref/codec.hpp"
 #include "hpref/pickle.hpp"
 #include "hpref/value.hpp"
-#include "builders.hpp"
 #include "test_util.hpp"
 
 using namespace hpref;
@@ -40,7 +40,8 @@ Value key(std::int64_t id) { return T({I(id), I(0)}); }
 
 // The SPEC 1.4 key-class object pattern up to NEWOBJ, under the default class name.
 const std::string kKeyNew =
-    "\x80\x02" "chyper_parallel.distributed_data.schema\nSampleKey\n)\x81"s;
+    "\x80\x02"
+    "chyper_parallel.distributed_data.schema\nSampleKey\n)\x81"s;
 
 // A BUILD state dict {"sample_id": id, "position": 0} and BUILD.
 std::string key_build(int id) {
@@ -56,21 +57,40 @@ BOOST_AUTO_TEST_SUITE(codec_edges_pickle_reader)
 // refuses opcodes "with an error naming it"; the names are CPython's.
 BOOST_AUTO_TEST_CASE(opcode_names_are_cpythons_spec_2_3) {
   const std::vector<std::pair<int, const char*>> cpython = {
-      {40, "MARK"}, {41, "EMPTY_TUPLE"}, {46, "STOP"}, {48, "POP"}, {49, "POP_MARK"},
-      {50, "DUP"}, {66, "BINBYTES"}, {67, "SHORT_BINBYTES"}, {70, "FLOAT"}, {71, "BINFLOAT"},
-      {73, "INT"}, {74, "BININT"}, {75, "BININT1"}, {76, "LONG"}, {77, "BININT2"},
-      {78, "NONE"}, {80, "PERSID"}, {81, "BINPERSID"}, {82, "REDUCE"}, {83, "STRING"},
-      {84, "BINSTRING"}, {85, "SHORT_BINSTRING"}, {86, "UNICODE"}, {88, "BINUNICODE"},
-      {93, "EMPTY_LIST"}, {97, "APPEND"}, {98, "BUILD"}, {99, "GLOBAL"}, {100, "DICT"},
-      {101, "APPENDS"}, {103, "GET"}, {104, "BINGET"}, {105, "INST"}, {106, "LONG_BINGET"},
-      {108, "LIST"}, {111, "OBJ"}, {112, "PUT"}, {113, "BINPUT"}, {114, "LONG_BINPUT"},
-      {115, "SETITEM"}, {116, "TUPLE"}, {117, "SETITEMS"}, {125, "EMPTY_DICT"},
-      {128, "PROTO"}, {129, "NEWOBJ"}, {130, "EXT1"}, {131, "EXT2"}, {132, "EXT4"},
-      {133, "TUPLE1"}, {134, "TUPLE2"}, {135, "TUPLE3"}, {136, "NEWTRUE"}, {137, "NEWFALSE"},
-      {138, "LONG1"}, {139, "LONG4"}, {140, "SHORT_BINUNICODE"}, {141, "BINUNICODE8"},
-      {142, "BINBYTES8"}, {143, "EMPTY_SET"}, {144, "ADDITEMS"}, {145, "FROZENSET"},
-      {146, "NEWOBJ_EX"}, {147, "STACK_GLOBAL"}, {148, "MEMOIZE"}, {149, "FRAME"},
-      {150, "BYTEARRAY8"}, {151, "NEXT_BUFFER"}, {152, "READONLY_BUFFER"},
+      {40, "MARK"},          {41, "EMPTY_TUPLE"},
+      {46, "STOP"},          {48, "POP"},
+      {49, "POP_MARK"},      {50, "DUP"},
+      {66, "BINBYTES"},      {67, "SHORT_BINBYTES"},
+      {70, "FLOAT"},         {71, "BINFLOAT"},
+      {73, "INT"},           {74, "BININT"},
+      {75, "BININT1"},       {76, "LONG"},
+      {77, "BININT2"},       {78, "NONE"},
+      {80, "PERSID"},        {81, "BINPERSID"},
+      {82, "REDUCE"},        {83, "STRING"},
+      {84, "BINSTRING"},     {85, "SHORT_BINSTRING"},
+      {86, "UNICODE"},       {88, "BINUNICODE"},
+      {93, "EMPTY_LIST"},    {97, "APPEND"},
+      {98, "BUILD"},         {99, "GLOBAL"},
+      {100, "DICT"},         {101, "APPENDS"},
+      {103, "GET"},          {104, "BINGET"},
+      {105, "INST"},         {106, "LONG_BINGET"},
+      {108, "LIST"},         {111, "OBJ"},
+      {112, "PUT"},          {113, "BINPUT"},
+      {114, "LONG_BINPUT"},  {115, "SETITEM"},
+      {116, "TUPLE"},        {117, "SETITEMS"},
+      {125, "EMPTY_DICT"},   {128, "PROTO"},
+      {129, "NEWOBJ"},       {130, "EXT1"},
+      {131, "EXT2"},         {132, "EXT4"},
+      {133, "TUPLE1"},       {134, "TUPLE2"},
+      {135, "TUPLE3"},       {136, "NEWTRUE"},
+      {137, "NEWFALSE"},     {138, "LONG1"},
+      {139, "LONG4"},        {140, "SHORT_BINUNICODE"},
+      {141, "BINUNICODE8"},  {142, "BINBYTES8"},
+      {143, "EMPTY_SET"},    {144, "ADDITEMS"},
+      {145, "FROZENSET"},    {146, "NEWOBJ_EX"},
+      {147, "STACK_GLOBAL"}, {148, "MEMOIZE"},
+      {149, "FRAME"},        {150, "BYTEARRAY8"},
+      {151, "NEXT_BUFFER"},  {152, "READONLY_BUFFER"},
   };
   BOOST_TEST(cpython.size() == 68u);
   std::vector<std::string> expected(256);
@@ -86,12 +106,11 @@ BOOST_AUTO_TEST_CASE(opcode_names_are_cpythons_spec_2_3) {
 // any argument; bytes that are no opcode are refused as unknown.
 BOOST_AUTO_TEST_CASE(every_opcode_outside_the_subset_is_refused_by_name_spec_2_3) {
   const std::string accepted[] = {
-      "PROTO", "FRAME", "STOP", "MARK", "POP", "POP_MARK", "NONE", "NEWTRUE", "NEWFALSE",
-      "BININT", "BININT1", "BININT2", "LONG1", "BINFLOAT", "SHORT_BINUNICODE", "BINUNICODE",
-      "BINUNICODE8", "SHORT_BINBYTES", "BINBYTES", "BINBYTES8", "BYTEARRAY8", "EMPTY_TUPLE",
-      "TUPLE1", "TUPLE2", "TUPLE3", "TUPLE", "EMPTY_LIST", "APPEND", "APPENDS", "LIST",
-      "EMPTY_DICT", "SETITEM", "SETITEMS", "DICT", "MEMOIZE", "BINPUT", "LONG_BINPUT",
-      "BINGET", "LONG_BINGET",
+      "PROTO", "FRAME", "STOP", "MARK", "POP", "POP_MARK", "NONE", "NEWTRUE", "NEWFALSE", "BININT",
+      "BININT1", "BININT2", "LONG1", "BINFLOAT", "SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8",
+      "SHORT_BINBYTES", "BINBYTES", "BINBYTES8", "BYTEARRAY8", "EMPTY_TUPLE", "TUPLE1", "TUPLE2",
+      "TUPLE3", "TUPLE", "EMPTY_LIST", "APPEND", "APPENDS", "LIST", "EMPTY_DICT", "SETITEM",
+      "SETITEMS", "DICT", "MEMOIZE", "BINPUT", "LONG_BINPUT", "BINGET", "LONG_BINGET",
       // the three global shapes
       "GLOBAL", "STACK_GLOBAL", "REDUCE", "NEWOBJ", "BUILD"};
   int refused = 0;
@@ -129,7 +148,8 @@ BOOST_AUTO_TEST_CASE(empty_appends_and_setitems_like_cpython) {
 
 // POP inside a MARK pops the item above the MARK (CPython: (1,) for these bytes).
 BOOST_AUTO_TEST_CASE(pop_above_a_mark_pops_the_item) {
-  BOOST_TEST(read("\x80\x02(K\x01K\x02" "0t."sv) == T({I(1)}));
+  BOOST_TEST(read("\x80\x02(K\x01K\x02"
+                  "0t."sv) == T({I(1)}));
 }
 
 BOOST_AUTO_TEST_CASE(underflow_messages_say_whether_a_mark_fences_the_stack) {
@@ -144,8 +164,9 @@ BOOST_AUTO_TEST_CASE(underflow_messages_say_whether_a_mark_fences_the_stack) {
 }
 
 BOOST_AUTO_TEST_CASE(containers_ops_on_a_global_name_it) {
-  HPREF_CHECK_ERROR(read("\x80\x02" "c_codecs\nencode\nNa."sv), Errc::pickle_stack,
-                    "APPEND needs a list below it, got a global or object");
+  HPREF_CHECK_ERROR(read("\x80\x02"
+                         "c_codecs\nencode\nNa."sv),
+                    Errc::pickle_stack, "APPEND needs a list below it, got a global or object");
   HPREF_CHECK_ERROR(read(kKeyNew + key_build(1) + "NNs."), Errc::pickle_stack,
                     "SETITEM needs a dict below it, got a global or object");
 }
@@ -154,22 +175,30 @@ BOOST_AUTO_TEST_CASE(containers_ops_on_a_global_name_it) {
 // exact bytes of pickle.dumps(b'\xe9\xff', protocol=2) (CPython 3.11).
 BOOST_AUTO_TEST_CASE(codecs_encode_maps_latin1_text_to_bytes) {
   std::string p =
-      "\x80\x02" "c_codecs\nencode\nq\x00X\x04\x00\x00\x00\xc3\xa9\xc3\xbfq\x01X\x06\x00\x00\x00"
+      "\x80\x02"
+      "c_codecs\nencode\nq\x00X\x04\x00\x00\x00\xc3\xa9\xc3\xbfq\x01X\x06\x00\x00\x00"
       "latin1q\x02\x86q\x03Rq\x04."s;
   BOOST_TEST(read(p) == B("\xe9\xff"sv));
   // U+00C0..U+00FF (lead byte 0xC3) and U+0080..U+00BF (0xC2) and ASCII, mixed.
-  std::string q = "\x80\x02" "c_codecs\nencode\n" + short_str("a\xc2\x80\xc3\x80z") +
-                  short_str("latin1") + "\x86R.";
+  std::string q =
+      "\x80\x02"
+      "c_codecs\nencode\n" +
+      short_str("a\xc2\x80\xc3\x80z") + short_str("latin1") + "\x86R.";
   BOOST_TEST(read(q) == B("a\x80\xc0z"sv));
 }
 
 BOOST_AUTO_TEST_CASE(codecs_encode_of_other_argument_shapes_is_refused) {
-  const std::string enc = "\x80\x02" "c_codecs\nencode\n";
+  const std::string enc =
+      "\x80\x02"
+      "c_codecs\nencode\n";
   // one argument
   HPREF_CHECK_ERROR(read(enc + short_str("a") + "\x85R."), Errc::pickle_reduce,
                     "REDUCE of _codecs.encode with arguments ('a',) is refused");
   // the text is bytes
-  HPREF_CHECK_ERROR(read(enc + "C\x01" "a" + short_str("latin1") + "\x86R."),
+  HPREF_CHECK_ERROR(read(enc +
+                         "C\x01"
+                         "a" +
+                         short_str("latin1") + "\x86R."),
                     Errc::pickle_reduce, "arguments (b'a', 'latin1')");
   // the encoding is not a str
   HPREF_CHECK_ERROR(read(enc + short_str("a") + "N\x86R."), Errc::pickle_reduce,
@@ -177,21 +206,25 @@ BOOST_AUTO_TEST_CASE(codecs_encode_of_other_argument_shapes_is_refused) {
   // arguments that are not a tuple
   HPREF_CHECK_ERROR(read(enc + "NR."), Errc::pickle_reduce,
                     "REDUCE arguments for _codecs.encode must be a tuple, got None");
-  HPREF_CHECK_ERROR(read("\x80\x02" "cbuiltins\nbytearray\n]R."sv), Errc::pickle_reduce,
+  HPREF_CHECK_ERROR(read("\x80\x02"
+                         "cbuiltins\nbytearray\n]R."sv),
+                    Errc::pickle_reduce,
                     "REDUCE arguments for builtins.bytearray must be a tuple, got []");
 }
 
 BOOST_AUTO_TEST_CASE(only_the_three_global_shapes_are_accepted) {
   // _codecs with another name
-  HPREF_CHECK_ERROR(read("\x80\x02" "c_codecs\ndecode\n."sv), Errc::pickle_global,
-                    "global '_codecs.decode' is refused");
+  HPREF_CHECK_ERROR(read("\x80\x02"
+                         "c_codecs\ndecode\n."sv),
+                    Errc::pickle_global, "global '_codecs.decode' is refused");
   // the key class's module with another class name
-  HPREF_CHECK_ERROR(read("\x80\x02" "chyper_parallel.distributed_data.schema\nOther\n."sv),
+  HPREF_CHECK_ERROR(read("\x80\x02"
+                         "chyper_parallel.distributed_data.schema\nOther\n."sv),
                     Errc::pickle_global,
                     "global 'hyper_parallel.distributed_data.schema.Other' is refused");
   // STACK_GLOBAL with a str name but a non-str module
-  HPREF_CHECK_ERROR(read("\x80\x05K\x01" + short_str("bytearray") + "\x93."),
-                    Errc::pickle_global, "STACK_GLOBAL needs two strings, got 1 and 'bytearray'");
+  HPREF_CHECK_ERROR(read("\x80\x05K\x01" + short_str("bytearray") + "\x93."), Errc::pickle_global,
+                    "STACK_GLOBAL needs two strings, got 1 and 'bytearray'");
   // A key_class that is not "<module>.<Name>" is refused up front (SPEC 1.4), on reading
   // and on writing, before any byte is read or written (it once turned the shim off
   // silently on reading and failed an internal check on writing).
@@ -203,7 +236,8 @@ BOOST_AUTO_TEST_CASE(only_the_three_global_shapes_are_accepted) {
                         "key class '" + bad + "' is not a dotted name <module>.<Name>");
       EncodeOptions enc;
       enc.key_class = bad;
-      std::vector<Item> items{{Value::tuple({Value::integer(1), Value::integer(0)}), Value::integer(7)}};
+      std::vector<Item> items{
+          {Value::tuple({Value::integer(1), Value::integer(0)}), Value::integer(7)}};
       HPREF_CHECK_ERROR(encode_segment(items, enc), Errc::invalid_argument,
                         "key class '" + bad + "'");
       // ...also when no item key is a sample key (nothing would use the name).
@@ -224,7 +258,9 @@ BOOST_AUTO_TEST_CASE(key_objects_are_not_callables) {
 }
 
 BOOST_AUTO_TEST_CASE(newobj_of_the_key_class_takes_no_arguments_spec_1_4) {
-  const std::string cls = "\x80\x02" "chyper_parallel.distributed_data.schema\nSampleKey\n";
+  const std::string cls =
+      "\x80\x02"
+      "chyper_parallel.distributed_data.schema\nSampleKey\n";
   HPREF_CHECK_ERROR(read(cls + "N\x81."), Errc::pickle_reduce,
                     "NEWOBJ of hyper_parallel.distributed_data.schema.SampleKey with arguments "
                     "None is refused");
@@ -235,8 +271,8 @@ BOOST_AUTO_TEST_CASE(newobj_of_the_key_class_takes_no_arguments_spec_1_4) {
 
 BOOST_AUTO_TEST_CASE(build_state_must_be_exactly_the_two_fields_spec_1_4) {
   // three entries
-  HPREF_CHECK_ERROR(read(kKeyNew + "}(" + short_str("sample_id") + "K\x01" +
-                         short_str("position") + "K\x00"s + short_str("x") + "K\x02ub."s),
+  HPREF_CHECK_ERROR(read(kKeyNew + "}(" + short_str("sample_id") + "K\x01" + short_str("position") +
+                         "K\x00"s + short_str("x") + "K\x02ub."s),
                     Errc::pickle_reduce,
                     "must be a dict of exactly 'sample_id' and 'position', got {'sample_id': 1, "
                     "'position': 0, 'x': 2}");
@@ -244,7 +280,9 @@ BOOST_AUTO_TEST_CASE(build_state_must_be_exactly_the_two_fields_spec_1_4) {
   HPREF_CHECK_ERROR(read(kKeyNew + "}(K\x01K\x05K\x02K\x00ub."s), Errc::pickle_reduce,
                     "got {1: 5, 2: 0}");
   // a list of the field values (the slots form) is not the dict form
-  HPREF_CHECK_ERROR(read(kKeyNew + "](K\x01K\x00" "eb."s), Errc::pickle_reduce, "got [1, 0]");
+  HPREF_CHECK_ERROR(read(kKeyNew + "](K\x01K\x00"
+                                   "eb."s),
+                    Errc::pickle_reduce, "got [1, 0]");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -329,8 +367,8 @@ BOOST_AUTO_TEST_CASE(a_dict_whose_key_is_deepest_is_named_spec_2_6) {
 // Framed metadata (SPEC 2.2): each schema node is a tuple at one level, its children
 // (shape, entries, children) one level below, and each (key, child) pair below that.
 BOOST_AUTO_TEST_CASE(framed_schema_depth_is_checked_at_every_node_spec_2_2) {
-  Value t = Value::tensor(Tensor::copy_of(DType::int8, std::vector<std::int64_t>{2},
-                                          test::bytes_of("xy")));
+  Value t = Value::tensor(
+      Tensor::copy_of(DType::int8, std::vector<std::int64_t>{2}, test::bytes_of("xy")));
   // tensor node at level 3, its shape tuple at 4
   std::vector<Item> tensor_item = {{key(1), t}};
   HPREF_CHECK_ERROR(encode_segment(tensor_item, depth(3)), Errc::depth_limit,
@@ -376,9 +414,9 @@ BOOST_AUTO_TEST_CASE(write_to_takes_exactly_the_planned_size) {
   plan.write_to(out);
   BOOST_TEST(out == encode_segment(items));
   std::vector<std::uint8_t> bigger(plan.size() + 1);
-  HPREF_CHECK_ERROR(plan.write_to(bigger), Errc::internal,
-                    "with " + std::to_string(plan.size() + 1) + " != " +
-                        std::to_string(plan.size()));
+  HPREF_CHECK_ERROR(
+      plan.write_to(bigger), Errc::internal,
+      "with " + std::to_string(plan.size() + 1) + " != " + std::to_string(plan.size()));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -408,17 +446,15 @@ BOOST_AUTO_TEST_CASE(schema_nodes_shared_through_the_memo_spec_2_4) {
   BOOST_TEST(items[1].second == B("ab"));
   DecodeOptions strict;
   strict.strict = true;
-  HPREF_CHECK_ERROR(decode_bytes(frame_of(bytes_meta, "abZ"), strict),
-                    Errc::non_canonical_layout,
+  HPREF_CHECK_ERROR(decode_bytes(frame_of(bytes_meta, "abZ"), strict), Errc::non_canonical_layout,
                     "a __hp_bytes__ leaf starts at offset 0 but the encoder would place it at 2");
 
   // The same with a shared __hp_list__ node around a bytearray leaf, and a third item with
   // its own (unshared) equal-looking node at another offset.
-  std::string list_meta = "\x80\x05(K\x01K\x00\x86"s + short_str("__hp_list__") +
-                          short_str("__hp_bytearray__") + "K\x01K\x02\x87\x85\x86\x94\x86" +
-                          "K\x02K\x00\x86h\x00\x86"s + "K\x03K\x00\x86"s +
-                          short_str("__hp_list__") + short_str("__hp_bytearray__") +
-                          "K\x00K\x01\x87\x85\x86\x86t."s;
+  std::string list_meta =
+      "\x80\x05(K\x01K\x00\x86"s + short_str("__hp_list__") + short_str("__hp_bytearray__") +
+      "K\x01K\x02\x87\x85\x86\x94\x86" + "K\x02K\x00\x86h\x00\x86"s + "K\x03K\x00\x86"s +
+      short_str("__hp_list__") + short_str("__hp_bytearray__") + "K\x00K\x01\x87\x85\x86\x86t."s;
   auto lists = decode_bytes(frame_of(list_meta, "abc"));
   BOOST_TEST_REQUIRE(lists.size() == 3u);
   Value bc = L({Value::bytearray(test::bytes_of("bc"))});
@@ -511,8 +547,8 @@ BOOST_AUTO_TEST_CASE(kind_names_are_pythons_type_names_spec_1_1) {
       {S("s"), "str"},
       {B("b"), "bytes"},
       {Value::bytearray(test::bytes_of("b")), "bytearray"},
-      {Value::tensor(Tensor::copy_of(DType::uint8, std::vector<std::int64_t>{1},
-                                     test::bytes_of("x"))),
+      {Value::tensor(
+           Tensor::copy_of(DType::uint8, std::vector<std::int64_t>{1}, test::bytes_of("x"))),
        "Tensor"},
       {T({}), "tuple"},
       {L({}), "list"},
@@ -562,7 +598,7 @@ BOOST_AUTO_TEST_CASE(node_count_saturates) {
   Value v = I(0);
   for (int level = 1; level <= 62; ++level) v = T({v, v});
   BOOST_TEST(v.node_count() == (std::uint64_t{1} << 63) - 1);  // 2^(62+1) - 1
-  Value at_max = T({v, v});                                     // 2^64 - 1 exactly
+  Value at_max = T({v, v});                                    // 2^64 - 1 exactly
   BOOST_TEST(at_max.node_count() == std::numeric_limits<std::uint64_t>::max());
   Value over = T({at_max, I(1)});
   BOOST_TEST(over.node_count() == std::numeric_limits<std::uint64_t>::max());
@@ -576,9 +612,9 @@ BOOST_AUTO_TEST_CASE(structural_equality_of_containers_spec_1_1) {
   Value same = a;
   BOOST_TEST(a == same);
   BOOST_TEST(a == M({{I(1), S("x")}, {I(2), S("y")}}));
-  BOOST_TEST(!(a == M({{I(1), S("x")}})));                   // fewer entries
-  BOOST_TEST(!(a == M({{I(1), S("x")}, {I(3), S("y")}})));   // a key differs
-  BOOST_TEST(!(a == M({{I(1), S("x")}, {I(2), S("z")}})));   // a value differs
+  BOOST_TEST(!(a == M({{I(1), S("x")}})));                                  // fewer entries
+  BOOST_TEST(!(a == M({{I(1), S("x")}, {I(3), S("y")}})));                  // a key differs
+  BOOST_TEST(!(a == M({{I(1), S("x")}, {I(2), S("z")}})));                  // a value differs
   BOOST_TEST(!(a == M({{I(1), S("x")}, {Value::floating(2.0), S("y")}})));  // type-exact keys
   BOOST_TEST(!(T({I(1)}) == T({I(1), I(2)})));
   BOOST_TEST(!(L({I(1), I(2)}) == L({I(1)})));
@@ -640,10 +676,10 @@ BOOST_AUTO_TEST_CASE(key_set_finds_duplicates_of_every_kind_when_hashed_spec_1_1
                          S("a"),
                          B("a"),
                          Value::floating(0.5),
-                         I(0),                              // == -0.0
-                         Value::floating(1.0),              // == True
-                         I(1),                              // == True
-                         Value::floating(115.0),            // == 115
+                         I(0),                    // == -0.0
+                         Value::floating(1.0),    // == True
+                         I(1),                    // == True
+                         Value::floating(115.0),  // == 115
                          T({}),
                          T({S("a"), Value::floating(2.0)}),  // == ('a', 2)
                          T({T({Value()})})};

@@ -3,9 +3,9 @@
 // encoder's layout and path-naming refusals.
 #include <cstring>
 
+#include "builders.hpp"
 #include "hpref/codec.hpp"
 #include "hpref/pickle.hpp"
-#include "builders.hpp"
 #include "test_util.hpp"
 
 using namespace hpref;
@@ -125,8 +125,8 @@ BOOST_AUTO_TEST_CASE(unknown_schema_tag) {
 BOOST_AUTO_TEST_CASE(wrong_field_counts) {
   HPREF_CHECK_ERROR(decode(one(T({S("__hp_tensor__"), S("torch.int8"), T({}), I(0)}))),
                     Errc::schema_field_count, "4 fields");
-  HPREF_CHECK_ERROR(decode(one(T({S("__hp_bytes__"), I(0), I(1), I(2)}))),
-                    Errc::schema_field_count, "__hp_bytes__");
+  HPREF_CHECK_ERROR(decode(one(T({S("__hp_bytes__"), I(0), I(1), I(2)}))), Errc::schema_field_count,
+                    "__hp_bytes__");
   HPREF_CHECK_ERROR(decode(one(T({S("__hp_bytearray__"), I(0)}))), Errc::schema_field_count,
                     "__hp_bytearray__");
   for (const char* tag : {"__hp_mapping__", "__hp_tuple__", "__hp_list__", "__hp_value__"}) {
@@ -158,14 +158,13 @@ BOOST_AUTO_TEST_CASE(invalid_shapes) {
                     Errc::invalid_shape, "(True,)");
   HPREF_CHECK_ERROR(decode(one(tensor_node("torch.int8", I(3), I(0), I(3)))), Errc::invalid_shape,
                     "3");
-  HPREF_CHECK_ERROR(
-      decode(one(tensor_node("torch.int8", T({Value::floating(2.0)}), I(0), I(2)))),
-      Errc::invalid_shape, "(2.0,)");
+  HPREF_CHECK_ERROR(decode(one(tensor_node("torch.int8", T({Value::floating(2.0)}), I(0), I(2)))),
+                    Errc::invalid_shape, "(2.0,)");
   // A long shape value is named shortened (60 characters and "..."), never in full.
-  HPREF_CHECK_ERROR(decode(one(tensor_node("torch.int8", S(std::string(100, 'x')), I(0), I(0)))),
-                    Errc::invalid_shape,
-                    "tensor shape '" + std::string(59, 'x') +
-                        "... is not a tuple or list of non-negative ints");
+  HPREF_CHECK_ERROR(
+      decode(one(tensor_node("torch.int8", S(std::string(100, 'x')), I(0), I(0)))),
+      Errc::invalid_shape,
+      "tensor shape '" + std::string(59, 'x') + "... is not a tuple or list of non-negative ints");
 }
 
 BOOST_AUTO_TEST_CASE(invalid_byte_ranges) {
@@ -183,21 +182,22 @@ BOOST_AUTO_TEST_CASE(ranges_past_the_binary_region) {
   HPREF_CHECK_ERROR(decode(one(T({S("__hp_bytes__"), I(10), I(7)}))), Errc::range_out_of_bounds,
                     "16 bytes");
   std::int64_t max = std::numeric_limits<std::int64_t>::max();
-  HPREF_CHECK_ERROR(decode(one(T({S("__hp_bytes__"), I(max), I(max)}))),
-                    Errc::range_out_of_bounds, "9223372036854775807");
+  HPREF_CHECK_ERROR(decode(one(T({S("__hp_bytes__"), I(max), I(max)}))), Errc::range_out_of_bounds,
+                    "9223372036854775807");
   HPREF_CHECK_ERROR(decode(one(tensor_node("torch.int8", T({I(17)}), I(0), I(17)))),
                     Errc::range_out_of_bounds, "[0, 0 + 17)");
 }
 
 BOOST_AUTO_TEST_CASE(tensor_size_mismatch) {
-  HPREF_CHECK_ERROR(decode(one(tensor_node("torch.float32", T({I(4), I(2)}), I(0), I(30)),
-                               std::string(30, 'x'))),
-                    Errc::tensor_size_mismatch, "expected 32, got 30");
+  HPREF_CHECK_ERROR(
+      decode(one(tensor_node("torch.float32", T({I(4), I(2)}), I(0), I(30)), std::string(30, 'x'))),
+      Errc::tensor_size_mismatch, "expected 32, got 30");
   // numel beyond int64 with no zero dim is a size mismatch.
-  HPREF_CHECK_ERROR(decode(one(tensor_node("torch.int8", T({I(1ll << 40), I(1ll << 40)}), I(0), I(0)))),
-                    Errc::tensor_size_mismatch,
-                    "tensor byte size mismatch: shape (1099511627776, 1099511627776) has more "
-                    "elements than int64 can count, got 0 bytes");
+  HPREF_CHECK_ERROR(
+      decode(one(tensor_node("torch.int8", T({I(1ll << 40), I(1ll << 40)}), I(0), I(0)))),
+      Errc::tensor_size_mismatch,
+      "tensor byte size mismatch: shape (1099511627776, 1099511627776) has more "
+      "elements than int64 can count, got 0 bytes");
   // numel * element_size beyond int64 too.
   HPREF_CHECK_ERROR(decode(one(tensor_node("torch.complex128", T({I(1ll << 62)}), I(0), I(0)))),
                     Errc::tensor_size_mismatch,
@@ -212,8 +212,9 @@ BOOST_AUTO_TEST_CASE(a_zero_dim_makes_numel_zero) {
 
 BOOST_AUTO_TEST_CASE(duplicate_keys_in_one_mapping_node_divergence) {
   Value child = T({S("__hp_value__"), I(1)});
-  HPREF_CHECK_ERROR(decode(one(T({S("__hp_mapping__"), T({T({S("a"), child}), T({S("a"), child})})}))),
-                    Errc::duplicate_mapping_key, "'a'");
+  HPREF_CHECK_ERROR(
+      decode(one(T({S("__hp_mapping__"), T({T({S("a"), child}), T({S("a"), child})})}))),
+      Errc::duplicate_mapping_key, "'a'");
   HPREF_CHECK_ERROR(decode(one(T({S("__hp_mapping__"),
                                   T({T({I(1), child}), T({Value::boolean(true), child})})}))),
                     Errc::duplicate_mapping_key, "True");
@@ -242,7 +243,9 @@ BOOST_AUTO_TEST_CASE(unhashable_keys) {
 }
 
 BOOST_AUTO_TEST_CASE(overlapping_out_of_order_gapped_ranges_accepted_unless_strict) {
-  auto b = [](std::int64_t off, std::int64_t size) { return T({S("__hp_bytes__"), I(off), I(size)}); };
+  auto b = [](std::int64_t off, std::int64_t size) {
+    return T({S("__hp_bytes__"), I(off), I(size)});
+  };
   struct Case {
     const char* name;
     Value schema;
@@ -266,13 +269,16 @@ BOOST_AUTO_TEST_CASE(overlapping_out_of_order_gapped_ranges_accepted_unless_stri
 }
 
 BOOST_AUTO_TEST_CASE(strict_accepts_canonical_layout) {
-  auto b = [](std::int64_t off, std::int64_t size) { return T({S("__hp_bytes__"), I(off), I(size)}); };
+  auto b = [](std::int64_t off, std::int64_t size) {
+    return T({S("__hp_bytes__"), I(off), I(size)});
+  };
   auto bytes = one(T({S("__hp_tuple__"), T({b(0, 2), b(2, 0), b(2, 4)})}), "abcdef");
   BOOST_TEST(decode(bytes, true).size() == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(leaves_are_views_of_the_segment_spec_1_2) {
-  std::vector<Item> items = {{key(1), Value::tensor(Tensor::copy_of(DType::int32, {2}, test::bytes_of("abcdefgh")))}};
+  std::vector<Item> items = {
+      {key(1), Value::tensor(Tensor::copy_of(DType::int32, {2}, test::bytes_of("abcdefgh")))}};
   auto encoded = encode_segment(items);
   SharedBytes buffer = SharedBytes::adopt(std::vector<std::uint8_t>(encoded));
   auto decoded = decode_segment(buffer);
@@ -306,9 +312,11 @@ BOOST_AUTO_TEST_CASE(legacy_when_no_binary_leaf_spec_2_1) {
 
 BOOST_AUTO_TEST_CASE(framed_layout_spec_2_2) {
   std::vector<Item> items = {
-      {key(1), Value::mapping({{S("a"), Value::bytes("xyz"sv)},
-                               {S("b"), L({Value::tensor(Tensor::copy_of(DType::int16, {2}, test::bytes_of("1234"))),
-                                           Value::floating(0.5)})}})},
+      {key(1),
+       Value::mapping(
+           {{S("a"), Value::bytes("xyz"sv)},
+            {S("b"), L({Value::tensor(Tensor::copy_of(DType::int16, {2}, test::bytes_of("1234"))),
+                        Value::floating(0.5)})}})},
       {key(2), Value::bytearray(test::bytes_of("Q"))},
   };
   auto bytes = encode_segment(items);
@@ -324,11 +332,12 @@ BOOST_AUTO_TEST_CASE(framed_layout_spec_2_2) {
   BOOST_TEST(std::string(bytes.end() - 8, bytes.end()) == "xyz1234Q");  // depth-first leaves
   Value metadata = read_pickle(std::span<const std::uint8_t>(bytes).subspan(20, meta));
   Value expected = T({
-      T({key(1), T({S("__hp_mapping__"),
-                    T({T({S("a"), T({S("__hp_bytes__"), I(0), I(3)})}),
-                       T({S("b"), T({S("__hp_list__"),
-                                     T({T({S("__hp_tensor__"), S("torch.int16"), T({I(2)}), I(3), I(4)}),
-                                        T({S("__hp_value__"), Value::floating(0.5)})})})})})})}),
+      T({key(1),
+         T({S("__hp_mapping__"),
+            T({T({S("a"), T({S("__hp_bytes__"), I(0), I(3)})}),
+               T({S("b"), T({S("__hp_list__"),
+                             T({T({S("__hp_tensor__"), S("torch.int16"), T({I(2)}), I(3), I(4)}),
+                                T({S("__hp_value__"), Value::floating(0.5)})})})})})})}),
       T({key(2), T({S("__hp_bytearray__"), I(7), I(1)})}),
   });
   BOOST_TEST((metadata == expected));
@@ -343,17 +352,41 @@ BOOST_AUTO_TEST_CASE(framed_layout_spec_2_2) {
 BOOST_AUTO_TEST_CASE(framed_mapping_keys_share_one_memo_spec_2_3) {
   std::vector<Item> items = {
       {key(1), Value::mapping({{S("k"), Value::bytes("x"sv)}})},
-      {key(2), Value::mapping({{S("k"), Value::bytes("y"sv)}, {S("z"), Value::mapping({{S("k"), Value()}})}})},
+      {key(2), Value::mapping(
+                   {{S("k"), Value::bytes("y"sv)}, {S("z"), Value::mapping({{S("k"), Value()}})}})},
       {S("k"), I(5)},
   };
   auto sh = [](std::string_view text) {
     return hpref::test::hex("\x8c"s + static_cast<char>(text.size()) + std::string(text));
   };
-  const std::string mapping = sh("__hp_mapping__"), bytes = sh("__hp_bytes__"), value = sh("__hp_value__");
-  std::string want = "8005" "4b014b0086" + mapping + sh("k") + "94" + bytes + "4b004b0187" "86" "85" "86" "86" +
-                     "4b024b0086" + mapping + "6800" + bytes + "4b014b0187" "86" + sh("z") + "94" + mapping +
-                     "6800" + value + "4e86" "86" "85" "86" "86" "86" "86" "86" +
-                     sh("k") + value + "4b0586" "86" "87" "2e";
+  const std::string mapping = sh("__hp_mapping__"), bytes = sh("__hp_bytes__"),
+                    value = sh("__hp_value__");
+  std::string want =
+      "8005"
+      "4b014b0086" +
+      mapping + sh("k") + "94" + bytes +
+      "4b004b0187"
+      "86"
+      "85"
+      "86"
+      "86" +
+      "4b024b0086" + mapping + "6800" + bytes +
+      "4b014b0187"
+      "86" +
+      sh("z") + "94" + mapping + "6800" + value +
+      "4e86"
+      "86"
+      "85"
+      "86"
+      "86"
+      "86"
+      "86"
+      "86" +
+      sh("k") + value +
+      "4b0586"
+      "86"
+      "87"
+      "2e";
   auto out = encode_segment(items);
   std::uint64_t meta = 0;
   for (int i = 0; i < 8; ++i) meta = (meta << 8) | out[4 + i];
@@ -376,8 +409,7 @@ BOOST_AUTO_TEST_CASE(too_deep_named_by_path_spec_2_6) {
   // Framed: each list level costs two pickle levels, each mapping three.
   Value deep = Value::bytes("x"sv);
   for (int i = 0; i < 130; ++i) deep = L({deep});
-  std::vector<Item> items = {{key(1), I(0)},
-                             {key(2), Value::mapping({{S("image"), L({deep})}})}};
+  std::vector<Item> items = {{key(1), I(0)}, {key(2), Value::mapping({{S("image"), L({deep})}})}};
   HPREF_CHECK_ERROR(encode_segment(items), Errc::depth_limit, "items[1].value[\"image\"][0][0]");
   // Legacy: a value of depth 255 needs 257 levels with the pair and the outer tuple.
   Value legacy = I(1);
@@ -409,7 +441,8 @@ BOOST_AUTO_TEST_SUITE(merge)
 
 std::vector<std::uint8_t> seg(std::vector<Item> items) { return encode_segment(items); }
 
-SharedBytes concat(std::vector<std::vector<std::uint8_t>> parts, std::vector<std::uint64_t>& splits) {
+SharedBytes concat(std::vector<std::vector<std::uint8_t>> parts,
+                   std::vector<std::uint64_t>& splits) {
   std::vector<std::uint8_t> all;
   for (auto& p : parts) {
     splits.push_back(p.size());
@@ -420,7 +453,8 @@ SharedBytes concat(std::vector<std::vector<std::uint8_t>> parts, std::vector<std
 
 BOOST_AUTO_TEST_CASE(concatenates_in_rank_order_spec_2_5) {
   std::vector<std::uint64_t> splits;
-  auto received = concat({seg({{key(3), I(3)}}), {}, seg({{key(1), Value::bytes("b"sv)}, {key(2), I(2)}})}, splits);
+  auto received = concat(
+      {seg({{key(3), I(3)}}), {}, seg({{key(1), Value::bytes("b"sv)}, {key(2), I(2)}})}, splits);
   auto items = merge_received(received, splits);
   BOOST_REQUIRE_EQUAL(items.size(), 3u);
   BOOST_TEST((items[0].first == key(3)));
@@ -443,7 +477,8 @@ BOOST_AUTO_TEST_CASE(splits_must_sum_to_the_length_divergence) {
 
 BOOST_AUTO_TEST_CASE(a_key_arriving_twice_is_named) {
   std::vector<std::uint64_t> splits;
-  auto received = concat({seg({{key(1), I(1)}}), seg({{T({Value::boolean(true), I(0)}), I(2)}})}, splits);
+  auto received =
+      concat({seg({{key(1), I(1)}}), seg({{T({Value::boolean(true), I(0)}), I(2)}})}, splits);
   HPREF_CHECK_ERROR(merge_received(received, splits), Errc::duplicate_payload_key, "(True, 0)");
   std::vector<std::uint64_t> one_split;
   auto same = concat({seg({{key(4), I(1)}, {key(4), I(2)}})}, one_split);

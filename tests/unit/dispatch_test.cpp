@@ -41,7 +41,8 @@ void expect(const std::exception_ptr& e, Errc kind, const std::string& needle) {
       std::rethrow_exception(e);
     } catch (const Error& err) {
       BOOST_TEST(err.kind() == errc_name(kind));
-      BOOST_TEST(std::string(err.what()).find(needle) != std::string::npos, "'" << needle << "' in " << err.what());
+      BOOST_TEST(std::string(err.what()).find(needle) != std::string::npos,
+                 "'" << needle << "' in " << err.what());
     } catch (...) {
       BOOST_TEST(false, "not an hpref::Error");
     }
@@ -59,7 +60,8 @@ void rank1_refused(const Route& bad, const std::string& needle) {
         Route route = c.rank() == 1 ? bad : routes[static_cast<std::size_t>(c.rank())];
         const Route& good = routes[static_cast<std::size_t>(c.rank())];
         if (backward) {
-          sequence_dispatch_backward(c, c.world(), iota({good.global_end - good.global_start, 2}), 0, route);
+          sequence_dispatch_backward(c, c.world(), iota({good.global_end - good.global_start, 2}),
+                                     0, route);
         } else {
           sequence_dispatch(c, c.world(), iota({4, 2}), 0, route);
         }
@@ -100,9 +102,10 @@ BOOST_AUTO_TEST_CASE(axis_out_of_range_spec_8_1) {
     expect(call(0), Errc::dispatch_length, "has 2 rows");
   }
   // A 0-d tensor has no axis at all.
-  Tensor scalar(DType::int64, std::vector<std::int64_t>{}, SharedBytes::adopt(std::vector<std::uint8_t>(8)));
-  expect(on_one_rank([&](Communicator& c) { sequence_dispatch(c, c.world(), scalar, 0, one); }), Errc::dispatch_axis,
-         "outside [0, 0)");
+  Tensor scalar(DType::int64, std::vector<std::int64_t>{},
+                SharedBytes::adopt(std::vector<std::uint8_t>(8)));
+  expect(on_one_rank([&](Communicator& c) { sequence_dispatch(c, c.world(), scalar, 0, one); }),
+         Errc::dispatch_axis, "outside [0, 0)");
 }
 
 // SPEC 8.1: an axis length other than the route's local_length; backward: other than the
@@ -117,8 +120,10 @@ BOOST_AUTO_TEST_CASE(axis_length_differs_from_the_route_spec_8_1) {
       sequence_dispatch_backward(c, c.world(), iota({2, 3}), 0, r);  // 2 rows, not the interval's
     }
   });
-  expect(errors[2], Errc::dispatch_length, "sequence axis 1 has 5 rows but the route's owner shard has 4");
-  expect(errors[0], Errc::dispatch_length, "gradient sequence axis 0 has 2 rows but the route's interval has 4");
+  expect(errors[2], Errc::dispatch_length,
+         "sequence axis 1 has 5 rows but the route's owner shard has 4");
+  expect(errors[0], Errc::dispatch_length,
+         "gradient sequence axis 0 has 2 rows but the route's interval has 4");
   expect(errors[1], Errc::dispatch_length, "has 2 rows but the route's interval has 6");
 }
 
@@ -174,7 +179,8 @@ BOOST_AUTO_TEST_CASE(example_matches_the_oracle_spec_8_1_8_2) {
   Tensor bank = iota({12, 2});
   auto want = oracle_forward(bank, routes);
   std::vector<Tensor> grads, got(3), got_back(3);
-  for (const Route& r : routes) grads.push_back(iota({r.global_end - r.global_start, 2}, 100 * r.global_start));
+  for (const Route& r : routes)
+    grads.push_back(iota({r.global_end - r.global_start, 2}, 100 * r.global_start));
   auto want_back = oracle_backward(grads, routes);
   auto errors = run_loopback(3, [&](Communicator& c) {
     auto r = static_cast<std::size_t>(c.rank());
@@ -205,7 +211,8 @@ BOOST_AUTO_TEST_CASE(corrupted_routes_refused_on_entry) {
   rank1_refused(r, "input_splits for peer 2 is negative (-1)");
   r = good;
   r.output_splits.pop_back();
-  rank1_refused(r, "per-peer tables differ in size: send_offsets 3, input_splits 3, output_splits 2");
+  rank1_refused(r,
+                "per-peer tables differ in size: send_offsets 3, input_splits 3, output_splits 2");
   r = good;
   r.send_offsets = {};
   r.input_splits = {};
@@ -248,11 +255,13 @@ BOOST_AUTO_TEST_CASE(rank_aware_checks) {
   Route r = good;
   r.output_splits = {0, 2, 0};  // receives from itself instead of from rank 0
   BOOST_TEST(r.is_valid());
-  rank1_refused(r, "rank 1 sends itself 0 rows and receives 2 from itself (self entries must be 0)");
+  rank1_refused(r,
+                "rank 1 sends itself 0 rows and receives 2 from itself (self entries must be 0)");
   r = good;
   r.output_splits = {0, 0, 2};  // from rank 2 (after the own shard) but placed before it
   BOOST_TEST(r.is_valid());
-  rank1_refused(r, "local_output_start 2 differs from the 0 rows received from ranks before rank 1");
+  rank1_refused(r,
+                "local_output_start 2 differs from the 0 rows received from ranks before rank 1");
   r = good;
   r.local_output_start = 0;
   BOOST_TEST(r.is_valid());
@@ -277,7 +286,8 @@ BOOST_AUTO_TEST_CASE(rows_beyond_memory_refused) {
   auto errors = run_loopback(2, [&](Communicator& c) {
     if (c.rank() == 1) sequence_dispatch(c, c.world(), iota({2, 1}), 0, r);
   });
-  expect(errors[1], Errc::dispatch_route, "the route's assembled interval of 4611686018427387906 rows of 8 bytes");
+  expect(errors[1], Errc::dispatch_route,
+         "the route's assembled interval of 4611686018427387906 rows of 8 bytes");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

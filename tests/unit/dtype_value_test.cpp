@@ -8,8 +8,8 @@
 
 #include "hpref/dtype.hpp"
 #include "hpref/sample_key.hpp"
-#include "hpref/tensor.hpp"
 #include "hpref/siphash.hpp"
+#include "hpref/tensor.hpp"
 #include "hpref/value.hpp"
 #include "test_util.hpp"
 
@@ -117,7 +117,8 @@ BOOST_AUTO_TEST_CASE(structural_equality_is_type_exact_spec_1_1) {
   auto t1 = Tensor::copy_of(DType::int16, {2}, bytes_of("abcd"));
   auto t2 = Tensor::copy_of(DType::uint16, {2}, bytes_of("abcd"));
   auto t3 = Tensor::copy_of(DType::int16, {1, 2}, bytes_of("abcd"));
-  BOOST_TEST(Value::tensor(t1) == Value::tensor(Tensor::copy_of(DType::int16, {2}, bytes_of("abcd"))));
+  BOOST_TEST(Value::tensor(t1) ==
+             Value::tensor(Tensor::copy_of(DType::int16, {2}, bytes_of("abcd"))));
   BOOST_TEST(!(Value::tensor(t1) == Value::tensor(t2)));
   BOOST_TEST(!(Value::tensor(t1) == Value::tensor(t3)));
 }
@@ -159,8 +160,7 @@ BOOST_AUTO_TEST_CASE(key_hash_spreads_keys_chosen_to_collide) {
     auto k = static_cast<std::int64_t>(i * buckets);
     ++old_load[std::hash<std::int64_t>()(k) % buckets];
     ++new_load[key_hash(Value::integer(k)) % buckets];
-    ++float_load[key_hash(Value::tuple({Value::floating(static_cast<double>(k) + 0.5)})) %
-                 buckets];
+    ++float_load[key_hash(Value::tuple({Value::floating(static_cast<double>(k) + 0.5)})) % buckets];
   }
   // The keys do aim std::hash at one bucket...
   BOOST_TEST(*std::max_element(old_load.begin(), old_load.end()) == n);
@@ -176,8 +176,8 @@ BOOST_AUTO_TEST_CASE(key_hash_spreads_keys_chosen_to_collide) {
 // checked against the published SipHash-2-4 vectors (0x726fdb47dd0e0e31 for n = 0) and
 // against SipHash-1-3 answers published elsewhere: under the zero key "" -> 0xd1fba762150c532c
 // and "siphash" -> 0x8264ceeccb16bcbe, and the Linux kernel's 64-bit hsiphash (this
-// function, truncated to 32 bits) whose first vector 0x050fc4dc is the low half of n = 0. Lengths cover an empty message,
-// a partial word, a whole word, a word and a tail, and several words.
+// function, truncated to 32 bits) whose first vector 0x050fc4dc is the low half of n = 0. Lengths
+// cover an empty message, a partial word, a whole word, a word and a tail, and several words.
 BOOST_AUTO_TEST_CASE(siphash13_known_answers) {
   const std::uint64_t k0 = 0x0706050403020100ULL, k1 = 0x0f0e0d0c0b0a0908ULL;
   std::string msg;
@@ -204,8 +204,8 @@ BOOST_AUTO_TEST_CASE(mapping_refuses_duplicate_and_unhashable_keys) {
 }
 
 BOOST_AUTO_TEST_CASE(strings_must_be_utf8) {
-  HPREF_CHECK_ERROR(Value::string("\xed\xa0\x80"), Errc::invalid_utf8, "\\xed");  // surrogate
-  HPREF_CHECK_ERROR(Value::string("\xc0\xaf"), Errc::invalid_utf8, "\\xc0");      // overlong
+  HPREF_CHECK_ERROR(Value::string("\xed\xa0\x80"), Errc::invalid_utf8, "\\xed");      // surrogate
+  HPREF_CHECK_ERROR(Value::string("\xc0\xaf"), Errc::invalid_utf8, "\\xc0");          // overlong
   HPREF_CHECK_ERROR(Value::string("\xf4\x90\x80\x80"), Errc::invalid_utf8, "\\xf4");  // > U+10FFFF
   BOOST_TEST(Value::string("\xf0\x9f\x98\x80 ok").as_str().size() == 7u);
 }

@@ -10,8 +10,9 @@
 //                                              tests/unit/route_cli_test.cpp)
 //   topology_*, group_*, batch_* (SPEC 3, 6)  tests/unit/plan_test.cpp
 //   oracle_mismatch, unsupported_arithmetic . tests/unit/routes_test.cpp
-//   dispatch_* (SPEC 8) ..................... tests/unit/dispatch_test.cpp, tests/sim/dispatch_test.cpp
-//   comm_mismatch/deadlock/peer_failed/buffer_mutated/memory_space (SPEC 9)
+//   dispatch_* (SPEC 8) ..................... tests/unit/dispatch_test.cpp,
+//   tests/sim/dispatch_test.cpp comm_mismatch/deadlock/peer_failed/buffer_mutated/memory_space
+//   (SPEC 9)
 //                                             tests/sim/sim_test.cpp
 //   comm_timeout (MPI/NCCL only) ............ tests/mpi/scenario_runner.cpp (label mpi)
 //   transport_size_limit, transport_targets,  the simulator scenario exchange_refusals
@@ -74,8 +75,9 @@ const std::map<Errc, std::function<void()>>& direct() {
          one.send_offsets = {5};  // rows [5, 6) of a 1-row shard
          one.input_splits = {1};
          auto errors = test::run_loopback(1, [&](Communicator& c) {
-           sequence_dispatch(c, c.world(), Tensor(DType::int64, std::vector<std::int64_t>{1},
-                                                  SharedBytes::adopt(std::vector<std::uint8_t>(8))),
+           sequence_dispatch(c, c.world(),
+                             Tensor(DType::int64, std::vector<std::int64_t>{1},
+                                    SharedBytes::adopt(std::vector<std::uint8_t>(8))),
                              0, one);
          });
          if (errors[0]) std::rethrow_exception(errors[0]);
@@ -216,11 +218,14 @@ const std::map<Errc, std::vector<const char*>> kElsewhere = {
 
 // Kinds no test can trigger through the public API, and why.
 const std::map<Errc, const char*> kUnreachable = {
-    {Errc::unencodable_value, "declared for SPEC 2.6 but thrown nowhere: every unencodable Value is refused with a "
-                              "more precise kind (unhashable_key, depth_limit, invalid_tensor)"},
-    {Errc::comm_backend, "declared for SPEC 9.1 but thrown nowhere: an unknown backend name is invalid_argument"},
-    {Errc::comm_resource, "the machine running out (fork fails, mmap fails, the simulator's 1 GiB segment full): not "
-                          "provokable deterministically from a test"},
+    {Errc::unencodable_value,
+     "declared for SPEC 2.6 but thrown nowhere: every unencodable Value is refused with a "
+     "more precise kind (unhashable_key, depth_limit, invalid_tensor)"},
+    {Errc::comm_backend,
+     "declared for SPEC 9.1 but thrown nowhere: an unknown backend name is invalid_argument"},
+    {Errc::comm_resource,
+     "the machine running out (fork fails, mmap fails, the simulator's 1 GiB segment full): not "
+     "provokable deterministically from a test"},
 };
 
 // Kinds whose test another helper of issue 10 is adding now.
@@ -239,10 +244,13 @@ BOOST_AUTO_TEST_SUITE(error_kinds)
 
 BOOST_AUTO_TEST_CASE(every_kind_is_accounted_for) {
   for (Errc k : kAllKinds) {
-    int places = static_cast<int>(direct().count(k) + kElsewhere.count(k) + kUnreachable.count(k) + kPending.count(k));
-    BOOST_TEST(places == 1, errc_name(k) << " is in " << places << " tables (a new kind needs a test or a reason)");
+    int places = static_cast<int>(direct().count(k) + kElsewhere.count(k) + kUnreachable.count(k) +
+                                  kPending.count(k));
+    BOOST_TEST(places == 1, errc_name(k) << " is in " << places
+                                         << " tables (a new kind needs a test or a reason)");
   }
-  BOOST_TEST(direct().size() + kElsewhere.size() + kUnreachable.size() + kPending.size() == kAllKinds.size());
+  BOOST_TEST(direct().size() + kElsewhere.size() + kUnreachable.size() + kPending.size() ==
+             kAllKinds.size());
 }
 
 BOOST_AUTO_TEST_CASE(direct_triggers) {
@@ -272,8 +280,10 @@ BOOST_AUTO_TEST_CASE(named_tests_name_their_kind) {
         std::string name(errc_name(kind));
         auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
         bool named = false;  // the name as a whole word (not a prefix of a longer kind)
-        for (auto at = text.find(name); at != std::string::npos && !named; at = text.find(name, at + 1)) {
-          named = (at == 0 || !word(text[at - 1])) && (at + name.size() == text.size() || !word(text[at + name.size()]));
+        for (auto at = text.find(name); at != std::string::npos && !named;
+             at = text.find(name, at + 1)) {
+          named = (at == 0 || !word(text[at - 1])) &&
+                  (at + name.size() == text.size() || !word(text[at + name.size()]));
         }
         BOOST_TEST(named);
       }

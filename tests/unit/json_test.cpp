@@ -2,8 +2,8 @@
 // cases the original implementation answered (tests/data/frames.jsonl, from
 // shared/examples): our decoder must accept or refuse as it did, with equal items.
 #include <cmath>
-#include <iterator>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "hpref/cli/batch.hpp"
@@ -28,9 +28,20 @@ BOOST_AUTO_TEST_SUITE(json)
 
 BOOST_AUTO_TEST_CASE(every_value_form_round_trips) {
   const char* texts[] = {
-      "null", "true", "false", "0", "-9223372036854775808", "9223372036854775807", "\"h\\u00e9\"",
-      "{\"float\": 1.5}", "{\"float\": \"nan\"}", "{\"float\": \"-inf\"}", "{\"float\": -0.0}",
-      "{\"bytes\": \"00ff\"}", "{\"bytearray\": \"\"}", "{\"tuple\": [1, {\"list\": []}]}",
+      "null",
+      "true",
+      "false",
+      "0",
+      "-9223372036854775808",
+      "9223372036854775807",
+      "\"h\\u00e9\"",
+      "{\"float\": 1.5}",
+      "{\"float\": \"nan\"}",
+      "{\"float\": \"-inf\"}",
+      "{\"float\": -0.0}",
+      "{\"bytes\": \"00ff\"}",
+      "{\"bytearray\": \"\"}",
+      "{\"tuple\": [1, {\"list\": []}]}",
       "{\"dict\": [[\"a\", 1], [{\"tuple\": [1, 2]}, null]]}",
       "{\"tensor\": {\"dtype\": \"torch.int16\", \"shape\": [2, 1], \"hex\": \"01000200\"}}",
   };
@@ -55,7 +66,8 @@ BOOST_AUTO_TEST_CASE(floats_written_shortest) {
 }
 
 BOOST_AUTO_TEST_CASE(tensor_dtype_written_canonical) {
-  Value t = from("{\"tensor\": {\"dtype\": \"torch.long\", \"shape\": [], \"hex\": \"0100000000000000\"}}");
+  Value t = from(
+      "{\"tensor\": {\"dtype\": \"torch.long\", \"shape\": [], \"hex\": \"0100000000000000\"}}");
   BOOST_TEST(to(t).find("torch.int64") != std::string::npos);
   BOOST_TEST(from("{\"bytes\": \"ABcd\"}").as_bytes().size() == 2u);  // hex read in either case
   BOOST_TEST(to(from("{\"bytes\": \"ABcd\"}")) == "{\"bytes\": \"abcd\"}");
@@ -76,9 +88,8 @@ BOOST_AUTO_TEST_CASE(malformed_values_refused) {
   HPREF_CHECK_ERROR(
       from("{\"tensor\": {\"dtype\": \"torch.int16\", \"shape\": [3], \"hex\": \"0100\"}}"),
       Errc::invalid_tensor, "needs 6 bytes, got 2");
-  HPREF_CHECK_ERROR(
-      from("{\"tensor\": {\"dtype\": \"float32\", \"shape\": [], \"hex\": \"\"}}"),
-      Errc::invalid_dtype, "float32");
+  HPREF_CHECK_ERROR(from("{\"tensor\": {\"dtype\": \"float32\", \"shape\": [], \"hex\": \"\"}}"),
+                    Errc::invalid_dtype, "float32");
 }
 
 BOOST_AUTO_TEST_CASE(syntax_and_depth) {
@@ -102,7 +113,8 @@ BOOST_AUTO_TEST_CASE(linear_in_arrays_of_objects) {
   BOOST_TEST(j[199999]["k"].get<int>() == 199999);
   BOOST_TEST(dump_json(j) == text);
   std::string wide = "{";
-  for (int i = 0; i < 100000; ++i) wide += (i ? ", \"" : "\"") + std::to_string(i) + "\": " + std::to_string(i);
+  for (int i = 0; i < 100000; ++i)
+    wide += (i ? ", \"" : "\"") + std::to_string(i) + "\": " + std::to_string(i);
   wide += ", \"5\": -1}";
   Json w = parse_json(wide);
   BOOST_TEST(w.size() == 100000u);
@@ -114,24 +126,29 @@ BOOST_AUTO_TEST_CASE(linear_in_arrays_of_objects) {
 // Issue 10 section 5 (low): a NUL byte is refused, not read as the end of the text; every
 // string written is valid UTF-8 (ill-formed bytes become U+FFFD, well-formed ones stay).
 BOOST_AUTO_TEST_CASE(nul_bytes_and_utf8) {
-  HPREF_CHECK_ERROR(parse_json("{\"a\": 1}\0{\"b\""sv), Errc::json_syntax, "NUL byte at position 8");
+  HPREF_CHECK_ERROR(parse_json("{\"a\": 1}\0{\"b\""sv), Errc::json_syntax,
+                    "NUL byte at position 8");
   HPREF_CHECK_ERROR(parse_json("[\"a\0\"]"sv), Errc::json_syntax, "NUL");
-  BOOST_TEST(dump_json(Json("a\xff\xfe" "b")) == "\"a\\ufffd\\ufffdb\"");
+  BOOST_TEST(dump_json(Json("a\xff\xfe"
+                            "b")) == "\"a\\ufffd\\ufffdb\"");
   BOOST_TEST(dump_json(Json("\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80")) ==
              "\"\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"");
   // overlong, surrogate, past U+10FFFF, truncated
-  BOOST_TEST(dump_json(Json("\xc0\xaf|\xed\xa0\x80|\xf4\x90\x80\x80|\xe2\x82")) ==
-             "\"\\ufffd\\ufffd|\\ufffd\\ufffd\\ufffd|\\ufffd\\ufffd\\ufffd\\ufffd|\\ufffd\\ufffd\"");
+  BOOST_TEST(
+      dump_json(Json("\xc0\xaf|\xed\xa0\x80|\xf4\x90\x80\x80|\xe2\x82")) ==
+      "\"\\ufffd\\ufffd|\\ufffd\\ufffd\\ufffd|\\ufffd\\ufffd\\ufffd\\ufffd|\\ufffd\\ufffd\"");
 }
 
 BOOST_AUTO_TEST_CASE(item_keys_both_forms) {
-  auto items = items_from_json(parse_json(
-      "[[{\"key\": [7, 0]}, 1], [{\"tuple\": [\"doc\", 1]}, 2], [\"plain\", 3], [{\"tuple\": [-1, 0]}, 4]]"));
+  auto items =
+      items_from_json(parse_json("[[{\"key\": [7, 0]}, 1], [{\"tuple\": [\"doc\", 1]}, 2], "
+                                 "[\"plain\", 3], [{\"tuple\": [-1, 0]}, 4]]"));
   BOOST_REQUIRE_EQUAL(items.size(), 4u);
   BOOST_TEST((items[0].first == Value::tuple({Value::integer(7), Value::integer(0)})));
   std::string out = dump_json(items_to_json(items));
-  BOOST_TEST(out == "[[{\"key\": [7, 0]}, 1], [{\"key\": [\"doc\", 1]}, 2], [\"plain\", 3], "
-                    "[{\"tuple\": [-1, 0]}, 4]]");
+  BOOST_TEST(out ==
+             "[[{\"key\": [7, 0]}, 1], [{\"key\": [\"doc\", 1]}, 2], [\"plain\", 3], "
+             "[{\"tuple\": [-1, 0]}, 4]]");
   HPREF_CHECK_ERROR(items_from_json(parse_json("[[{\"key\": [-1, 0]}, 1]]")),
                     Errc::invalid_sample_key, "-1");
   HPREF_CHECK_ERROR(items_from_json(parse_json("[[{\"list\": [1]}, 1]]")), Errc::unhashable_key,
@@ -154,10 +171,11 @@ BOOST_AUTO_TEST_CASE(answers_in_the_architecture_format) {
   std::string hex = enc["frame_hex"].get<std::string>();
   BOOST_TEST(hex.substr(0, 8) == "48504231");
   Json dec = answer(R"({"op":"decode_segment","frame_hex":")" + hex + R"(","id":"x","extra":1})");
-  BOOST_TEST(dump_json(dec) == R"({"ok": true, "items": [[{"key": [1, 0]}, {"bytes": "ab"}]], "id": "x"})");
-  Json merged = answer(R"({"op":"decode_received","received_hex":")" + hex + hex +
-                       R"(","splits":[)" + std::to_string(hex.size() / 2) + "," +
-                       std::to_string(hex.size() / 2) + "]}");
+  BOOST_TEST(dump_json(dec) ==
+             R"({"ok": true, "items": [[{"key": [1, 0]}, {"bytes": "ab"}]], "id": "x"})");
+  Json merged =
+      answer(R"({"op":"decode_received","received_hex":")" + hex + hex + R"(","splits":[)" +
+             std::to_string(hex.size() / 2) + "," + std::to_string(hex.size() / 2) + "]}");
   BOOST_TEST(!merged["ok"].get<bool>());
   BOOST_TEST(merged["kind"].get<std::string>() == "duplicate_payload_key");
 }
@@ -191,9 +209,11 @@ BOOST_AUTO_TEST_CASE(output_is_counted_and_capped) {
   Value shared = Value::list(std::vector<Value>(1000, big));
   std::vector<Item> items;
   for (int i = 0; i < 5; ++i) {
-    items.emplace_back(SampleKey::make(i, 0).to_value(), Value::tuple({shared, Value::floating(0.5)}));
+    items.emplace_back(SampleKey::make(i, 0).to_value(),
+                       Value::tuple({shared, Value::floating(0.5)}));
   }
-  items.emplace_back(Value::string("k\xc3\xa9\"\n"), Value::bytes(SharedBytes::adopt(std::vector<std::uint8_t>{1, 2})));
+  items.emplace_back(Value::string("k\xc3\xa9\"\n"),
+                     Value::bytes(SharedBytes::adopt(std::vector<std::uint8_t>{1, 2})));
   std::string text = dump_json(items_to_json(items));
   BOOST_TEST(items_json_size(items, text.size()) == text.size());
   HPREF_CHECK_ERROR(items_json_size(items, text.size() - 1), Errc::output_limit,
@@ -203,7 +223,8 @@ BOOST_AUTO_TEST_CASE(output_is_counted_and_capped) {
   write_items_json(streamed, items);
   BOOST_TEST(streamed.str() == text);
   std::string hex = to_hex(encode_segment(items));
-  std::string request = R"({"op":"decode_segment","frame_hex":")" + hex + R"(","max_output_bytes":)";
+  std::string request =
+      R"({"op":"decode_segment","frame_hex":")" + hex + R"(","max_output_bytes":)";
   Json refused = answer(request + std::to_string(text.size() - 1) + "}");
   BOOST_TEST(refused["kind"].get<std::string>() == "output_limit");
   Json fits = answer(request + std::to_string(text.size()) + "}");
@@ -211,12 +232,16 @@ BOOST_AUTO_TEST_CASE(output_is_counted_and_capped) {
   BOOST_TEST(dump_json(fits["items"]) == text);
   // The default cap of a handler.
   BOOST_TEST(answer_line(R"({"op":"decode_segment","frame_hex":")" + hex + "\"}",
-                         frame_request_handler(1000))["kind"].get<std::string>() == "output_limit");
+                         frame_request_handler(1000))["kind"]
+                 .get<std::string>() == "output_limit");
 }
 
 BOOST_AUTO_TEST_CASE(refusals_carry_kind_and_batch_goes_on) {
-  std::istringstream in("not json\n{\"op\":\"nope\",\"id\":1}\n\n{\"op\":\"decode_segment\",\"frame_hex\":\"4850423100\"}\n"
-                        "{\"op\":\"decode_segment\",\"frame_hex\":\"\"}\n");
+  std::istringstream in(
+      "not "
+      "json\n{\"op\":\"nope\",\"id\":1}\n\n{\"op\":\"decode_segment\",\"frame_hex\":\"4850423100\"}"
+      "\n"
+      "{\"op\":\"decode_segment\",\"frame_hex\":\"\"}\n");
   std::ostringstream out;
   BatchCounts counts = run_batch(in, out, handle_frame_request);
   BOOST_TEST(counts.refused == 3u);
@@ -264,7 +289,8 @@ BOOST_AUTO_TEST_CASE(original_implementation_examples) {
         // Our encoder's bytes may differ (CPython memoizes) but must decode to the items.
         Json enc = answer(dump_json(Json{{"op", "encode_segment"}, {"items", c["items"]}}));
         BOOST_TEST(enc["ok"].get<bool>());
-        Json back = answer(dump_json(Json{{"op", "decode_segment"}, {"frame_hex", enc["frame_hex"]}}));
+        Json back =
+            answer(dump_json(Json{{"op", "decode_segment"}, {"frame_hex", enc["frame_hex"]}}));
         auto a = items_from_json(back["items"]);
         auto b = items_from_json(c["items"]);
         BOOST_TEST(a.size() == b.size());

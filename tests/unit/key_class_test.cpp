@@ -40,29 +40,58 @@ Value read(std::string_view bytes, const KeyClass& kc) {
 }
 
 // pickle.dumps(ShardKey("s0", 7, 1), protocol=2)
-const auto kShardP2 = "\x80\x02" "capp.keys\x0aShardKey\x0aq\x00)\x81q\x01}q\x02(X\x05\x00\x00\x00shardq\x03X\x02\x00\x00\x00s0q\x04X\x09\x00\x00\x00sample_idq\x05K\x07X\x08\x00\x00\x00positionq\x06K\x01ub."sv;
+const auto kShardP2 =
+    "\x80\x02"
+    "capp.keys\x0aShardKey\x0aq\x00)\x81q\x01}q\x02(X\x05\x00\x00\x00shardq\x03X\x02\x00\x00\x00s0q\x04X\x09\x00\x00\x00sample_idq\x05K\x07X\x08\x00\x00\x00positionq\x06K\x01ub."sv;
 // pickle.dumps((ShardKey("s0", 7, 1), ShardKey("s1", "doc", 2)), protocol=5)
-const auto kShardP5 = "\x80\x05\x95h\x00\x00\x00\x00\x00\x00\x00\x8c\x08" "app.keys\x94\x8c\x08ShardKey\x94\x93\x94)\x81\x94}\x94(\x8c\x05shard\x94\x8c\x02s0\x94\x8c\x09sample_id\x94K\x07\x8c\x08position\x94K\x01ubh\x02)\x81\x94}\x94(h\x05\x8c\x02s1\x94h\x07\x8c\x03" "doc\x94h\x08K\x02ub\x86\x94."sv;
+const auto kShardP5 =
+    "\x80\x05\x95h\x00\x00\x00\x00\x00\x00\x00\x8c\x08"
+    "app.keys\x94\x8c\x08ShardKey\x94\x93\x94)\x81\x94}\x94("
+    "\x8c\x05shard\x94\x8c\x02s0\x94\x8c\x09sample_id\x94K\x07\x8c\x08position\x94K\x01ubh\x02)"
+    "\x81\x94}\x94(h\x05\x8c\x02s1\x94h\x07\x8c\x03"
+    "doc\x94h\x08K\x02ub\x86\x94."sv;
 // pickle.dumps(SlotKey(3, 4), protocol=2): BUILD with the list [3, 4]
-const auto kSlotsP2 = "\x80\x02" "capp.keys\x0aSlotKey\x0aq\x00)\x81q\x01]q\x02(K\x03K\x04" "eb."sv;
+const auto kSlotsP2 =
+    "\x80\x02"
+    "capp.keys\x0aSlotKey\x0aq\x00)\x81q\x01]q\x02(K\x03K\x04"
+    "eb."sv;
 // pickle.dumps((SlotKey(3, 4), SlotKey("x", 0)), protocol=5)
-const auto kSlotsP5 = "\x80\x05\x95" "6\x00\x00\x00\x00\x00\x00\x00\x8c\x08" "app.keys\x94\x8c\x07SlotKey\x94\x93\x94)\x81\x94]\x94(K\x03K\x04" "ebh\x02)\x81\x94]\x94(\x8c\x01x\x94K\x00" "eb\x86\x94."sv;
+const auto kSlotsP5 =
+    "\x80\x05\x95"
+    "6\x00\x00\x00\x00\x00\x00\x00\x8c\x08"
+    "app.keys\x94\x8c\x07SlotKey\x94\x93\x94)\x81\x94]\x94(K\x03K\x04"
+    "ebh\x02)\x81\x94]\x94(\x8c\x01x\x94K\x00"
+    "eb\x86\x94."sv;
 // pickle.dumps(One(5), protocol=5): a list of one item is EMPTY_LIST item APPEND
-const auto kOneP5 = "\x80\x05\x95\x1d\x00\x00\x00\x00\x00\x00\x00\x8c\x08" "app.keys\x94\x8c\x03One\x94\x93\x94)\x81\x94]\x94K\x05" "ab."sv;
+const auto kOneP5 =
+    "\x80\x05\x95\x1d\x00\x00\x00\x00\x00\x00\x00\x8c\x08"
+    "app.keys\x94\x8c\x03One\x94\x93\x94)\x81\x94]\x94K\x05"
+    "ab."sv;
 
 // The fast-mode (no memo) protocol-5 bytes of CPython's pure-Python pickler, FRAME cut, with
 // the one memo opcode SPEC 2.3 adds: MEMOIZE after the class's STACK_GLOBAL.
-const auto kShardFast = "\x80\x05\x8c\x08" "app.keys\x8c\x08ShardKey\x93\x94)\x81}(\x8c\x05shard\x8c\x02s0\x8c\x09sample_idK\x07\x8c\x08positionK\x01ub."sv;
-const auto kSlotsFast = "\x80\x05\x8c\x08" "app.keys\x8c\x07SlotKey\x93\x94)\x81](K\x03K\x04" "eb."sv;
-const auto kOneFast = "\x80\x05\x8c\x08" "app.keys\x8c\x03One\x93\x94)\x81]K\x05" "ab."sv;
-const auto kOneDFast = "\x80\x05\x8c\x08" "app.keys\x8c\x04OneD\x93\x94)\x81}\x8c\x02idK\x01\x8c\x01t\x86sb."sv;
+const auto kShardFast =
+    "\x80\x05\x8c\x08"
+    "app.keys\x8c\x08ShardKey\x93\x94)\x81}(\x8c\x05shard\x8c\x02s0\x8c\x09sample_idK\x07\x8c\x08positionK\x01ub."sv;
+const auto kSlotsFast =
+    "\x80\x05\x8c\x08"
+    "app.keys\x8c\x07SlotKey\x93\x94)\x81](K\x03K\x04"
+    "eb."sv;
+const auto kOneFast =
+    "\x80\x05\x8c\x08"
+    "app.keys\x8c\x03One\x93\x94)\x81]K\x05"
+    "ab."sv;
+const auto kOneDFast =
+    "\x80\x05\x8c\x08"
+    "app.keys\x8c\x04OneD\x93\x94)\x81}\x8c\x02idK\x01\x8c\x01t\x86sb."sv;
 
 std::string short_str(std::string_view s) {
   return "\x8c"s + static_cast<char>(s.size()) + std::string(s);
 }
 
 // The pattern up to NEWOBJ for class app.keys.ShardKey (protocol 5, no memo).
-const std::string kShardNew = "\x80\x05"s + short_str("app.keys") + short_str("ShardKey") + "\x93)\x81";
+const std::string kShardNew =
+    "\x80\x05"s + short_str("app.keys") + short_str("ShardKey") + "\x93)\x81";
 
 std::string written(const Value& key, const KeyClass& kc) {
   std::string out;
@@ -88,8 +117,9 @@ BOOST_AUTO_TEST_CASE(description_is_validated_spec_1_4) {
   BOOST_TEST(k.describe() == "pkg.mod.Key(sample_id, position; dict state)");
   BOOST_TEST(kShard.describe() == "app.keys.ShardKey(shard, sample_id, position; dict state)");
   BOOST_TEST(!kShard.has_default_fields());
-  BOOST_TEST(KeyClass("m.K", {"position", "sample_id"}, KeyClass::State::dict)
-                 .has_default_fields() == false);
+  BOOST_TEST(
+      KeyClass("m.K", {"position", "sample_id"}, KeyClass::State::dict).has_default_fields() ==
+      false);
   k.validate();
   kShard.validate();
   KeyClass{}.validate();  // the shim off
@@ -128,8 +158,8 @@ BOOST_AUTO_TEST_CASE(description_is_validated_spec_1_4) {
 
 BOOST_AUTO_TEST_CASE(dict_state_reads_cpythons_dataclass_in_field_order_spec_1_4) {
   BOOST_TEST((read(kShardP2, kShard) == T({S("s0"), I(7), I(1)})));
-  BOOST_TEST((read(kShardP5, kShard) ==
-              T({T({S("s0"), I(7), I(1)}), T({S("s1"), S("doc"), I(2)})})));
+  BOOST_TEST(
+      (read(kShardP5, kShard) == T({T({S("s0"), I(7), I(1)}), T({S("s1"), S("doc"), I(2)})})));
   // The key is the tuple in the description's field order, whatever the dict's order.
   KeyClass reordered("app.keys.ShardKey", {"position", "shard", "sample_id"},
                      KeyClass::State::dict);
@@ -145,7 +175,9 @@ BOOST_AUTO_TEST_CASE(values_state_reads_cpythons_slots_dataclass_spec_1_4) {
   // The default class name and fields in the values state.
   KeyClass sk(std::string(kDefaultKeyClass), {"sample_id", "position"}, KeyClass::State::values);
   std::string p = "\x80\x05"s + short_str("hyper_parallel.distributed_data.schema") +
-                  short_str("SampleKey") + "\x93)\x81](" + short_str("doc") + "K\x02" "eb.";
+                  short_str("SampleKey") + "\x93)\x81](" + short_str("doc") +
+                  "K\x02"
+                  "eb.";
   BOOST_TEST((read(p, sk) == T({S("doc"), I(2)})));
 }
 
@@ -169,23 +201,33 @@ BOOST_AUTO_TEST_CASE(only_the_described_state_is_accepted_spec_1_4) {
   HPREF_CHECK_ERROR(read(build(id + pos), kShard), Errc::pickle_reduce,
                     "exactly 'shard', 'sample_id' and 'position', got {'sample_id': 7, "
                     "'position': 1}");
-  HPREF_CHECK_ERROR(read(build(short_str("shards") + "N" + id + pos), kShard),
-                    Errc::pickle_reduce, "got {'shards': None");
-  HPREF_CHECK_ERROR(read(build("K\x00N"s + id + pos), kShard), Errc::pickle_reduce,
-                    "got {0: None");
+  HPREF_CHECK_ERROR(read(build(short_str("shards") + "N" + id + pos), kShard), Errc::pickle_reduce,
+                    "got {'shards': None");
+  HPREF_CHECK_ERROR(read(build("K\x00N"s + id + pos), kShard), Errc::pickle_reduce, "got {0: None");
   // Any order of the exact fields is accepted (a dict is a dict).
-  BOOST_TEST((read(build(pos + short_str("shard") + "N" + id), kShard) == T({Value(), I(7), I(1)})));
+  BOOST_TEST(
+      (read(build(pos + short_str("shard") + "N" + id), kShard) == T({Value(), I(7), I(1)})));
   // Values: wrong arity, a tuple instead of the list, a dict.
   std::string slot_new = "\x80\x05"s + short_str("app.keys") + short_str("SlotKey") + "\x93)\x81";
-  HPREF_CHECK_ERROR(read(slot_new + "](K\x03K\x04K\x05" "eb.", kSlots), Errc::pickle_reduce,
+  HPREF_CHECK_ERROR(read(slot_new + "](K\x03K\x04K\x05"
+                                    "eb.",
+                         kSlots),
+                    Errc::pickle_reduce,
                     "must be the list of its 2 field values 'sample_id' and 'position' in order, "
                     "got [3, 4, 5]");
-  HPREF_CHECK_ERROR(read(slot_new + "]K\x03" "ab.", kSlots), Errc::pickle_reduce, "got [3]");
-  HPREF_CHECK_ERROR(read(slot_new + "K\x03K\x04\x86" "b.", kSlots), Errc::pickle_reduce,
-                    "got (3, 4)");
+  HPREF_CHECK_ERROR(read(slot_new + "]K\x03"
+                                    "ab.",
+                         kSlots),
+                    Errc::pickle_reduce, "got [3]");
+  HPREF_CHECK_ERROR(read(slot_new + "K\x03K\x04\x86"
+                                    "b.",
+                         kSlots),
+                    Errc::pickle_reduce, "got (3, 4)");
   // What a non-frozen slots dataclass writes (None, {fields}) is neither state.
   std::string slots_dict = slot_new + "N}(" + short_str("sample_id") + "K\x03" +
-                           short_str("position") + "K\x04u\x86" "b.";
+                           short_str("position") +
+                           "K\x04u\x86"
+                           "b.";
   HPREF_CHECK_ERROR(read(slots_dict, kSlots), Errc::pickle_reduce, "got (None, {");
   HPREF_CHECK_ERROR(read(slots_dict, KeyClass("app.keys.SlotKey")), Errc::pickle_reduce,
                     "got (None, {");
@@ -258,7 +300,8 @@ BOOST_AUTO_TEST_CASE(the_key_class_global_is_memoized_spec_2_3) {
                               state("s0", "K\x07", "K\x01") + "h\x00)\x81"s +
                               state("s1", short_str("doc"), "K\x02") + "h\x00)\x81"s +
                               state("s2", "K\x00"s, "K\x00"s) + "\x87."));
-  Value want = T({T({S("s0"), I(7), I(1)}), T({S("s1"), S("doc"), I(2)}), T({S("s2"), I(0), I(0)})});
+  Value want =
+      T({T({S("s0"), I(7), I(1)}), T({S("s1"), S("doc"), I(2)}), T({S("s2"), I(0), I(0)})});
   BOOST_TEST((read(same, kShard) == want));
   BOOST_TEST((read(kShardP5, kShard) == T({want.items()[0], want.items()[1]})));
   // A second class (same fields, another name) is entry 1; the first stays entry 0.
@@ -272,14 +315,14 @@ BOOST_AUTO_TEST_CASE(the_key_class_global_is_memoized_spec_2_3) {
 
 BOOST_AUTO_TEST_CASE(encode_decode_round_trip_spec_1_4_spec_2_6) {
   std::vector<Item> items = {
-      {T({S("s0"), I(7), I(1)}), Value::bytes("b"sv)},          // an instance
-      {T({S("s1"), S("doc"), I(2)}), L({I(1), S("two")})},      // an instance
-      {T({I(3), I(0)}), I(3)},                                  // 2 values: a plain tuple
-      {S("plain"), Value()},                                    // not a tuple
-      {T({T({I(1)}), Value::boolean(true), I(-5)}), I(4)},      // any hashable values
+      {T({S("s0"), I(7), I(1)}), Value::bytes("b"sv)},      // an instance
+      {T({S("s1"), S("doc"), I(2)}), L({I(1), S("two")})},  // an instance
+      {T({I(3), I(0)}), I(3)},                              // 2 values: a plain tuple
+      {S("plain"), Value()},                                // not a tuple
+      {T({T({I(1)}), Value::boolean(true), I(-5)}), I(4)},  // any hashable values
   };
-  for (const KeyClass& kc : {kShard, KeyClass("app.keys.ShardKey", kShard.fields,
-                                              KeyClass::State::values)}) {
+  for (const KeyClass& kc :
+       {kShard, KeyClass("app.keys.ShardKey", kShard.fields, KeyClass::State::values)}) {
     BOOST_TEST_CONTEXT(kc.describe()) {
       EncodeOptions e;
       e.key_class = kc;
@@ -304,20 +347,19 @@ BOOST_AUTO_TEST_CASE(encode_decode_round_trip_spec_1_4_spec_2_6) {
         }
         // Read under the other state, or the default class: refused, never misread.
         DecodeOptions other = d;
-        other.pickle.key_class.state = kc.state == KeyClass::State::dict
-                                           ? KeyClass::State::values
-                                           : KeyClass::State::dict;
+        other.pickle.key_class.state =
+            kc.state == KeyClass::State::dict ? KeyClass::State::values : KeyClass::State::dict;
         HPREF_CHECK_ERROR(decode_segment(std::span<const std::uint8_t>(bytes), other),
                           Errc::pickle_reduce, "BUILD state of app.keys.ShardKey");
-        HPREF_CHECK_ERROR(decode_segment(std::span<const std::uint8_t>(bytes)),
-                          Errc::pickle_global, "app.keys.ShardKey");
+        HPREF_CHECK_ERROR(decode_segment(std::span<const std::uint8_t>(bytes)), Errc::pickle_global,
+                          "app.keys.ShardKey");
       }
     }
   }
   // With the default fields only valid SampleKeys become objects (the values state too).
   EncodeOptions e;
-  e.key_class = KeyClass(std::string(kDefaultKeyClass), {"sample_id", "position"},
-                         KeyClass::State::values);
+  e.key_class =
+      KeyClass(std::string(kDefaultKeyClass), {"sample_id", "position"}, KeyClass::State::values);
   std::vector<Item> keys = {{T({S("doc"), I(2)}), I(1)}, {T({I(-1), I(0)}), I(2)}};
   auto bytes = encode_segment(keys, e);
   std::string text(bytes.begin(), bytes.end());
@@ -334,9 +376,9 @@ BOOST_AUTO_TEST_CASE(frame_batch_key_fields_and_key_state) {
   auto answer = [](std::string_view line) {
     return cli::parse_json(cli::dump_json(cli::answer_line(line, cli::handle_frame_request)));
   };
-  cli::Json enc = answer(
-      R"({"op":"encode_segment","key_class":"app.keys.SlotKey","key_fields":["a","b","c"],)"
-      R"("key_state":"values","items":[[{"tuple":[1,"x",null]},7]]})");
+  cli::Json enc =
+      answer(R"({"op":"encode_segment","key_class":"app.keys.SlotKey","key_fields":["a","b","c"],)"
+             R"("key_state":"values","items":[[{"tuple":[1,"x",null]},7]]})");
   BOOST_REQUIRE(enc["ok"].get<bool>());
   std::string hex = enc["frame_hex"].get<std::string>();
   // ... SlotKey STACK_GLOBAL EMPTY_TUPLE NEWOBJ EMPTY_LIST MARK 1 'x' None APPENDS BUILD
@@ -352,12 +394,16 @@ BOOST_AUTO_TEST_CASE(frame_batch_key_fields_and_key_state) {
   refused = answer(R"({"op":"encode_segment","key_state":"values","items":[]})");
   BOOST_TEST(refused["kind"].get<std::string>() == "invalid_request");
   BOOST_TEST(refused["error"].get<std::string>().find("need \"key_class\"") != std::string::npos);
-  refused = answer(R"({"op":"pickle_read","pickle_hex":"80054e2e","key_class":"m.K","key_state":"list"})");
+  refused = answer(
+      R"({"op":"pickle_read","pickle_hex":"80054e2e","key_class":"m.K","key_state":"list"})");
   BOOST_TEST(refused["kind"].get<std::string>() == "invalid_argument");
-  refused = answer(R"({"op":"pickle_read","pickle_hex":"80054e2e","key_class":"m.K","key_fields":"a,b"})");
+  refused = answer(
+      R"({"op":"pickle_read","pickle_hex":"80054e2e","key_class":"m.K","key_fields":"a,b"})");
   BOOST_TEST(refused["kind"].get<std::string>() == "invalid_request");
-  refused = answer(R"({"op":"pickle_read","pickle_hex":"80054e2e","key_class":"m.K","key_fields":["a","a"]})");
-  BOOST_TEST(refused["error"].get<std::string>().find("names field 'a' twice") != std::string::npos);
+  refused = answer(
+      R"({"op":"pickle_read","pickle_hex":"80054e2e","key_class":"m.K","key_fields":["a","a"]})");
+  BOOST_TEST(refused["error"].get<std::string>().find("names field 'a' twice") !=
+             std::string::npos);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -128,8 +128,8 @@ BOOST_AUTO_TEST_CASE(wire_form_is_six_words_then_the_counts_each_way_zero_padded
   wire.pop_back();
   // magic, kind (all_to_all_v = 3), root (-1 as two's complement), op (sum = 0),
   // dtype (uint8, index 11 in SPEC 1.3's table), bytes, counts_in x 3, counts_out x 3.
-  BOOST_TEST(words_of(wire) == (std::vector<std::uint64_t>{kMagic, 3, ~0ULL, 0, 11, 7, 1, 2, 0, 4,
-                                                           0, 0}));
+  BOOST_TEST(words_of(wire) ==
+             (std::vector<std::uint64_t>{kMagic, 3, ~0ULL, 0, 11, 7, 1, 2, 0, 4, 0, 0}));
   OpSignature r = read_signature(wire.data(), 3);
   BOOST_TEST(r.root == -1);
   BOOST_TEST(r.counts_in == (std::vector<std::uint64_t>{1, 2, 0}));
@@ -220,9 +220,9 @@ BOOST_AUTO_TEST_CASE(same_call_compares_the_fields_of_the_kind) {
   BOOST_TEST(!same_call(bcast(2, 8), bcast(2, 9)));  // bytes
   auto r = reduce(ReduceOp::sum, DType::int32, 8);
   BOOST_TEST(same_call(r, reduce(ReduceOp::sum, DType::int32, 8)));
-  BOOST_TEST(!same_call(r, reduce(ReduceOp::max, DType::int32, 8)));   // op
+  BOOST_TEST(!same_call(r, reduce(ReduceOp::max, DType::int32, 8)));    // op
   BOOST_TEST(!same_call(r, reduce(ReduceOp::sum, DType::float32, 8)));  // dtype
-  BOOST_TEST(!same_call(r, reduce(ReduceOp::sum, DType::int32, 12)));  // bytes
+  BOOST_TEST(!same_call(r, reduce(ReduceOp::sum, DType::int32, 12)));   // bytes
   BOOST_TEST(same_call(gather(8), gather(8)));
   BOOST_TEST(!same_call(gather(8), gather(16)));
   // Fields a kind does not use do not count.

@@ -44,8 +44,7 @@ std::vector<T> cooked(std::span<const std::uint8_t> bytes) {
 
 // dst += src elementwise through the product's add_elements; returns dst.
 template <class T>
-std::vector<T> add(DType dtype, std::vector<T> dst, const std::vector<T>& src,
-                   std::size_t count) {
+std::vector<T> add(DType dtype, std::vector<T> dst, const std::vector<T>& src, std::size_t count) {
   auto d = raw(dst);
   auto s = raw(src);
   add_elements(dtype, d.data(), s.data(), count);
@@ -100,22 +99,22 @@ BOOST_AUTO_TEST_CASE(complex128_oracle_backward_sums_multi_element_rows_spec_8_2
   std::vector<Route> routes = {route(2, 0, 2, 0), route(2, 0, 4, 2)};
   std::vector<Tensor> grads = {
       tensor_of<C128>(DType::complex128, {2, 2}, {{1, -1}, {2, -2}, {3, -3}, {4, -4}}),
-      tensor_of<C128>(DType::complex128, {4, 2},
-                      {{10, 100}, {20, 200}, {30, 300}, {40, 400},
-                       {0.5, 0.25}, {6, 7}, {8, 9}, {-1, -2}})};
+      tensor_of<C128>(
+          DType::complex128, {4, 2},
+          {{10, 100}, {20, 200}, {30, 300}, {40, 400}, {0.5, 0.25}, {6, 7}, {8, 9}, {-1, -2}})};
   auto g = oracle_backward(grads, routes);
   BOOST_REQUIRE(g.size() == 2u);
   BOOST_TEST(g[0].dtype() == DType::complex128);
   BOOST_TEST(std::vector<std::int64_t>(g[0].shape().begin(), g[0].shape().end()) ==
                  (std::vector<std::int64_t>{2, 2}),
              boost::test_tools::per_element());
-  BOOST_TEST(cooked<C128>(g[0].bytes()) ==
-                 (std::vector<C128>{{11, 99}, {22, 198}, {33, 297}, {44, 396}}),
-             boost::test_tools::per_element());
+  BOOST_TEST(
+      cooked<C128>(g[0].bytes()) == (std::vector<C128>{{11, 99}, {22, 198}, {33, 297}, {44, 396}}),
+      boost::test_tools::per_element());
   // Owner 1's rows [2, 4) are in no other interval: its own block only.
-  BOOST_TEST(cooked<C128>(g[1].bytes()) ==
-                 (std::vector<C128>{{0.5, 0.25}, {6, 7}, {8, 9}, {-1, -2}}),
-             boost::test_tools::per_element());
+  BOOST_TEST(
+      cooked<C128>(g[1].bytes()) == (std::vector<C128>{{0.5, 0.25}, {6, 7}, {8, 9}, {-1, -2}}),
+      boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(complex64_and_complex32_add_every_part) {
@@ -142,8 +141,7 @@ BOOST_AUTO_TEST_CASE(float64_and_float32_add_each_element) {
                  (std::vector<double>{3.75, 0, 0.30000000000000004}),
              boost::test_tools::per_element());
   BOOST_TEST(add(DType::float32, std::vector<float>{1.5f, 16777216.0f, 0.1f}, {2.25f, 1, 0.2f},
-                 3) ==
-                 (std::vector<float>{3.75f, 16777216.0f, 0.3f}),  // 2^24 + 1 rounds to even
+                 3) == (std::vector<float>{3.75f, 16777216.0f, 0.3f}),  // 2^24 + 1 rounds to even
              boost::test_tools::per_element());
 }
 
@@ -194,9 +192,9 @@ BOOST_AUTO_TEST_CASE(no_arithmetic_for_quantized_float8_and_bits) {
                   DType::float8_e4m3fn, DType::float8_e4m3fnuz, DType::float8_e5m2,
                   DType::float8_e5m2fnuz, DType::float8_e8m0fnu, DType::bits8, DType::bits16}) {
     std::uint8_t x[4] = {1, 2, 3, 4}, y[4] = {1, 1, 1, 1};
-    HPREF_CHECK_ERROR(add_elements(d, x, y, 1), Errc::unsupported_arithmetic,
-                      "summing gradients of dtype " + std::string(dtype_name(d)) +
-                          " is not supported");
+    HPREF_CHECK_ERROR(
+        add_elements(d, x, y, 1), Errc::unsupported_arithmetic,
+        "summing gradients of dtype " + std::string(dtype_name(d)) + " is not supported");
     BOOST_TEST(x[0] == 1);  // nothing written
   }
   // Through the oracle: the same refusal once rows overlap.
@@ -271,9 +269,9 @@ BOOST_AUTO_TEST_CASE(rows_like_keeps_dtype_row_shape_and_device) {
                  (std::vector<std::int64_t>{2, 2, 2}),
              boost::test_tools::per_element());
   BOOST_TEST(t.device().str() == "cuda:3");
-  BOOST_TEST(cooked<std::int16_t>(t.bytes()) ==
-                 (std::vector<std::int16_t>{5, 6, 7, 8, 9, 10, 11, 12}),
-             boost::test_tools::per_element());
+  BOOST_TEST(
+      cooked<std::int16_t>(t.bytes()) == (std::vector<std::int16_t>{5, 6, 7, 8, 9, 10, 11, 12}),
+      boost::test_tools::per_element());
   HPREF_CHECK_ERROR(rows_like(like, 3, {1, 2}), Errc::invalid_tensor, "needs 24 bytes, got 2");
 }
 
@@ -334,8 +332,8 @@ BOOST_AUTO_TEST_CASE(backward_refusals_spec_8_2) {
       "rank 1's output gradient does not have 2 rows of the common row shape and dtype";
   std::vector<Tensor> scalar_second = {i64({1}, {1}), i64({}, {1})};
   HPREF_CHECK_ERROR(oracle_backward(scalar_second, two), Errc::oracle_mismatch, rank1);
-  std::vector<Tensor> other_dtype = {
-      i64({1}, {1}), tensor_of<std::int32_t>(DType::int32, {2}, {1, 2})};
+  std::vector<Tensor> other_dtype = {i64({1}, {1}),
+                                     tensor_of<std::int32_t>(DType::int32, {2}, {1, 2})};
   HPREF_CHECK_ERROR(oracle_backward(other_dtype, two), Errc::oracle_mismatch, rank1);
   std::vector<Tensor> other_rank = {i64({1}, {1}), i64({2, 1}, {1, 2})};
   HPREF_CHECK_ERROR(oracle_backward(other_rank, two), Errc::oracle_mismatch, rank1);
@@ -386,12 +384,12 @@ BOOST_AUTO_TEST_CASE(text_escapes_like_python) {
 // Bytes that are not UTF-8 (a str Python could not hold) are escaped byte by byte.
 BOOST_AUTO_TEST_CASE(text_invalid_utf8_bytes_escaped) {
   BOOST_TEST(quote_text("\xff") == R"('\xff')");
-  BOOST_TEST(quote_text("a\x80z") == R"('a\x80z')");                     // lone continuation
-  BOOST_TEST(quote_text("\xe2\x82") == R"('\xe2\x82')");                 // cut short at the end
-  BOOST_TEST(quote_text("\xe2\x82x") == R"('\xe2\x82x')");               // cut short inside
-  BOOST_TEST(quote_text("\xed\xa0\x80") == R"('\xed\xa0\x80')");         // a surrogate
-  BOOST_TEST(quote_text("\xc0\xaf") == R"('\xc0\xaf')");                 // overlong '/'
-  BOOST_TEST(quote_text("\xf4\x90\x80\x80") == R"('\xf4\x90\x80\x80')"); // past U+10FFFF
+  BOOST_TEST(quote_text("a\x80z") == R"('a\x80z')");                      // lone continuation
+  BOOST_TEST(quote_text("\xe2\x82") == R"('\xe2\x82')");                  // cut short at the end
+  BOOST_TEST(quote_text("\xe2\x82x") == R"('\xe2\x82x')");                // cut short inside
+  BOOST_TEST(quote_text("\xed\xa0\x80") == R"('\xed\xa0\x80')");          // a surrogate
+  BOOST_TEST(quote_text("\xc0\xaf") == R"('\xc0\xaf')");                  // overlong '/'
+  BOOST_TEST(quote_text("\xf4\x90\x80\x80") == R"('\xf4\x90\x80\x80')");  // past U+10FFFF
   BOOST_TEST(quote_text("\xc3\xa9\xff\xc3\xa9") == "'\xc3\xa9\\xff\xc3\xa9'");
 }
 
@@ -547,7 +545,8 @@ BOOST_AUTO_TEST_CASE(quotes_and_escapes_match_cpython) {
   const std::pair<std::string, std::string> texts[] = {
       {"\x69\x74\x27\x73"s, "\x22\x69\x74\x27\x73\x22"s},
       {"\x73\x61\x79\x20\x22\x68\x69\x22"s, "\x27\x73\x61\x79\x20\x22\x68\x69\x22\x27"s},
-      {"\x62\x6f\x74\x68\x20\x27\x20\x61\x6e\x64\x20\x22"s, "\x27\x62\x6f\x74\x68\x20\x5c\x27\x20\x61\x6e\x64\x20\x22\x27"s},
+      {"\x62\x6f\x74\x68\x20\x27\x20\x61\x6e\x64\x20\x22"s,
+       "\x27\x62\x6f\x74\x68\x20\x5c\x27\x20\x61\x6e\x64\x20\x22\x27"s},
       {"\xc2\x85"s, "\x27\x5c\x78\x38\x35\x27"s},
       {"\xc2\xa0"s, "\x27\x5c\x78\x61\x30\x27"s},
       {"\xe2\x80\xa8"s, "\x27\x5c\x75\x32\x30\x32\x38\x27"s},
@@ -560,7 +559,8 @@ BOOST_AUTO_TEST_CASE(quotes_and_escapes_match_cpython) {
       {"\x63\x61\x66\xc3\xa9"s, "\x27\x63\x61\x66\xc3\xa9\x27"s},
       {"\x7f"s, "\x27\x5c\x78\x37\x66\x27"s},
       {"\x00"s, "\x27\x5c\x78\x30\x30\x27"s},
-      {"\x62\x61\x63\x6b\x5c\x73\x6c\x61\x73\x68"s, "\x27\x62\x61\x63\x6b\x5c\x5c\x73\x6c\x61\x73\x68\x27"s},
+      {"\x62\x61\x63\x6b\x5c\x73\x6c\x61\x73\x68"s,
+       "\x27\x62\x61\x63\x6b\x5c\x5c\x73\x6c\x61\x73\x68\x27"s},
       {"\x74\x61\x62\x09\x68\x65\x72\x65"s, "\x27\x74\x61\x62\x5c\x74\x68\x65\x72\x65\x27"s},
       {"\xf3\xa0\x80\x81"s, "\x27\x5c\x55\x30\x30\x30\x65\x30\x30\x30\x31\x27"s},
       {"\xe2\x80\x8b"s, "\x27\x5c\x75\x32\x30\x30\x62\x27"s},
@@ -588,11 +588,10 @@ BOOST_AUTO_TEST_CASE(containers_print_like_python) {
                                Value::boolean(false), i(-5), Value::bytes("x")})) ==
              "[1, 'a', None, True, False, -5, b'x']");
   BOOST_TEST(repr(Value::mapping({})) == "{}");
-  BOOST_TEST(repr(Value::mapping(
-                 {{Value::string("a"), i(1)},
-                  {i(2), Value::none()},
-                  {Value::tuple({i(1), Value::string("b")}),
-                   Value::list({Value::floating(2.5), Value::floating(-0.0)})}})) ==
+  BOOST_TEST(repr(Value::mapping({{Value::string("a"), i(1)},
+                                  {i(2), Value::none()},
+                                  {Value::tuple({i(1), Value::string("b")}),
+                                   Value::list({Value::floating(2.5), Value::floating(-0.0)})}})) ==
              "{'a': 1, 2: None, (1, 'b'): [2.5, -0.0]}");
   // Mappings inside other containers.
   Value inner = Value::mapping({{Value::string("k"), i(1)}});
@@ -605,8 +604,7 @@ BOOST_AUTO_TEST_CASE(containers_print_like_python) {
 // Tensors (ours): dtype and shape, never the elements.
 BOOST_AUTO_TEST_CASE(tensors_print_dtype_and_shape) {
   Tensor t23(DType::float32, Shape{2, 3}, SharedBytes::adopt(std::vector<std::uint8_t>(24)));
-  BOOST_TEST(repr(Value::tensor(t23)) ==
-             "tensor(dtype=torch.float32, shape=(2, 3))");
+  BOOST_TEST(repr(Value::tensor(t23)) == "tensor(dtype=torch.float32, shape=(2, 3))");
   BOOST_TEST(repr(Value::tensor(Tensor())) == "tensor(dtype=torch.float32, shape=(0,))");
   BOOST_TEST(repr(Value::tensor(tensor_of<std::uint8_t>(DType::boolean, {}, {1}))) ==
              "tensor(dtype=torch.bool, shape=())");
@@ -692,8 +690,7 @@ BOOST_AUTO_TEST_CASE(from_value_accepts_only_valid_keys_spec_1_4) {
   BOOST_TEST(!SampleKey::from_value(t(Value::string(""), i(0))));      // empty id
   BOOST_TEST(!SampleKey::from_value(t(Value::bytes("x"), i(0))));      // bytes id
   BOOST_TEST(!SampleKey::from_value(t(Value::none(), i(0))));
-  BOOST_TEST(!SampleKey::from_value(
-      Value::tuple({i(1), i(0), i(0)})));  // three items
+  BOOST_TEST(!SampleKey::from_value(Value::tuple({i(1), i(0), i(0)})));  // three items
   BOOST_TEST(!SampleKey::from_value(i(1)));
 }
 
@@ -704,14 +701,34 @@ BOOST_AUTO_TEST_SUITE(dtype_tensor_device)
 // SPEC 1.3's table, name: element bytes, in the table's order (dtype_at follows it).
 BOOST_AUTO_TEST_CASE(whole_table_spec_1_3) {
   const std::pair<const char*, std::size_t> table[] = {
-      {"float64", 8},         {"float32", 4},         {"float16", 2},       {"bfloat16", 2},
-      {"complex32", 4},       {"complex64", 8},       {"complex128", 16},   {"int64", 8},
-      {"int32", 4},           {"int16", 2},           {"int8", 1},          {"uint8", 1},
-      {"uint16", 2},          {"uint32", 4},          {"uint64", 8},        {"bool", 1},
-      {"qint8", 1},           {"quint8", 1},          {"qint32", 4},        {"quint4x2", 1},
-      {"quint2x4", 1},        {"float8_e4m3fn", 1},   {"float8_e4m3fnuz", 1},
-      {"float8_e5m2", 1},     {"float8_e5m2fnuz", 1}, {"float8_e8m0fnu", 1},
-      {"bits8", 1},           {"bits16", 2},
+      {"float64", 8},
+      {"float32", 4},
+      {"float16", 2},
+      {"bfloat16", 2},
+      {"complex32", 4},
+      {"complex64", 8},
+      {"complex128", 16},
+      {"int64", 8},
+      {"int32", 4},
+      {"int16", 2},
+      {"int8", 1},
+      {"uint8", 1},
+      {"uint16", 2},
+      {"uint32", 4},
+      {"uint64", 8},
+      {"bool", 1},
+      {"qint8", 1},
+      {"quint8", 1},
+      {"qint32", 4},
+      {"quint4x2", 1},
+      {"quint2x4", 1},
+      {"float8_e4m3fn", 1},
+      {"float8_e4m3fnuz", 1},
+      {"float8_e5m2", 1},
+      {"float8_e5m2fnuz", 1},
+      {"float8_e8m0fnu", 1},
+      {"bits8", 1},
+      {"bits16", 2},
   };
   BOOST_REQUIRE(std::size(table) == static_cast<std::size_t>(kDTypeCount));
   for (int k = 0; k < kDTypeCount; ++k) {
@@ -730,16 +747,16 @@ BOOST_AUTO_TEST_CASE(whole_table_spec_1_3) {
 // SPEC 1.3's two refusals, each naming the text as Python's repr would.
 BOOST_AUTO_TEST_CASE(dtype_refusals_spec_1_3) {
   for (const char* bad : {"float32", "", "torch", "torch:float32", "TORCH.float32"}) {
-    HPREF_CHECK_ERROR(parse_dtype(bad), Errc::invalid_dtype,
-                      "tensor dtype " + quote_text(bad) +
-                          " is invalid: a dtype is written 'torch.<name>'");
+    HPREF_CHECK_ERROR(
+        parse_dtype(bad), Errc::invalid_dtype,
+        "tensor dtype " + quote_text(bad) + " is invalid: a dtype is written 'torch.<name>'");
   }
   HPREF_CHECK_ERROR(parse_dtype("float32"), Errc::invalid_dtype, "tensor dtype 'float32' is");
-  for (const char* bad : {"torch.", "torch.Float32", "torch.uint1", "torch.torch.float32",
-                          "torch.float32 "}) {
-    HPREF_CHECK_ERROR(parse_dtype(bad), Errc::unsupported_dtype,
-                      "tensor dtype " + quote_text(bad) +
-                          " is not supported (SPEC 1.3 lists the dtypes)");
+  for (const char* bad :
+       {"torch.", "torch.Float32", "torch.uint1", "torch.torch.float32", "torch.float32 "}) {
+    HPREF_CHECK_ERROR(
+        parse_dtype(bad), Errc::unsupported_dtype,
+        "tensor dtype " + quote_text(bad) + " is not supported (SPEC 1.3 lists the dtypes)");
   }
   HPREF_CHECK_ERROR(parse_dtype("torch.uint1"), Errc::unsupported_dtype,
                     "tensor dtype 'torch.uint1' is not supported");
@@ -774,7 +791,7 @@ BOOST_AUTO_TEST_CASE(on_relabels_the_same_bytes) {
   BOOST_TEST(c.device().str() == "cuda:2");
   BOOST_TEST(t.device().str() == "cpu");
   BOOST_TEST(c.bytes().data() == t.bytes().data());  // no copy
-  BOOST_TEST((c == t));                                // device not compared
+  BOOST_TEST((c == t));                              // device not compared
 }
 
 // Negative dims: no element count (SPEC 1.2: dims are non-negative).
@@ -794,9 +811,9 @@ BOOST_AUTO_TEST_CASE(byte_count_overflow_refused_spec_2_4) {
   HPREF_CHECK_ERROR(Tensor(DType::complex128, Shape{std::int64_t{1} << 60}, SharedBytes()),
                     Errc::invalid_tensor,
                     "tensor shape has a negative dim or more elements than int64 can count");
-  HPREF_CHECK_ERROR(Tensor(DType::int8, Shape{std::numeric_limits<std::int64_t>::max(), 2},
-                           SharedBytes()),
-                    Errc::invalid_tensor, "more elements than int64 can count");
+  HPREF_CHECK_ERROR(
+      Tensor(DType::int8, Shape{std::numeric_limits<std::int64_t>::max(), 2}, SharedBytes()),
+      Errc::invalid_tensor, "more elements than int64 can count");
   // (1 << 59) * 16 = 2^63 also overflows; (1 << 58) * 16 fits and asks for its bytes.
   HPREF_CHECK_ERROR(Tensor(DType::complex128, Shape{std::int64_t{1} << 59}, SharedBytes()),
                     Errc::invalid_tensor, "more elements than int64 can count");
@@ -807,9 +824,9 @@ BOOST_AUTO_TEST_CASE(byte_count_overflow_refused_spec_2_4) {
 
 // A shared shape must be given: a null one is the caller's bug, refused by an internal check.
 BOOST_AUTO_TEST_CASE(null_shared_shape_refused) {
-  HPREF_CHECK_ERROR(Tensor(DType::int8, std::shared_ptr<const std::vector<std::int64_t>>(),
-                           SharedBytes()),
-                    Errc::internal, "CHECK(shape_ != nullptr)");
+  HPREF_CHECK_ERROR(
+      Tensor(DType::int8, std::shared_ptr<const std::vector<std::int64_t>>(), SharedBytes()),
+      Errc::internal, "CHECK(shape_ != nullptr)");
   auto shape = std::make_shared<const std::vector<std::int64_t>>(Shape{2});
   Tensor a(DType::int8, shape, SharedBytes::adopt({1, 2}));
   Tensor b(DType::int8, shape, SharedBytes::adopt({3, 4}));
@@ -878,17 +895,46 @@ BOOST_AUTO_TEST_CASE(agrees_with_python_decode) {
     bool valid;  // CPython: bytes.fromhex(hex).decode('utf-8') succeeds
   };
   const Case cases[] = {
-      {"", true},           {"41", true},         {"7f", true},         {"80", false},
-      {"bf", false},        {"c080", false},      {"c1bf", false},      {"c280", true},
-      {"dfbf", true},       {"c2", false},        {"c241", false},      {"c2c0", false},
-      {"e08080", false},    {"e09fbf", false},    {"e0a080", true},     {"ed9fbf", true},
-      {"eda080", false},    {"edbfbf", false},    {"ee8080", true},     {"efbfbf", true},
-      {"e0a0", false},      {"e0a041", false},    {"f0808080", false},  {"f08fbfbf", false},
-      {"f0908080", true},   {"f48fbfbf", true},   {"f4908080", false},  {"f5808080", false},
-      {"f888808080", false}, {"fe", false},       {"ff", false},        {"f09080", false},
-      {"f09080c0", false},  {"41e282ac42", true}, {"e282aced", false},
+      {"", true},
+      {"41", true},
+      {"7f", true},
+      {"80", false},
+      {"bf", false},
+      {"c080", false},
+      {"c1bf", false},
+      {"c280", true},
+      {"dfbf", true},
+      {"c2", false},
+      {"c241", false},
+      {"c2c0", false},
+      {"e08080", false},
+      {"e09fbf", false},
+      {"e0a080", true},
+      {"ed9fbf", true},
+      {"eda080", false},
+      {"edbfbf", false},
+      {"ee8080", true},
+      {"efbfbf", true},
+      {"e0a0", false},
+      {"e0a041", false},
+      {"f0808080", false},
+      {"f08fbfbf", false},
+      {"f0908080", true},
+      {"f48fbfbf", true},
+      {"f4908080", false},
+      {"f5808080", false},
+      {"f888808080", false},
+      {"fe", false},
+      {"ff", false},
+      {"f09080", false},
+      {"f09080c0", false},
+      {"41e282ac42", true},
+      {"e282aced", false},
       // Bytes that lead nothing, followed by three continuation bytes.
-      {"81808080", false},  {"84808080", false},  {"c1808080", false},  {"c0808080", false},
+      {"81808080", false},
+      {"84808080", false},
+      {"c1808080", false},
+      {"c0808080", false},
   };
   for (const Case& c : cases) {
     auto b = unhex(c.hex);

@@ -10,13 +10,13 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "builders.hpp"
 #include "hpref/data_groups.hpp"
 #include "hpref/group_plan.hpp"
 #include "hpref/model_batch.hpp"
 #include "hpref/routes.hpp"
 #include "hpref/sha256.hpp"
 #include "hpref/topology.hpp"
-#include "builders.hpp"
 #include "test_util.hpp"
 
 using namespace hpref;
@@ -29,7 +29,7 @@ using I = std::vector<Interval>;
 constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
 
 TopologyInputs edge_mesh(std::vector<std::int64_t> shape, std::vector<std::string> names, int rank,
-                    std::optional<std::vector<std::string>> dp = std::nullopt) {
+                         std::optional<std::vector<std::string>> dp = std::nullopt) {
   return hpref::test::mesh_of(std::move(shape), std::move(names), rank, std::move(dp));
 }
 

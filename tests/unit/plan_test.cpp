@@ -1,10 +1,10 @@
 // SPEC 3.1, 3.2, 6.1-6.3: the topology, the group plan and the batch layout; each check
 // provoked on its own.
+#include "builders.hpp"
 #include "hpref/group_plan.hpp"
 #include "hpref/model_batch.hpp"
 #include "hpref/sha256.hpp"
 #include "hpref/topology.hpp"
-#include "builders.hpp"
 #include "test_util.hpp"
 
 using namespace hpref;
@@ -23,7 +23,8 @@ BOOST_AUTO_TEST_SUITE(sha256_digest)
 
 BOOST_AUTO_TEST_CASE(fips_180_vectors) {
   BOOST_TEST(sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  BOOST_TEST(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  BOOST_TEST(sha256_hex("abc") ==
+             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   BOOST_TEST(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") ==
              "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
   BOOST_TEST(sha256_hex(std::string(1000000, 'a')) ==
@@ -41,7 +42,8 @@ BOOST_AUTO_TEST_CASE(derived_views_spec_3_1) {
   BOOST_TEST(t.data_parallel_size() == 2);
   BOOST_TEST(t.data_rank() == 1);
   BOOST_TEST(t.constructor_ranks() == Ranks({0, 4}), boost::test_tools::per_element());
-  BOOST_TEST(t.model_parallel_rank_groups()[1] == Ranks({4, 5, 6, 7}), boost::test_tools::per_element());
+  BOOST_TEST(t.model_parallel_rank_groups()[1] == Ranks({4, 5, 6, 7}),
+             boost::test_tools::per_element());
   BOOST_TEST(t.constructor_rank() == 4);
   BOOST_TEST(t.model_parallel_ranks() == Ranks({4, 5, 6, 7}), boost::test_tools::per_element());
 }
@@ -74,14 +76,17 @@ BOOST_AUTO_TEST_CASE(fingerprint_is_stable_and_sensitive) {
   DataTopology c(mesh({4, 2}, {"dp", "cp"}, 0));
   BOOST_TEST(a.fingerprint() == b.fingerprint());  // same mesh, another rank
   BOOST_TEST(a.fingerprint() != c.fingerprint());
-  BOOST_TEST(a.canonical_text() == "hpref-topology-v1\nshape=2,4\nnames=dp,cp\nranks=0,1,2,3,4,5,6,7\ndp=dp\n");
+  BOOST_TEST(a.canonical_text() ==
+             "hpref-topology-v1\nshape=2,4\nnames=dp,cp\nranks=0,1,2,3,4,5,6,7\ndp=dp\n");
   BOOST_TEST(a.fingerprint() == sha256_hex(a.canonical_text()));
 }
 
 BOOST_AUTO_TEST_CASE(each_check_spec_3_1) {
   HPREF_CHECK_ERROR(DataTopology(mesh({}, {}, 0)), Errc::topology_shape, "at least one dim");
-  HPREF_CHECK_ERROR(DataTopology(mesh({2, 0}, {"dp", "cp"}, 0)), Errc::topology_shape, "non-positive dim 0");
-  HPREF_CHECK_ERROR(DataTopology(mesh({2, 2}, {"dp"}, 0)), Errc::topology_names, "1 names for 2 dims");
+  HPREF_CHECK_ERROR(DataTopology(mesh({2, 0}, {"dp", "cp"}, 0)), Errc::topology_shape,
+                    "non-positive dim 0");
+  HPREF_CHECK_ERROR(DataTopology(mesh({2, 2}, {"dp"}, 0)), Errc::topology_names,
+                    "1 names for 2 dims");
   HPREF_CHECK_ERROR(DataTopology(mesh({2, 2}, {"dp", "dp"}, 0)), Errc::topology_names, "repeat");
   TopologyInputs dup = mesh({2, 2}, {"dp", "cp"}, 0);
   dup.rank_list[3] = 0;
@@ -89,9 +94,11 @@ BOOST_AUTO_TEST_CASE(each_check_spec_3_1) {
   TopologyInputs small = mesh({2, 2}, {"dp", "cp"}, 0);
   small.rank_list.pop_back();
   HPREF_CHECK_ERROR(DataTopology(small), Errc::topology_rank_list, "mesh of 4");
-  HPREF_CHECK_ERROR(DataTopology(mesh({2, 2}, {"dp", "cp"}, 9)), Errc::topology_global_rank, "global_rank 9");
-  HPREF_CHECK_ERROR(DataTopology(mesh({2, 2}, {"dp", "cp"}, 0, std::vector<std::string>{"cp", "cp"})),
-                    Errc::topology_dp_names, "repeat");
+  HPREF_CHECK_ERROR(DataTopology(mesh({2, 2}, {"dp", "cp"}, 9)), Errc::topology_global_rank,
+                    "global_rank 9");
+  HPREF_CHECK_ERROR(
+      DataTopology(mesh({2, 2}, {"dp", "cp"}, 0, std::vector<std::string>{"cp", "cp"})),
+      Errc::topology_dp_names, "repeat");
   HPREF_CHECK_ERROR(DataTopology(mesh({2, 2}, {"dp", "cp"}, 0, std::vector<std::string>{"tp"})),
                     Errc::topology_dp_names, "'tp'");
 }
@@ -118,8 +125,10 @@ BOOST_AUTO_TEST_CASE(host_only_plan_reuses_the_control_group_spec_3_2) {
   BOOST_TEST(p.data_plane_ranks == Ranks({0, 1, 4}), boost::test_tools::per_element());
   BOOST_REQUIRE_EQUAL(p.creations.size(), 3u);  // control, two model-parallel host groups
   BOOST_TEST((p.creations[0] == GroupCreation{GroupRole::control, {0, 1, 4}, "gloo"}));
-  BOOST_TEST((p.creations[1] == GroupCreation{GroupRole::model_parallel_host, {0, 1, 2, 3}, "gloo"}));
-  BOOST_TEST((p.creations[2] == GroupCreation{GroupRole::model_parallel_host, {4, 5, 6, 7}, "gloo"}));
+  BOOST_TEST(
+      (p.creations[1] == GroupCreation{GroupRole::model_parallel_host, {0, 1, 2, 3}, "gloo"}));
+  BOOST_TEST(
+      (p.creations[2] == GroupCreation{GroupRole::model_parallel_host, {4, 5, 6, 7}, "gloo"}));
   BOOST_TEST(p.payload_reuses_control);
   BOOST_TEST(!p.control.has_value());  // rank 5 is not in the data plane
   BOOST_REQUIRE(p.model_parallel.has_value());
@@ -194,13 +203,16 @@ BOOST_AUTO_TEST_CASE(each_check_in_order_spec_3_2) {
     change(in);
     return plan_groups(in);
   };
-  HPREF_CHECK_ERROR(with([](auto& in) { in.planner_rank = 3; }), Errc::group_planner, "planner_rank 3");
+  HPREF_CHECK_ERROR(with([](auto& in) { in.planner_rank = 3; }), Errc::group_planner,
+                    "planner_rank 3");
   HPREF_CHECK_ERROR(with([](auto& in) { in.world_size = 9; }), Errc::group_mesh_world, "0..8");
   HPREF_CHECK_ERROR(with([](auto& in) { in.rank = 1; }), Errc::group_rank, "this rank 1");
-  HPREF_CHECK_ERROR(with([](auto& in) { in.cpu_backend = "nccl"; }), Errc::group_cpu_backend, "'nccl'");
+  HPREF_CHECK_ERROR(with([](auto& in) { in.cpu_backend = "nccl"; }), Errc::group_cpu_backend,
+                    "'nccl'");
   HPREF_CHECK_ERROR(with([](auto& in) { in.cpu_backend = ""; }), Errc::group_cpu_backend, "''");
   BOOST_TEST(with([](auto& in) { in.cpu_backend = "MPI"; }).creations[0].backend == "MPI");
-  HPREF_CHECK_ERROR(with([](auto& in) { in.payload_backend = ""; }), Errc::group_payload_backend, "non-empty");
+  HPREF_CHECK_ERROR(with([](auto& in) { in.payload_backend = ""; }), Errc::group_payload_backend,
+                    "non-empty");
   HPREF_CHECK_ERROR(with([](auto& in) { in.payload_backend = "nccl"; }), Errc::group_payload_device,
                     "needs a rank-local accelerator");
   HPREF_CHECK_ERROR(with([](auto& in) {
@@ -213,7 +225,8 @@ BOOST_AUTO_TEST_CASE(each_check_in_order_spec_3_2) {
                       in.communication_device = "cuda:0";
                     }),
                     Errc::group_payload_device, "cannot exchange tensors on a cuda");
-  HPREF_CHECK_ERROR(with([](auto& in) { in.communication_device = "tpu:0"; }), Errc::group_device, "'tpu:0'");
+  HPREF_CHECK_ERROR(with([](auto& in) { in.communication_device = "tpu:0"; }), Errc::group_device,
+                    "'tpu:0'");
   // order: the planner check comes before the distributed and world checks
   HPREF_CHECK_ERROR(with([](auto& in) {
                       in.planner_rank = 3;
@@ -228,8 +241,14 @@ BOOST_AUTO_TEST_SUITE(model_batch)
 
 ModelBatchLayout spec() {
   return ModelBatchLayout({
-      {"tokens", DType::int64, Placement::accelerator, {Dim{std::string("B")}, Dim{std::string("S")}}},
-      {"mask", DType::boolean, Placement::accelerator, {Dim{std::string("B")}, Dim{std::string("S")}}},
+      {"tokens",
+       DType::int64,
+       Placement::accelerator,
+       {Dim{std::string("B")}, Dim{std::string("S")}}},
+      {"mask",
+       DType::boolean,
+       Placement::accelerator,
+       {Dim{std::string("B")}, Dim{std::string("S")}}},
       {"image", DType::uint8, Placement::cpu, {Dim{std::string("N")}, Dim{std::int64_t{3}}}},
   });
 }
@@ -237,7 +256,9 @@ ModelBatchLayout spec() {
 Value tensor(DType d, std::vector<std::int64_t> shape) {
   std::int64_t n = 1;
   for (auto s : shape) n *= s;
-  return Value::tensor(Tensor::copy_of(d, std::move(shape), std::vector<std::uint8_t>(static_cast<std::size_t>(n) * element_size(d))));
+  return Value::tensor(
+      Tensor::copy_of(d, std::move(shape),
+                      std::vector<std::uint8_t>(static_cast<std::size_t>(n) * element_size(d))));
 }
 
 Value batch(std::int64_t b, std::int64_t s, std::int64_t n) {
@@ -248,30 +269,35 @@ Value batch(std::int64_t b, std::int64_t s, std::int64_t n) {
 
 BOOST_AUTO_TEST_CASE(symbols_numbered_by_first_appearance_spec_6_1) {
   auto l = spec();
-  BOOST_TEST(l.symbols() == std::vector<std::string>({"B", "S", "N"}), boost::test_tools::per_element());
+  BOOST_TEST(l.symbols() == std::vector<std::string>({"B", "S", "N"}),
+             boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(flatten_header_shapes_rebuild_round_trip_spec_6_2) {
   auto l = spec();
   Value b = batch(2, 5, 0);
   auto flat = l.flatten(b);
-  BOOST_TEST(l.header(flat) == std::vector<std::int64_t>({1, 2, 5, 0}), boost::test_tools::per_element());
+  BOOST_TEST(l.header(flat) == std::vector<std::int64_t>({1, 2, 5, 0}),
+             boost::test_tools::per_element());
   auto shapes = l.shapes(l.header(flat), 1 << 20);
   BOOST_TEST(shapes[2] == std::vector<std::int64_t>({0, 3}), boost::test_tools::per_element());
   BOOST_TEST((l.rebuild(flat.tensors) == b));
-  BOOST_TEST(l.header(kEndOfData) == std::vector<std::int64_t>({0, 0, 0, 0}), boost::test_tools::per_element());
+  BOOST_TEST(l.header(kEndOfData) == std::vector<std::int64_t>({0, 0, 0, 0}),
+             boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(flatten_checks_spec_6_2) {
   auto l = spec();
   auto without = [](Value b, std::string_view name) {
     std::vector<Value::Entry> e;
-    for (const auto& entry : b.entries()) if (entry.first.as_str() != name) e.push_back(entry);
+    for (const auto& entry : b.entries())
+      if (entry.first.as_str() != name) e.push_back(entry);
     return Value::mapping(e);
   };
   auto with = [](Value b, std::string_view name, Value v) {
     std::vector<Value::Entry> e;
-    for (const auto& entry : b.entries()) e.emplace_back(entry.first, entry.first.as_str() == name ? v : entry.second);
+    for (const auto& entry : b.entries())
+      e.emplace_back(entry.first, entry.first.as_str() == name ? v : entry.second);
     if (std::none_of(e.begin(), e.end(), [&](auto& x) { return x.first.as_str() == name; })) {
       e.emplace_back(Value::string(name), v);
     }
@@ -279,13 +305,17 @@ BOOST_AUTO_TEST_CASE(flatten_checks_spec_6_2) {
   };
   Value good = batch(2, 5, 1);
   HPREF_CHECK_ERROR(l.flatten(without(good, "mask")), Errc::batch_missing_field, "'mask'");
-  HPREF_CHECK_ERROR(l.flatten(with(good, "mask", tensor(DType::uint8, {2, 5}))), Errc::batch_dtype, "uint8");
+  HPREF_CHECK_ERROR(l.flatten(with(good, "mask", tensor(DType::uint8, {2, 5}))), Errc::batch_dtype,
+                    "uint8");
   HPREF_CHECK_ERROR(l.flatten(with(good, "mask", Value::integer(1))), Errc::batch_dtype, "int");
-  HPREF_CHECK_ERROR(l.flatten(with(good, "mask", tensor(DType::boolean, {10}))), Errc::batch_rank, "1 dims");
-  HPREF_CHECK_ERROR(l.flatten(with(good, "image", tensor(DType::uint8, {1, 4}))), Errc::batch_dim, "fixes it at 3");
-  HPREF_CHECK_ERROR(l.flatten(with(good, "mask", tensor(DType::boolean, {2, 6}))), Errc::batch_symbol,
-                    "symbol 'S' is 5");
-  HPREF_CHECK_ERROR(l.flatten(with(good, "extra", tensor(DType::uint8, {1}))), Errc::batch_unknown_field, "'extra'");
+  HPREF_CHECK_ERROR(l.flatten(with(good, "mask", tensor(DType::boolean, {10}))), Errc::batch_rank,
+                    "1 dims");
+  HPREF_CHECK_ERROR(l.flatten(with(good, "image", tensor(DType::uint8, {1, 4}))), Errc::batch_dim,
+                    "fixes it at 3");
+  HPREF_CHECK_ERROR(l.flatten(with(good, "mask", tensor(DType::boolean, {2, 6}))),
+                    Errc::batch_symbol, "symbol 'S' is 5");
+  HPREF_CHECK_ERROR(l.flatten(with(good, "extra", tensor(DType::uint8, {1}))),
+                    Errc::batch_unknown_field, "'extra'");
   HPREF_CHECK_ERROR(l.flatten(Value::list({})), Errc::batch_spec, "mapping");
 }
 
@@ -307,15 +337,18 @@ BOOST_AUTO_TEST_CASE(header_checks_spec_6_3) {
 }
 
 BOOST_AUTO_TEST_CASE(spec_checks_and_fingerprint_spec_6_1) {
-  HPREF_CHECK_ERROR(ModelBatchLayout({{"", DType::int8, Placement::cpu, {}}}), Errc::batch_spec, "non-empty name");
-  HPREF_CHECK_ERROR(ModelBatchLayout({{"a", DType::int8, Placement::cpu, {}}, {"a", DType::int8, Placement::cpu, {}}}),
+  HPREF_CHECK_ERROR(ModelBatchLayout({{"", DType::int8, Placement::cpu, {}}}), Errc::batch_spec,
+                    "non-empty name");
+  HPREF_CHECK_ERROR(ModelBatchLayout({{"a", DType::int8, Placement::cpu, {}},
+                                      {"a", DType::int8, Placement::cpu, {}}}),
                     Errc::batch_spec, "twice");
   HPREF_CHECK_ERROR(ModelBatchLayout({{"a", DType::int8, Placement::cpu, {Dim{std::int64_t{-1}}}}}),
                     Errc::batch_spec, "-1");
   HPREF_CHECK_ERROR(ModelBatchLayout({{"a", DType::int8, Placement::cpu, {Dim{std::string()}}}}),
                     Errc::batch_spec, "empty symbol");
   auto a = spec();
-  auto b = ModelBatchLayout({{"tokens", DType::int64, Placement::cpu, {Dim{std::string("B")}, Dim{std::string("S")}}}});
+  auto b = ModelBatchLayout(
+      {{"tokens", DType::int64, Placement::cpu, {Dim{std::string("B")}, Dim{std::string("S")}}}});
   BOOST_TEST(a.fingerprint() == spec().fingerprint());
   BOOST_TEST(a.fingerprint() != b.fingerprint());
 }

@@ -45,13 +45,17 @@ BOOST_AUTO_TEST_CASE(requests_are_checked) {
              "invalid_request");
   BOOST_TEST(kind(R"({"op":"interval_route","local_length":4,"rank":0,"intervals":[[0,4,5]]})") ==
              "invalid_request");
-  BOOST_TEST(kind(R"({"op":"sliding_window_route","boundaries":[0,8],"local_length":4,"size":2,"rank":0,"window":0})") ==
-             "route_arguments");
+  BOOST_TEST(
+      kind(
+          R"({"op":"sliding_window_route","boundaries":[0,8],"local_length":4,"size":2,"rank":0,"window":0})") ==
+      "route_arguments");
   BOOST_TEST(kind(R"({"op":"teleport"})") == "invalid_request");
-  Json ok = answer_line(R"({"op":"interval_route","local_length":4,"rank":1,"intervals":[[0,4],[2,8]],"owner_offsets":null,"id":[1]})",
-                        handle_route_request);
-  BOOST_TEST(dump_json(ok) ==
-             R"({"ok": true, "route": {"local_length": 4, "global_start": 2, "global_end": 8, "local_output_start": 2, "send_offsets": [0, 0], "input_splits": [0, 0], "output_splits": [2, 0], "needs_exchange": true}, "id": [1]})");
+  Json ok = answer_line(
+      R"({"op":"interval_route","local_length":4,"rank":1,"intervals":[[0,4],[2,8]],"owner_offsets":null,"id":[1]})",
+      handle_route_request);
+  BOOST_TEST(
+      dump_json(ok) ==
+      R"({"ok": true, "route": {"local_length": 4, "global_start": 2, "global_end": 8, "local_output_start": 2, "send_offsets": [0, 0], "input_splits": [0, 0], "output_splits": [2, 0], "needs_exchange": true}, "id": [1]})");
 }
 
 // Issue 10 section 5: sizes whose tables cannot fit are refused before allocating (no
@@ -67,8 +71,8 @@ BOOST_AUTO_TEST_CASE(route_too_large_before_allocating) {
   HPREF_CHECK_ERROR(sliding_window_route(std::vector<std::int64_t>{0, over}, 1, over, 0, 1),
                     Errc::route_too_large, std::to_string(over));
   // The limit itself plans.
-  Route edge = sliding_window_route(std::vector<std::int64_t>{0, kMaxRoutePeers}, 1,
-                                    kMaxRoutePeers, 5, 1);
+  Route edge =
+      sliding_window_route(std::vector<std::int64_t>{0, kMaxRoutePeers}, 1, kMaxRoutePeers, 5, 1);
   BOOST_TEST(edge.send_offsets.size() == static_cast<std::size_t>(kMaxRoutePeers));
   // All ranks: O(P^2), refused past kMaxAllRoutesPeers, complete at it.
   const std::int64_t p = kMaxAllRoutesPeers;
@@ -84,8 +88,9 @@ BOOST_AUTO_TEST_CASE(route_too_large_before_allocating) {
   intervals.pop_back();
   BOOST_TEST(interval_routes(1, intervals).size() == static_cast<std::size_t>(p));
   // A batch line: an answer with the kind, not an abort.
-  Json a = answer_line(R"({"op":"sliding_window_route","boundaries":[0,4611686018427387904],"local_length":1,"size":4611686018427387904,"rank":0,"window":1,"id":9})",
-                       handle_route_request);
+  Json a = answer_line(
+      R"({"op":"sliding_window_route","boundaries":[0,4611686018427387904],"local_length":1,"size":4611686018427387904,"rank":0,"window":1,"id":9})",
+      handle_route_request);
   BOOST_TEST(a["kind"].get<std::string>() == "route_too_large");
   BOOST_TEST(a["id"].get<int>() == 9);
 }

@@ -39,43 +39,57 @@ BOOST_AUTO_TEST_SUITE(routes_worked_examples)
 // rank 1's reaches back 2 rows into rank 0.
 BOOST_AUTO_TEST_CASE(window_clipped_by_a_document_start_spec_7_2) {
   V b = {0, 6, 12};
-  check_route(sliding_window_route(b, 4, 3, 0, 3), 4, 0, 4, 0, {0, 2, 0}, {0, 2, 0}, {0, 0, 0}, true);
-  check_route(sliding_window_route(b, 4, 3, 1, 3), 4, 2, 8, 2, {0, 0, 2}, {0, 0, 2}, {2, 0, 0}, true);
-  check_route(sliding_window_route(b, 4, 3, 2, 3), 4, 6, 12, 2, {0, 0, 0}, {0, 0, 0}, {0, 2, 0}, true);
+  check_route(sliding_window_route(b, 4, 3, 0, 3), 4, 0, 4, 0, {0, 2, 0}, {0, 2, 0}, {0, 0, 0},
+              true);
+  check_route(sliding_window_route(b, 4, 3, 1, 3), 4, 2, 8, 2, {0, 0, 2}, {0, 0, 2}, {2, 0, 0},
+              true);
+  check_route(sliding_window_route(b, 4, 3, 2, 3), 4, 6, 12, 2, {0, 0, 0}, {0, 0, 0}, {0, 2, 0},
+              true);
 }
 
 // Owner offsets [0,3,3,7]: rank 1 owns nothing but needs rows 1..3 of rank 0.
 BOOST_AUTO_TEST_CASE(zero_length_owner_shard_spec_7_1) {
   V owners = {0, 3, 3, 7};
   I intervals = {{0, 3}, {1, 3}, {3, 7}};
-  check_route(interval_route(0, 1, intervals, owners), 0, 1, 3, 2, {0, 0, 0}, {0, 0, 0}, {2, 0, 0}, true);
-  check_route(interval_route(3, 0, intervals, owners), 3, 0, 3, 0, {0, 1, 0}, {0, 2, 0}, {0, 0, 0}, true);
-  check_route(interval_route(4, 2, intervals, owners), 4, 3, 7, 0, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, true);
+  check_route(interval_route(0, 1, intervals, owners), 0, 1, 3, 2, {0, 0, 0}, {0, 0, 0}, {2, 0, 0},
+              true);
+  check_route(interval_route(3, 0, intervals, owners), 3, 0, 3, 0, {0, 1, 0}, {0, 2, 0}, {0, 0, 0},
+              true);
+  check_route(interval_route(4, 2, intervals, owners), 4, 3, 7, 0, {0, 0, 0}, {0, 0, 0}, {0, 0, 0},
+              true);
 }
 
 // A window of 100 over a 6-row sequence: every rank needs everything before it.
 BOOST_AUTO_TEST_CASE(window_longer_than_the_sequence_spec_7_2) {
   V b = {0, 6};
-  check_route(sliding_window_route(b, 2, 3, 0, 100), 2, 0, 2, 0, {0, 0, 0}, {0, 2, 2}, {0, 0, 0}, true);
-  check_route(sliding_window_route(b, 2, 3, 2, 100), 2, 0, 6, 4, {0, 0, 0}, {0, 0, 0}, {2, 2, 0}, true);
+  check_route(sliding_window_route(b, 2, 3, 0, 100), 2, 0, 2, 0, {0, 0, 0}, {0, 2, 2}, {0, 0, 0},
+              true);
+  check_route(sliding_window_route(b, 2, 3, 2, 100), 2, 0, 6, 4, {0, 0, 0}, {0, 0, 0}, {2, 2, 0},
+              true);
 }
 
 // Documents of 5, 7 and 4 raw tokens, ratio 2: blocks [0,2) [2,4) | [5,7) [7,9) [9,11) |
 // [12,14) [14,16); tokens 4 and 11 belong to no block. keys [0,2,5,7], owners [0,2,3,5,7].
 BOOST_AUTO_TEST_CASE(ratio_two_with_odd_documents_spec_7_3_7_4) {
   V b = {0, 5, 12, 16};
-  BOOST_TEST(compressed_document_offsets(b, 2) == V({0, 2, 5, 7}), boost::test_tools::per_element());
-  BOOST_TEST(compressed_owner_offsets(b, 2, 4) == V({0, 2, 3, 5, 7}), boost::test_tools::per_element());
-  check_route(document_prefix_route(b, 4, 4, 1, 2), 1, 0, 3, 2, {0, 0, 0, 0}, {0, 0, 1, 0}, {2, 0, 0, 0}, true);
-  check_route(document_prefix_route(b, 4, 4, 2, 2), 2, 2, 5, 1, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 1, 0, 0}, true);
-  check_route(document_prefix_route(b, 4, 4, 0, 2), 2, 0, 2, 0, {0, 0, 0, 0}, {0, 2, 0, 0}, {0, 0, 0, 0}, true);
+  BOOST_TEST(compressed_document_offsets(b, 2) == V({0, 2, 5, 7}),
+             boost::test_tools::per_element());
+  BOOST_TEST(compressed_owner_offsets(b, 2, 4) == V({0, 2, 3, 5, 7}),
+             boost::test_tools::per_element());
+  check_route(document_prefix_route(b, 4, 4, 1, 2), 1, 0, 3, 2, {0, 0, 0, 0}, {0, 0, 1, 0},
+              {2, 0, 0, 0}, true);
+  check_route(document_prefix_route(b, 4, 4, 2, 2), 2, 2, 5, 1, {0, 0, 0, 0}, {0, 0, 0, 0},
+              {0, 1, 0, 0}, true);
+  check_route(document_prefix_route(b, 4, 4, 0, 2), 2, 0, 2, 0, {0, 0, 0, 0}, {0, 2, 0, 0},
+              {0, 0, 0, 0}, true);
 }
 
 // Every document inside one shard and a window of 1: nobody exchanges, on every rank.
 BOOST_AUTO_TEST_CASE(no_exchange_when_intervals_are_the_shards_spec_7_1) {
   V b = {0, 2, 4, 8};
   for (std::int64_t r = 0; r < 2; ++r) {
-    check_route(sliding_window_route(b, 4, 2, r, 1), 4, 4 * r, 4 * r + 4, 0, {0, 0}, {0, 0}, {0, 0}, false);
+    check_route(sliding_window_route(b, 4, 2, r, 1), 4, 4 * r, 4 * r + 4, 0, {0, 0}, {0, 0}, {0, 0},
+                false);
   }
   // ...but a single interval that differs makes every rank exchange.
   I intervals = {{0, 4}, {3, 8}};
@@ -87,12 +101,17 @@ BOOST_AUTO_TEST_CASE(gaps_between_documents_in_compressed_space_spec_7_4) {
   // Ratio 2, documents of 3, 3 and 2 tokens: blocks [0,2) | [3,5) | [6,8), whose last
   // tokens 1, 4, 7 sit on ranks 0, 2, 3 (L = 2); tokens 2 and 5 are gaps in no block.
   V b = {0, 3, 6, 8};
-  BOOST_TEST(compressed_document_offsets(b, 2) == V({0, 1, 2, 3}), boost::test_tools::per_element());
-  BOOST_TEST(compressed_owner_offsets(b, 2, 2) == V({0, 1, 1, 2, 3}), boost::test_tools::per_element());
+  BOOST_TEST(compressed_document_offsets(b, 2) == V({0, 1, 2, 3}),
+             boost::test_tools::per_element());
+  BOOST_TEST(compressed_owner_offsets(b, 2, 2) == V({0, 1, 1, 2, 3}),
+             boost::test_tools::per_element());
   // Rank 1 owns no block but its document's prefix (block 0) lives on rank 0.
-  check_route(document_prefix_route(b, 2, 4, 0, 2), 1, 0, 1, 0, {0, 0, 0, 0}, {0, 1, 0, 0}, {0, 0, 0, 0}, true);
-  check_route(document_prefix_route(b, 2, 4, 1, 2), 0, 0, 1, 1, {0, 0, 0, 0}, {0, 0, 0, 0}, {1, 0, 0, 0}, true);
-  check_route(document_prefix_route(b, 2, 4, 2, 2), 1, 1, 2, 0, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, true);
+  check_route(document_prefix_route(b, 2, 4, 0, 2), 1, 0, 1, 0, {0, 0, 0, 0}, {0, 1, 0, 0},
+              {0, 0, 0, 0}, true);
+  check_route(document_prefix_route(b, 2, 4, 1, 2), 0, 0, 1, 1, {0, 0, 0, 0}, {0, 0, 0, 0},
+              {1, 0, 0, 0}, true);
+  check_route(document_prefix_route(b, 2, 4, 2, 2), 1, 1, 2, 0, {0, 0, 0, 0}, {0, 0, 0, 0},
+              {0, 0, 0, 0}, true);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -110,7 +129,8 @@ BOOST_AUTO_TEST_CASE(interval_route_checks_in_spec_order_7_1) {
   HPREF_CHECK_ERROR(interval_route(4, 0, two, V{0, 5, 4}), Errc::route_owner_order, "5 then 4");
   HPREF_CHECK_ERROR(interval_route(4, 0, I{{0, 4}, {5, 8}}, three), Errc::route_interval,
                     "interval 1 (5, 8) does not contain owner shard (4, 8)");
-  HPREF_CHECK_ERROR(interval_route(4, 0, I{{-1, 4}, {4, 8}}, three), Errc::route_interval, "(-1, 4)");
+  HPREF_CHECK_ERROR(interval_route(4, 0, I{{-1, 4}, {4, 8}}, three), Errc::route_interval,
+                    "(-1, 4)");
   HPREF_CHECK_ERROR(interval_route(4, 0, I{{0, 3}, {4, 8}}, three), Errc::route_interval, "(0, 3)");
   HPREF_CHECK_ERROR(interval_route(4, 0, I{{0, 4}, {4, 9}}, three), Errc::route_interval, "[0, 8)");
   HPREF_CHECK_ERROR(interval_route(3, 0, two, three), Errc::route_local_length, "local_length 3");
@@ -118,9 +138,9 @@ BOOST_AUTO_TEST_CASE(interval_route_checks_in_spec_order_7_1) {
   HPREF_CHECK_ERROR(interval_route(4, 9, two, V{0}), Errc::route_owner_count, "1 entries");
   HPREF_CHECK_ERROR(interval_route(4, 9, I{{5, 8}, {4, 8}}, three), Errc::route_rank, "rank 9");
   // Default owners p * L beyond int64.
-  HPREF_CHECK_ERROR(interval_route(std::numeric_limits<std::int64_t>::max() / 2, 0,
-                                   I{{0, 1}, {1, 2}, {2, 3}}),
-                    Errc::route_overflow, "beyond int64");
+  HPREF_CHECK_ERROR(
+      interval_route(std::numeric_limits<std::int64_t>::max() / 2, 0, I{{0, 1}, {1, 2}, {2, 3}}),
+      Errc::route_overflow, "beyond int64");
 }
 
 BOOST_AUTO_TEST_CASE(sliding_window_argument_checks_7_2) {
@@ -146,12 +166,14 @@ BOOST_AUTO_TEST_CASE(boundary_checks_7_2_7_4) {
     HPREF_CHECK_ERROR(route(V{0, 5, 3, 8}), Errc::route_boundaries, "5 then 3");
   }
   std::int64_t big = std::numeric_limits<std::int64_t>::max() / 2;
-  HPREF_CHECK_ERROR(sliding_window_route(V{0, 4}, big, 3, 0, 1), Errc::route_overflow, "beyond int64");
+  HPREF_CHECK_ERROR(sliding_window_route(V{0, 4}, big, 3, 0, 1), Errc::route_overflow,
+                    "beyond int64");
 }
 
 BOOST_AUTO_TEST_CASE(document_prefix_argument_checks_7_4) {
   V b = {0, 8};
-  HPREF_CHECK_ERROR(document_prefix_route(b, 4, 2, 0, 3), Errc::route_arguments, "ratio must be 1 or 2, got 3");
+  HPREF_CHECK_ERROR(document_prefix_route(b, 4, 2, 0, 3), Errc::route_arguments,
+                    "ratio must be 1 or 2, got 3");
   HPREF_CHECK_ERROR(document_prefix_route(b, 4, 2, 0, 0), Errc::route_arguments, "got 0");
   HPREF_CHECK_ERROR(document_prefix_route(b, 0, 2, 0, 1), Errc::route_arguments, "local_length");
   HPREF_CHECK_ERROR(document_prefix_route(b, 4, -2, 0, 1), Errc::route_arguments, "size");
@@ -196,7 +218,8 @@ Tensor int64_rows(std::vector<std::int64_t> values, std::int64_t width = 1) {
 
 std::vector<std::int64_t> values(const Tensor& t) {
   std::vector<std::int64_t> out(static_cast<std::size_t>(t.numel()));
-  for (std::int64_t i = 0; i < t.numel(); ++i) out[static_cast<std::size_t>(i)] = t.element<std::int64_t>(i);
+  for (std::int64_t i = 0; i < t.numel(); ++i)
+    out[static_cast<std::size_t>(i)] = t.element<std::int64_t>(i);
   return out;
 }
 
@@ -321,11 +344,13 @@ BOOST_AUTO_TEST_CASE(backward_order_is_observable_in_float_spec_8_2) {
         std::vector<double> v;
         for (std::size_t i : order) v.push_back(c.values[i]);
         bool same_tree = order[2] == 2 && order[3] == 3;  // (0 1 2 3) or (1 0 2 3)
-        BOOST_TEST((fold(v, f) == spec) == same_tree, "order " << order[0] << order[1] << order[2] << order[3]);
+        BOOST_TEST((fold(v, f) == spec) == same_tree,
+                   "order " << order[0] << order[1] << order[2] << order[3]);
         others += same_tree ? 0 : 1;
       } while (std::next_permutation(order.begin(), order.end()));
       BOOST_TEST(others == 22);
-      for (auto [a, b, x, y] : {std::array{0, 1, 2, 3}, {0, 2, 1, 3}, {0, 3, 1, 2}}) {  // pairwise trees
+      for (auto [a, b, x, y] :
+           {std::array{0, 1, 2, 3}, {0, 2, 1, 3}, {0, 3, 1, 2}}) {  // pairwise trees
         auto v = [&](int i) { return c.values[static_cast<std::size_t>(i)]; };
         BOOST_TEST(round_to(round_to(v(a) + v(b), f) + round_to(v(x) + v(y), f), f) != spec);
       }
@@ -336,7 +361,8 @@ BOOST_AUTO_TEST_CASE(backward_order_is_observable_in_float_spec_8_2) {
         std::vector<std::uint8_t> bytes(static_cast<std::size_t>(p + 1) * elem, 0);
         auto first = encode(f, c.values[static_cast<std::size_t>(p)]);
         std::copy(first.begin(), first.end(), bytes.begin());
-        grads.emplace_back(f.dtype, std::vector<std::int64_t>{p + 1}, SharedBytes::adopt(std::move(bytes)));
+        grads.emplace_back(f.dtype, std::vector<std::int64_t>{p + 1},
+                           SharedBytes::adopt(std::move(bytes)));
       }
       auto oracle = oracle_backward(grads, routes);
       BOOST_TEST(decode(f, oracle[0].bytes().data()) == spec);
@@ -366,15 +392,17 @@ BOOST_AUTO_TEST_CASE(half_types_round_ties_to_even) {
       double ulp1 = std::ldexp(1.0, 1 - f.precision);  // spacing in [1, 2)
       for (double sign : {1.0, -1.0}) {
         for (double scale : {1.0, 0.5, 1024.0}) {
-          double even = sign * scale, odd = sign * scale * (1 + ulp1), half = sign * scale * ulp1 / 2;
-          BOOST_TEST(add(f, even, half) == even);                         // tie, even: stays
+          double even = sign * scale, odd = sign * scale * (1 + ulp1),
+                 half = sign * scale * ulp1 / 2;
+          BOOST_TEST(add(f, even, half) == even);                          // tie, even: stays
           BOOST_TEST(add(f, odd, half) == sign * scale * (1 + 2 * ulp1));  // tie, odd: up to even
           BOOST_TEST(add(f, odd, -half) == odd - half - half);             // tie, odd: down to even
           BOOST_TEST(add(f, even, half * 1.5) == sign * scale * (1 + ulp1));  // past the tie
-          BOOST_TEST(add(f, even, half * 0.5) == even);                      // below the tie
+          BOOST_TEST(add(f, even, half * 0.5) == even);                       // below the tie
           for (double a : {even, odd}) {
             for (double b : {half, -half, half * 1.5, half * 0.5}) {
-              if (round_to(b, f) == b) BOOST_TEST(add(f, a, b) == round_to(a + b, f), a << " + " << b);
+              if (round_to(b, f) == b)
+                BOOST_TEST(add(f, a, b) == round_to(a + b, f), a << " + " << b);
             }
           }
         }

@@ -70,11 +70,11 @@ BOOST_AUTO_TEST_CASE(group_ranks_refusals_name_the_ranks_as_given_and_the_backen
         "new_group needs distinct world ranks in [0, 4) and a backend name, got " + got, -1, -1,
         {});
   };
-  refusal({}, "sim", "[] on 'sim'");                  // no rank
-  refusal({2, 1, 2}, "sim", "[2, 1, 2] on 'sim'");    // a rank twice (unsorted as given)
-  refusal({-1, 0}, "sim", "[-1, 0] on 'sim'");        // below 0
-  refusal({3, 4}, "sim", "[3, 4] on 'sim'");          // == world size
-  refusal({0, 1}, "", "[0, 1] on ''");                // no backend name
+  refusal({}, "sim", "[] on 'sim'");                // no rank
+  refusal({2, 1, 2}, "sim", "[2, 1, 2] on 'sim'");  // a rank twice (unsorted as given)
+  refusal({-1, 0}, "sim", "[-1, 0] on 'sim'");      // below 0
+  refusal({3, 4}, "sim", "[3, 4] on 'sim'");        // == world size
+  refusal({0, 1}, "", "[0, 1] on ''");              // no backend name
 }
 
 // ---- new_group's agreement words (SPEC 9.2 checked mode, ARCHITECTURE: real backends) ------
@@ -161,11 +161,9 @@ BOOST_AUTO_TEST_CASE(every_operation_refuses_a_group_the_rank_is_not_a_member_of
   };
   expect([&] { check_all_gather(outside, 0, host(4), host(8)); }, "all_gather");
   expect([&] { check_broadcast(outside, 0, host(4), 1); }, "broadcast");
-  expect([&] { check_all_reduce(outside, 0, host(8), DType::int64, ReduceOp::sum); },
-         "all_reduce");
+  expect([&] { check_all_reduce(outside, 0, host(8), DType::int64, ReduceOp::sum); }, "all_reduce");
   std::vector<std::size_t> counts{0, 0};
-  expect([&] { check_all_to_all_v(outside, 0, host(0), counts, host(0), counts); },
-         "all_to_all_v");
+  expect([&] { check_all_to_all_v(outside, 0, host(0), counts, host(0), counts); }, "all_to_all_v");
   expect([&] { check_barrier(outside, 0); }, "barrier");
   // check_member alone, with the operation name it is given.
   expect([&] { check_member(outside, 0, "custom_op"); }, "custom_op");
@@ -178,10 +176,12 @@ BOOST_AUTO_TEST_CASE(an_accelerator_group_refuses_host_buffers_and_a_host_group_
   Group cpu(3, {0, 1}, "gloo", 0);
   BOOST_REQUIRE((gpu.memory() == MemorySpace::accelerator));
   BOOST_REQUIRE((cpu.memory() == MemorySpace::host));
-  std::string on_gpu = " on group 2 (backend nccl) refuses a host buffer: the group moves "
-                       "accelerator memory";
-  std::string on_cpu = " on group 3 (backend gloo) refuses a accelerator buffer: the group moves "
-                       "host memory";
+  std::string on_gpu =
+      " on group 2 (backend nccl) refuses a host buffer: the group moves "
+      "accelerator memory";
+  std::string on_cpu =
+      " on group 3 (backend gloo) refuses a accelerator buffer: the group moves "
+      "host memory";
   auto expect = [](const std::function<void()>& f, const std::string& message, int group,
                    int rank) {
     check_comm_error(comm_error_of(f), Errc::comm_memory_space, message, group, -1, {rank});
@@ -214,11 +214,10 @@ BOOST_AUTO_TEST_CASE(all_gather_output_must_be_group_size_times_input) {
   BOOST_TEST(s.bytes == 4u);  // per member, not the output
   BOOST_TEST(s.counts_in.empty());
   for (std::size_t out : {8u, 13u, 4u}) {
-    check_comm_error(comm_error_of([&] { check_all_gather(g, 2, host(4), host(out)); }),
-                     Errc::comm_usage,
-                     "all_gather output of " + std::to_string(out) +
-                         " bytes is not group size 3 x input 4",
-                     1, -1, {});
+    check_comm_error(
+        comm_error_of([&] { check_all_gather(g, 2, host(4), host(out)); }), Errc::comm_usage,
+        "all_gather output of " + std::to_string(out) + " bytes is not group size 3 x input 4", 1,
+        -1, {});
   }
   BOOST_TEST(check_all_gather(g, 2, host(0), host(0)).bytes == 0u);
   // 3 x 2^63 wraps to 2^63 in size_t: refused, not taken for a match.
@@ -237,10 +236,9 @@ BOOST_AUTO_TEST_CASE(broadcast_root_is_a_world_rank_of_the_group) {
   BOOST_TEST(s.root == 6);  // the world rank, not its index 2
   BOOST_TEST(s.bytes == 16u);
   for (int root : {2, 0, -1, 7}) {
-    check_comm_error(comm_error_of([&] { check_broadcast(g, 3, host(16), root); }),
-                     Errc::comm_usage,
-                     "broadcast root " + std::to_string(root) + " is not a member of group 4", 4,
-                     -1, {});
+    check_comm_error(
+        comm_error_of([&] { check_broadcast(g, 3, host(16), root); }), Errc::comm_usage,
+        "broadcast root " + std::to_string(root) + " is not a member of group 4", 4, -1, {});
   }
 }
 
@@ -250,8 +248,8 @@ BOOST_AUTO_TEST_CASE(all_reduce_takes_four_dtypes_in_whole_elements) {
     DType dtype;
     std::size_t bytes;
   };
-  for (Ok ok : {Ok{DType::int32, 12}, Ok{DType::int64, 16}, Ok{DType::float32, 4},
-                Ok{DType::float64, 0}}) {
+  for (Ok ok :
+       {Ok{DType::int32, 12}, Ok{DType::int64, 16}, Ok{DType::float32, 4}, Ok{DType::float64, 0}}) {
     OpSignature s = check_all_reduce(g, 0, host(ok.bytes), ok.dtype, ReduceOp::min);
     BOOST_TEST(kind_of(s) == static_cast<int>(OpKind::all_reduce));
     BOOST_TEST(s.dtype == ok.dtype);
@@ -263,14 +261,15 @@ BOOST_AUTO_TEST_CASE(all_reduce_takes_four_dtypes_in_whole_elements) {
     auto call = [&] { check_all_reduce(g, 0, host(bytes), dtype, ReduceOp::sum); };
     check_comm_error(comm_error_of(call), Errc::comm_usage,
                      "all_reduce takes int32, int64, float32 or float64 and a whole number of "
-                     "elements, got " + got,
+                     "elements, got " +
+                         got,
                      6, -1, {});
   };
   refused(DType::uint8, 8, "uint8 over 8 bytes");
   refused(DType::float16, 8, "float16 over 8 bytes");
   refused(DType::boolean, 1, "bool over 1 bytes");
-  refused(DType::int32, 6, "int32 over 6 bytes");      // 1.5 elements
-  refused(DType::int64, 12, "int64 over 12 bytes");    // 1.5 elements
+  refused(DType::int32, 6, "int32 over 6 bytes");    // 1.5 elements
+  refused(DType::int64, 12, "int64 over 12 bytes");  // 1.5 elements
   refused(DType::float32, 2, "float32 over 2 bytes");
   refused(DType::float64, 4, "float64 over 4 bytes");
 }
@@ -283,8 +282,8 @@ BOOST_AUTO_TEST_CASE(all_to_all_v_counts_one_per_member_each_way_within_the_buff
   BOOST_TEST(s.bytes == 4u);  // bytes sent
   BOOST_TEST(s.counts_in == (std::vector<std::uint64_t>{1, 0, 3}));
   BOOST_TEST(s.counts_out == (std::vector<std::uint64_t>{2, 2, 0}));
-  auto refused = [&](std::vector<std::size_t> ic, std::size_t in_bytes,
-                     std::vector<std::size_t> oc, std::size_t out_bytes, const std::string& got) {
+  auto refused = [&](std::vector<std::size_t> ic, std::size_t in_bytes, std::vector<std::size_t> oc,
+                     std::size_t out_bytes, const std::string& got) {
     check_comm_error(
         comm_error_of([&] { check_all_to_all_v(g, 1, host(in_bytes), ic, host(out_bytes), oc); }),
         Errc::comm_usage, "all_to_all_v needs 3 counts each way within the buffers, got " + got, 7,
@@ -297,8 +296,10 @@ BOOST_AUTO_TEST_CASE(all_to_all_v_counts_one_per_member_each_way_within_the_buff
   // Counts whose sum wraps size_t (a count of -1 converted to size_t) must not pass as the
   // small wrapped total: SIZE_MAX + 2 + 0 is 1 modulo 2^64, within a 4-byte buffer.
   const std::size_t minus_one = std::numeric_limits<std::size_t>::max();
-  refused({minus_one, 2, 0}, 4, out, 5, "3 summing to at least 2^64 - 1 of 4 and 3 summing to 4 of 5");
-  refused(in, 4, {2, minus_one, 3}, 5, "3 summing to 4 of 4 and 3 summing to at least 2^64 - 1 of 5");
+  refused({minus_one, 2, 0}, 4, out, 5,
+          "3 summing to at least 2^64 - 1 of 4 and 3 summing to 4 of 5");
+  refused(in, 4, {2, minus_one, 3}, 5,
+          "3 summing to 4 of 4 and 3 summing to at least 2^64 - 1 of 5");
 }
 
 BOOST_AUTO_TEST_CASE(barrier_signature_is_the_bare_kind) {
@@ -424,7 +425,7 @@ BOOST_AUTO_TEST_CASE(copy_with_checksum_copies_and_agrees_with_buffer_checksum) 
     std::uint64_t sum = copy_with_checksum(dst.data(), src.data(), n);
     BOOST_TEST(sum == buffer_checksum(src.data(), n), "n=" << n);
     BOOST_TEST(std::equal(src.begin(), src.end(), dst.begin()), "n=" << n);  // (no memcmp of null)
-    BOOST_TEST(dst[n] == 0xEE, "n=" << n);  // nothing past the end
+    BOOST_TEST(dst[n] == 0xEE, "n=" << n);                                   // nothing past the end
   }
 }
 
@@ -462,8 +463,8 @@ BOOST_AUTO_TEST_CASE(every_kind_is_named_by_its_own_spelling) {
   // errc_name gives each kind its stable snake_case name (printed in JSON answers): the name
   // of Errc::x is "x" for every kind in HPREF_ERROR_KINDS, and no two kinds share a name.
   std::set<std::string_view> names;
-#define HPREF_NAME_CHECK(name)                       \
-  BOOST_TEST(errc_name(Errc::name) == #name);        \
+#define HPREF_NAME_CHECK(name)                        \
+  BOOST_TEST(errc_name(Errc::name) == #name);         \
   BOOST_TEST(Error(Errc::name, "m").kind() == #name); \
   names.insert(errc_name(Errc::name));
   HPREF_ERROR_KINDS(HPREF_NAME_CHECK)

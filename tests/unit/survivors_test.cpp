@@ -42,7 +42,9 @@ BOOST_AUTO_TEST_CASE(owner_count_message_names_p_plus_one_spec_7_1) {
 // "..."), not in full, however large the pickle's arguments (pickle_reader.mutant.2788
 // printed them whole).
 BOOST_AUTO_TEST_CASE(newobj_refusal_names_long_arguments_shortened_spec_2_3) {
-  std::string pickle = "\x80\x02" "chyper_parallel.distributed_data.schema\nSampleKey\n(";
+  std::string pickle =
+      "\x80\x02"
+      "chyper_parallel.distributed_data.schema\nSampleKey\n(";
   for (int i = 0; i < 30; ++i) pickle += "K\x01";
   pickle += "t\x81.";
   std::string args = "(";

@@ -14,9 +14,7 @@
 namespace hpref::test {
 
 // Bytes of a string literal that may contain \0: bytes_of("ab\0c"sv).
-inline std::vector<std::uint8_t> bytes_of(std::string_view s) {
-  return {s.begin(), s.end()};
-}
+inline std::vector<std::uint8_t> bytes_of(std::string_view s) { return {s.begin(), s.end()}; }
 
 inline std::vector<std::uint8_t> unhex(std::string_view hex) {
   std::vector<std::uint8_t> out;
@@ -45,20 +43,19 @@ inline std::string hex(std::string_view bytes) {
 }  // namespace hpref::test
 
 // Checks that `expr` throws hpref::Error with code `errc` whose message contains `needle`.
-#define HPREF_CHECK_ERROR(expr, errc, needle)                                              \
-  do {                                                                                     \
-    bool hpref_thrown_ = false;                                                            \
-    try {                                                                                  \
-      (void)(expr);                                                                        \
-    } catch (const ::hpref::Error& e) {                                                    \
-      hpref_thrown_ = true;                                                                \
-      BOOST_CHECK_MESSAGE(e.code() == (errc), "expected kind " << ::hpref::errc_name(errc) \
-                                                               << ", got " << e.kind()    \
-                                                               << ": " << e.what());      \
-      BOOST_CHECK_MESSAGE(std::string(e.what()).find(needle) != std::string::npos,        \
-                          "message '" << e.what() << "' does not name '" << (needle)      \
-                                      << "'");                                             \
-    }                                                                                      \
-    BOOST_CHECK_MESSAGE(hpref_thrown_, "expected hpref::Error " << ::hpref::errc_name(errc) \
-                                                                << " from " #expr);        \
+#define HPREF_CHECK_ERROR(expr, errc, needle)                                                    \
+  do {                                                                                           \
+    bool hpref_thrown_ = false;                                                                  \
+    try {                                                                                        \
+      (void)(expr);                                                                              \
+    } catch (const ::hpref::Error& e) {                                                          \
+      hpref_thrown_ = true;                                                                      \
+      BOOST_CHECK_MESSAGE(e.code() == (errc), "expected kind " << ::hpref::errc_name(errc)       \
+                                                               << ", got " << e.kind() << ": "   \
+                                                               << e.what());                     \
+      BOOST_CHECK_MESSAGE(std::string(e.what()).find(needle) != std::string::npos,               \
+                          "message '" << e.what() << "' does not name '" << (needle) << "'");    \
+    }                                                                                            \
+    BOOST_CHECK_MESSAGE(hpref_thrown_,                                                           \
+                        "expected hpref::Error " << ::hpref::errc_name(errc) << " from " #expr); \
   } while (0)

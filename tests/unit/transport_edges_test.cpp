@@ -198,8 +198,7 @@ BOOST_AUTO_TEST_CASE(staging_space_spec_4_5) {
                     "communication_device, got 'npu:0'");
   HPREF_CHECK_ERROR(staging_space(nccl, with("cpu")), Errc::transport_device, "got 'cpu'");
   // The type is the text before ':', compared whole: "cudax" is not "cuda".
-  HPREF_CHECK_ERROR(staging_space(nccl, with("cudax:0")), Errc::transport_device,
-                    "got 'cudax:0'");
+  HPREF_CHECK_ERROR(staging_space(nccl, with("cudax:0")), Errc::transport_device, "got 'cudax:0'");
   HPREF_CHECK_ERROR(staging_space(hccl, with("cuda:0")), Errc::transport_device,
                     "group 5 on backend hccl moves npu memory and needs a npu "
                     "communication_device, got 'cuda:0'");
@@ -235,14 +234,11 @@ BOOST_AUTO_TEST_CASE(calls_outside_the_data_plane_refused) {
   for (int r = 0; r < 4; ++r) BOOST_TEST(describe(errors[static_cast<std::size_t>(r)]) == "ok");
   const std::string tail = " on rank 0, which is not in the data plane [1, 2, 3]";
   const std::string kind = "transport_not_member: ";
-  std::vector<std::string> want = {kind + "all_gather_object" + tail,
-                                   kind + "all_gather_object" + tail,
-                                   kind + "all_gather_object" + tail,
-                                   kind + "all_ranks_true" + tail,
-                                   kind + "broadcast_from_planner" + tail,
-                                   kind + "prepare_exchange" + tail,
-                                   kind + "begin_exchange" + tail,
-                                   kind + "begin_exchange" + tail};
+  std::vector<std::string> want = {
+      kind + "all_gather_object" + tail,      kind + "all_gather_object" + tail,
+      kind + "all_gather_object" + tail,      kind + "all_ranks_true" + tail,
+      kind + "broadcast_from_planner" + tail, kind + "prepare_exchange" + tail,
+      kind + "begin_exchange" + tail,         kind + "begin_exchange" + tail};
   BOOST_TEST(outside == want, boost::test_tools::per_element());
   BOOST_TEST(gathered[0].empty());
   for (int r = 1; r < 4; ++r) {
@@ -310,38 +306,39 @@ BOOST_AUTO_TEST_CASE(control_values_over_the_limit_spec_4_1_4_2) {
 // broadcast by the planner, rank 0.
 BOOST_AUTO_TEST_CASE(negative_control_value_sizes_refused_spec_4_1_4_2) {
   for (std::uint64_t limit : {std::uint64_t{1} << 30, ~std::uint64_t{0}}) {
-  BOOST_TEST_CONTEXT("max_message_bytes " << limit) {
-  std::vector<std::string> gather(3), broadcast(3);
-  auto errors = run_loopback(3, [&](Communicator& inner) {
-    Tap c(inner);
-    auto r = static_cast<std::size_t>(c.rank());
-    TransportOptions o;
-    o.max_message_bytes = limit;
-    DataPlaneTransport t(c, plane_groups(c, {0, 1, 2}, 0), o);  // call 0: the limits
-    // Call 1: the sizes of the object all-gather; call 2: the size the planner broadcasts.
-    c.tamper = [&](std::size_t call, std::vector<std::uint8_t>& bytes) {
-      if ((call == 1 && c.rank() == 2) || (call == 2 && c.rank() == 0)) {
-        put_int64(bytes, 0, call == 1 ? -3 : -2);
+    BOOST_TEST_CONTEXT("max_message_bytes " << limit) {
+      std::vector<std::string> gather(3), broadcast(3);
+      auto errors = run_loopback(3, [&](Communicator& inner) {
+        Tap c(inner);
+        auto r = static_cast<std::size_t>(c.rank());
+        TransportOptions o;
+        o.max_message_bytes = limit;
+        DataPlaneTransport t(c, plane_groups(c, {0, 1, 2}, 0), o);  // call 0: the limits
+        // Call 1: the sizes of the object all-gather; call 2: the size the planner broadcasts.
+        c.tamper = [&](std::size_t call, std::vector<std::uint8_t>& bytes) {
+          if ((call == 1 && c.rank() == 2) || (call == 2 && c.rank() == 0)) {
+            put_int64(bytes, 0, call == 1 ? -3 : -2);
+          }
+        };
+        gather[r] = outcome([&] { t.all_gather_object(Value::integer(c.rank())); });
+        broadcast[r] = outcome([&] { t.broadcast_from_planner(Value::integer(5)); });
+        if (calls_text(c.calls) !=
+            "all_gather 1 8 host\nall_gather 1 8 host\nbroadcast 1 8 host\n") {
+          throw Error(Errc::scenario_check, "calls after the refusals:\n" + calls_text(c.calls));
+        }
+      });
+      for (std::size_t r = 0; r < 3; ++r) {
+        BOOST_TEST_CONTEXT("rank " << r) {
+          BOOST_TEST(describe(errors[r]) == "ok");
+          BOOST_TEST(gather[r] ==
+                     "transport_size_limit: control value size -3 announced by rank 2 is negative; "
+                     "nothing was allocated");
+          BOOST_TEST(broadcast[r] ==
+                     "transport_size_limit: broadcast value size -2 announced by rank 0 is "
+                     "negative; nothing was allocated");
+        }
       }
-    };
-    gather[r] = outcome([&] { t.all_gather_object(Value::integer(c.rank())); });
-    broadcast[r] = outcome([&] { t.broadcast_from_planner(Value::integer(5)); });
-    if (calls_text(c.calls) != "all_gather 1 8 host\nall_gather 1 8 host\nbroadcast 1 8 host\n") {
-      throw Error(Errc::scenario_check, "calls after the refusals:\n" + calls_text(c.calls));
     }
-  });
-  for (std::size_t r = 0; r < 3; ++r) {
-    BOOST_TEST_CONTEXT("rank " << r) {
-      BOOST_TEST(describe(errors[r]) == "ok");
-      BOOST_TEST(gather[r] ==
-                 "transport_size_limit: control value size -3 announced by rank 2 is negative; "
-                 "nothing was allocated");
-      BOOST_TEST(broadcast[r] ==
-                 "transport_size_limit: broadcast value size -2 announced by rank 0 is "
-                 "negative; nothing was allocated");
-    }
-  }
-  }
   }
 }
 
@@ -454,12 +451,15 @@ BOOST_AUTO_TEST_CASE(announced_sizes_summing_past_2_64_refused_by_vote_spec_5_2)
     for (const auto& call : c.calls) calls[r] += call.op + " ";
   });
   const std::string tail = "; no rank allocated or launched the byte exchange";
-  BOOST_TEST(got[1] == "transport_size_limit: payload segments announced for rank 1 sum past 2^64 "
-                       "bytes at rank 3" + tail);
+  BOOST_TEST(got[1] ==
+             "transport_size_limit: payload segments announced for rank 1 sum past 2^64 "
+             "bytes at rank 3" +
+                 tail);
   const std::string refused =
       "exchange_refused: the payload exchange was refused by data-plane ranks [1] (a segment "
       "over max_message_bytes 18446744073709551615, a negative size or sizes summing past "
-      "2^64)" + tail;
+      "2^64)" +
+      tail;
   BOOST_TEST(got[2] == refused);
   BOOST_TEST(got[3] == refused);
   for (std::size_t r = 0; r < 4; ++r) BOOST_TEST(describe(errors[r]) == "ok");
@@ -497,14 +497,16 @@ BOOST_AUTO_TEST_CASE(oversized_segment_to_the_first_plane_rank_spec_5_2) {
       if (limit == 208) {
         want[1] =
             "transport_size_limit: payload segment of 209 bytes announced by rank 3 for rank 1 "
-            "exceeds max_message_bytes 208" + tail;
+            "exceeds max_message_bytes 208" +
+            tail;
         want[2] =
             "exchange_refused: the payload exchange was refused by data-plane ranks [1, 3] (a "
             "segment over max_message_bytes 208, a negative size or sizes summing past 2^64)" +
             tail;
         want[3] =
             "transport_size_limit: outgoing payload segment of 209 bytes from rank 3 to rank 1 "
-            "exceeds max_message_bytes 208" + tail;
+            "exceeds max_message_bytes 208" +
+            tail;
       }
       for (std::size_t r = 0; r < 4; ++r) BOOST_TEST(describe(errors[r]) == "ok");
       BOOST_TEST(got == want, boost::test_tools::per_element());
@@ -568,7 +570,8 @@ BOOST_AUTO_TEST_CASE(model_parallel_without_host_group_refused_spec_6) {
   for (int r = 0; r < 2; ++r) {
     BOOST_TEST(describe(errors[static_cast<std::size_t>(r)]) ==
                "transport_not_member: model-parallel broadcast over ranks [0, 1] needs a host "
-               "model-parallel group; rank " + std::to_string(r) + " has none");
+               "model-parallel group; rank " +
+                   std::to_string(r) + " has none");
   }
 }
 
@@ -626,12 +629,12 @@ BOOST_AUTO_TEST_CASE(model_parallel_fields_choose_group_space_and_device_spec_6_
       // device's index when it names one, else cuda:0.
       {"bare cuda device", "loopback", false, "cuda:5", "cuda", 0, "host", "host",
        Device{DeviceType::cuda, 5}},
-      {"bare cuda communication device", "loopback", false, "cuda", std::nullopt, 0, "host",
-       "host", Device{DeviceType::cuda, 0}},
+      {"bare cuda communication device", "loopback", false, "cuda", std::nullopt, 0, "host", "host",
+       Device{DeviceType::cuda, 0}},
       {"bare cuda device, no communication device", "loopback", false, std::nullopt, "cuda", 0,
        "host", "host", Device{DeviceType::cuda, 0}},
-      {"bare cuda device, npu communication device", "loopback", false, "npu:1", "cuda", 0,
-       "host", "host", Device{DeviceType::cuda, 0}},
+      {"bare cuda device, npu communication device", "loopback", false, "npu:1", "cuda", 0, "host",
+       "host", Device{DeviceType::cuda, 0}},
   };
   for (const Case& k : cases) {
     BOOST_TEST_CONTEXT(k.name) {
@@ -669,12 +672,13 @@ BOOST_AUTO_TEST_CASE(model_parallel_fields_choose_group_space_and_device_spec_6_
         return std::to_string(k.tokens_group) + " " + std::to_string(bytes) + " " + k.tokens_space +
                "\n";
       };
-      std::string want = "all_gather " + host(73) +  // fingerprint (64 hex), limit (8), device ok (1)
-                         "broadcast " + host(24) +   // header [1, 3, 4]
+      std::string want = "all_gather " +
+                         host(73) +  // fingerprint (64 hex), limit (8), device ok (1)
+                         "broadcast " + host(24) +    // header [1, 3, 4]
                          "broadcast " + tokens(48) +  // 3 x 2 int64
-                         "broadcast " + host(4) +    // image
-                         "broadcast " + host(24) +   // header [1, 1, 0]
-                         "broadcast " + tokens(16);  // 1 x 2 int64; the empty image skipped
+                         "broadcast " + host(4) +     // image
+                         "broadcast " + host(24) +    // header [1, 1, 0]
+                         "broadcast " + tokens(16);   // 1 x 2 int64; the empty image skipped
       for (std::size_t r = 0; r < 2; ++r) {
         BOOST_TEST_CONTEXT("rank " << r) {
           BOOST_TEST(describe(errors[r]) == "ok");

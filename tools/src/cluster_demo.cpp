@@ -1,6 +1,7 @@
 // The data step behind `hpref demo` (see cluster_demo.hpp).
 #include "cluster_demo.hpp"
 
+#include <sys/mman.h>
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -8,15 +9,14 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <numeric>
-#include <ostream>
 #include <functional>
 #include <iostream>
 #include <memory>
 #include <new>
+#include <numeric>
 #include <optional>
+#include <ostream>
 #include <sstream>
-#include <sys/mman.h>
 
 #include "hpref/cli/json_value.hpp"
 #include "hpref/codec.hpp"
@@ -79,7 +79,8 @@ Sample make_sample(std::uint64_t seed, int step, int reader, int i) {
   sim::SplitMix64 g(seed * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(step) * 1000003 +
                     static_cast<std::uint64_t>(reader) * 131 + static_cast<std::uint64_t>(i));
   std::int64_t id = step * 100000 + reader * 1000 + i;
-  std::int64_t tokens = 16 + static_cast<std::int64_t>(g.next() % 1009);  // variable-length documents
+  std::int64_t tokens =
+      16 + static_cast<std::int64_t>(g.next() % 1009);  // variable-length documents
   std::vector<std::uint8_t> ids(static_cast<std::size_t>(tokens) * 8), image(256 + g.next() % 4096);
   for (std::int64_t t = 0; t < tokens; ++t) {
     std::int64_t token = static_cast<std::int64_t>(g.next() % 50257);
@@ -89,7 +90,8 @@ Sample make_sample(std::uint64_t seed, int step, int reader, int i) {
   Value meta = Value::mapping({
       {Value::string("source"), Value::string(id % 3 ? "web/crawl-2026-10" : "books/ü-set")},
       {Value::string("quality"), Value::floating(static_cast<double>(g.next() % 1000) / 1000.0)},
-      {Value::string("tags"), Value::list({Value::string("en"), Value::string(tokens > 100 ? "long" : "short")})},
+      {Value::string("tags"),
+       Value::list({Value::string("en"), Value::string(tokens > 100 ? "long" : "short")})},
   });
   Value value = Value::mapping({
       {Value::string("input_ids"), Value::tensor(Tensor::copy_of(DType::int64, {tokens}, ids))},
@@ -107,7 +109,8 @@ struct Plan {
 };
 
 double imbalance(const std::vector<std::int64_t>& loads) {
-  double mean = static_cast<double>(std::accumulate(loads.begin(), loads.end(), std::int64_t{0})) / static_cast<double>(loads.size());
+  double mean = static_cast<double>(std::accumulate(loads.begin(), loads.end(), std::int64_t{0})) /
+                static_cast<double>(loads.size());
   return mean > 0 ? static_cast<double>(*std::max_element(loads.begin(), loads.end())) / mean : 1.0;
 }
 
@@ -125,7 +128,8 @@ Plan balance(const std::vector<Value>& reports, const std::vector<int>& construc
   std::vector<std::size_t> count(dp, 0);
   for (std::size_t i = 0; i < all.size(); ++i) naive[i % dp] += all[i].tokens;  // arrival order
   std::size_t capacity = (all.size() + dp - 1) / dp;
-  std::stable_sort(all.begin(), all.end(), [](const Entry& a, const Entry& b) { return a.tokens > b.tokens; });
+  std::stable_sort(all.begin(), all.end(),
+                   [](const Entry& a, const Entry& b) { return a.tokens > b.tokens; });
   Plan plan;
   for (const Entry& e : all) {
     std::size_t best = dp;
@@ -160,7 +164,8 @@ Value pack(std::vector<Item> items) {
     const Tensor& ids = item.second.entries()[0].second.as_tensor();
     tokens.insert(tokens.end(), ids.bytes().begin(), ids.bytes().end());
     std::int64_t n = ids.numel();
-    lens.insert(lens.end(), reinterpret_cast<std::uint8_t*>(&n), reinterpret_cast<std::uint8_t*>(&n) + 8);
+    lens.insert(lens.end(), reinterpret_cast<std::uint8_t*>(&n),
+                reinterpret_cast<std::uint8_t*>(&n) + 8);
     auto img = item.second.entries()[1].second.as_bytes().span();
     images.insert(images.end(), img.begin(), img.end());
   }
@@ -175,7 +180,8 @@ Value pack(std::vector<Item> items) {
 
 std::uint64_t batch_digest(const Value& batch) {
   std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (const auto& [k, v] : batch.entries()) h = fnv1a64(v.as_tensor().bytes().data(), v.as_tensor().nbytes(), h);
+  for (const auto& [k, v] : batch.entries())
+    h = fnv1a64(v.as_tensor().bytes().data(), v.as_tensor().nbytes(), h);
   return h;
 }
 
@@ -194,30 +200,34 @@ Tensor float_rows(std::int64_t rows, const std::function<float(std::int64_t, std
 
 Tensor row_slice(const Tensor& t, std::int64_t start, std::int64_t count) {
   return Tensor(t.dtype(), std::vector<std::int64_t>{count, kWidth},
-                t.storage().slice(static_cast<std::size_t>(start * kWidth) * 4, static_cast<std::size_t>(count * kWidth) * 4));
+                t.storage().slice(static_cast<std::size_t>(start * kWidth) * 4,
+                                  static_cast<std::size_t>(count * kWidth) * 4));
 }
 
 // Forward and backward of one route family against the oracle; appends the output and the
 // input gradient to `results`.
-void dispatch_and_check(Communicator& c, const Group& cp, int k, const std::vector<Route>& routes, const Tensor& bank,
-                        std::uint64_t seed, Checks& check, Counters& total, Device device, const char* name,
-                        std::vector<Tensor>& results) {
+void dispatch_and_check(Communicator& c, const Group& cp, int k, const std::vector<Route>& routes,
+                        const Tensor& bank, std::uint64_t seed, Checks& check, Counters& total,
+                        Device device, const char* name, std::vector<Tensor>& results) {
   auto owners = route_owner_offsets(routes);
-  Tensor shard =
-      row_slice(bank, owners[static_cast<std::size_t>(k)], routes[static_cast<std::size_t>(k)].local_length).on(device);
+  Tensor shard = row_slice(bank, owners[static_cast<std::size_t>(k)],
+                           routes[static_cast<std::size_t>(k)].local_length)
+                     .on(device);
   Tensor out = sequence_dispatch(c, cp, shard, 0, routes[static_cast<std::size_t>(k)]);
-  check(out == oracle_forward(bank, routes)[static_cast<std::size_t>(k)], std::string(name) + " forward differs from the oracle",
-        c.rank());
+  check(out == oracle_forward(bank, routes)[static_cast<std::size_t>(k)],
+        std::string(name) + " forward differs from the oracle", c.rank());
   total.fold(out);
   results.push_back(out);
   std::vector<Tensor> grads;
   for (std::size_t r = 0; r < routes.size(); ++r) {
-    grads.push_back(float_rows(routes[r].global_end - routes[r].global_start, [&](std::int64_t row, std::int64_t j) {
-      return static_cast<float>((seed + r * 7 + static_cast<std::uint64_t>(row * 13 + j)) % 97) / 16.0f;
+    grads.push_back(float_rows(routes[r].global_end - routes[r].global_start, [&](std::int64_t row,
+                                                                                  std::int64_t j) {
+      return static_cast<float>((seed + r * 7 + static_cast<std::uint64_t>(row * 13 + j)) % 97) /
+             16.0f;
     }));
   }
-  Tensor grad =
-      sequence_dispatch_backward(c, cp, grads[static_cast<std::size_t>(k)].on(device), 0, routes[static_cast<std::size_t>(k)]);
+  Tensor grad = sequence_dispatch_backward(c, cp, grads[static_cast<std::size_t>(k)].on(device), 0,
+                                           routes[static_cast<std::size_t>(k)]);
   check(grad == oracle_backward(grads, routes)[static_cast<std::size_t>(k)],
         std::string(name) + " backward differs from the oracle", c.rank());
   total.fold(grad);
@@ -244,7 +254,9 @@ std::filesystem::path step_dir(const std::string& dir, int step) {
   return std::filesystem::path(dir) / ("step" + std::to_string(step));
 }
 
-std::string rank_file(int rank, const char* what) { return "rank" + std::to_string(rank) + "." + what + ".hpb1"; }
+std::string rank_file(int rank, const char* what) {
+  return "rank" + std::to_string(rank) + "." + what + ".hpb1";
+}
 
 void write_dump_file(const std::filesystem::path& path, std::span<const std::uint8_t> bytes) {
   std::filesystem::path part = path;
@@ -275,7 +287,8 @@ void write_dump_segment(const std::filesystem::path& path, std::span<const Item>
 // The batch with every tensor on the host (an accelerator world's tokens are on the GPU).
 Value host_batch(const Value& batch) {
   std::vector<Value::Entry> entries;
-  for (const auto& [k, v] : batch.entries()) entries.emplace_back(k, Value::tensor(v.as_tensor().on(Device{})));
+  for (const auto& [k, v] : batch.entries())
+    entries.emplace_back(k, Value::tensor(v.as_tensor().on(Device{})));
   return Value::mapping(std::move(entries));
 }
 
@@ -292,7 +305,8 @@ void write_dump_manifest(const DemoArgs& a, int cp, std::span<const int> data_pl
                        {"batch", dir + rank_file(r, "batch")},
                        {"dispatch", dir + rank_file(r, "dispatch")}});
     }
-    steps.push_back({{"step", step}, {"plan", "step" + std::to_string(step) + "/plan.hpb1"}, {"ranks", ranks}});
+    steps.push_back(
+        {{"step", step}, {"plan", "step" + std::to_string(step) + "/plan.hpb1"}, {"ranks", ranks}});
   }
   Json j = {{"format", "hpref demo --dump 1"},
             {"backend", a.backend},
@@ -308,7 +322,8 @@ void write_dump_manifest(const DemoArgs& a, int cp, std::span<const int> data_pl
             {"files", steps}};
   std::string text = dump_json(j) + "\n";
   write_dump_file(std::filesystem::path(a.dump) / "manifest.json",
-                  std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
+                  std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(text.data()),
+                                                text.size()));
 }
 
 // Checks --dump's directory and makes it and its step folders (Error invalid_argument or io
@@ -334,7 +349,9 @@ void prepare_dump(const DemoArgs& a) {
     }
   }
   fs::remove(dir / "manifest.json", ec);
-  if (ec) throw Error(Errc::io, "--dump '" + a.dump + "': cannot remove the old manifest.json: " + ec.message());
+  if (ec)
+    throw Error(Errc::io,
+                "--dump '" + a.dump + "': cannot remove the old manifest.json: " + ec.message());
 }
 
 // What the world has completed, written by rank 0 after each step's closing all-reduce:
@@ -372,17 +389,21 @@ std::string rank_main(Communicator& c, const Config& cfg) {
   std::string cp_backend = cfg.device ? world : plan_in.cpu_backend;
   std::vector<Group> singletons;  // a one-rank context-parallel group when cp == 1
   if (cfg.cp == 1) {
-    for (int r = 0; r < a.ranks; ++r) singletons.push_back(c.new_group(std::vector<int>{r}, cp_backend));
+    for (int r = 0; r < a.ranks; ++r)
+      singletons.push_back(c.new_group(std::vector<int>{r}, cp_backend));
   }
-  const Group& cp_group = cfg.cp == 1                        ? singletons[static_cast<std::size_t>(c.rank())]
+  const Group& cp_group = cfg.cp == 1 ? singletons[static_cast<std::size_t>(c.rank())]
                           : groups.model_parallel_tensor ? *groups.model_parallel_tensor
                                                          : *groups.model_parallel;
-  Device device = cp_group.memory() == MemorySpace::accelerator && cfg.device ? Device::parse(*cfg.device) : Device{};
+  Device device = cp_group.memory() == MemorySpace::accelerator && cfg.device
+                      ? Device::parse(*cfg.device)
+                      : Device{};
   TransportOptions options;
   options.communication_device = cfg.device;
   DataPlaneTransport data(c, groups, options);
   ModelParallelTransport model(c, topo, groups, batch_layout(), options);
-  int reader_index = static_cast<int>(std::find(readers.begin(), readers.end(), c.rank()) - readers.begin());
+  int reader_index =
+      static_cast<int>(std::find(readers.begin(), readers.end(), c.rank()) - readers.begin());
   bool reader = reader_index < static_cast<int>(readers.size());
   int k = static_cast<int>(topo.coordinate()[1]);
   Counters total;
@@ -395,16 +416,20 @@ std::string rank_main(Communicator& c, const Config& cfg) {
       std::vector<Sample> samples;
       std::vector<Value> report;
       if (reader) {
-        for (int i = 0; i < kSamplesPerReader; ++i) samples.push_back(make_sample(a.seed, step, reader_index, i));
-        for (const Sample& s : samples) report.push_back(Value::tuple({s.key, Value::integer(s.tokens)}));
+        for (int i = 0; i < kSamplesPerReader; ++i)
+          samples.push_back(make_sample(a.seed, step, reader_index, i));
+        for (const Sample& s : samples)
+          report.push_back(Value::tuple({s.key, Value::integer(s.tokens)}));
       }
       auto gathered = data.gather_object_to_planner(Value::list(report));
       Value plan_value;
       if (gathered) {
         Plan plan = balance(*gathered, topo.constructor_ranks());
         std::vector<Value> entries;
-        for (auto& [key, target] : plan.targets) entries.push_back(Value::tuple({key, Value::integer(target)}));
-        plan_value = Value::tuple({Value::list(entries), Value::floating(plan.before), Value::floating(plan.after)});
+        for (auto& [key, target] : plan.targets)
+          entries.push_back(Value::tuple({key, Value::integer(target)}));
+        plan_value = Value::tuple(
+            {Value::list(entries), Value::floating(plan.before), Value::floating(plan.after)});
         total.before += plan.before;
         total.after += plan.after;
         total.samples += static_cast<std::int64_t>(plan.targets.size());
@@ -412,7 +437,8 @@ std::string rank_main(Communicator& c, const Config& cfg) {
       plan_value = data.broadcast_from_planner(plan_value);
       if (!a.dump.empty() && c.rank() == 0) {
         Item plan_item{Value::string("plan"), plan_value};
-        write_dump_segment(step_dir(a.dump, step) / "plan.hpb1", std::span<const Item>(&plan_item, 1));
+        write_dump_segment(step_dir(a.dump, step) / "plan.hpb1",
+                           std::span<const Item>(&plan_item, 1));
       }
       std::map<int, std::vector<Item>> outgoing;
       for (const Value& e : plan_value.items()[0].items()) {
@@ -424,20 +450,25 @@ std::string rank_main(Communicator& c, const Config& cfg) {
       }
       auto prepared = data.prepare_exchange(outgoing);
       for (std::size_t i = 0; i < prepared.input_splits.size(); ++i) {
-        if (data.ranks()[i] != c.rank()) total.bytes += static_cast<std::int64_t>(prepared.input_splits[i]);
+        if (data.ranks()[i] != c.rank())
+          total.bytes += static_cast<std::int64_t>(prepared.input_splits[i]);
       }
       std::vector<Item> arrived = data.exchange(std::move(prepared));
-      if (!a.dump.empty()) write_dump_segment(step_dir(a.dump, step) / rank_file(c.rank(), "items"), arrived);
+      if (!a.dump.empty())
+        write_dump_segment(step_dir(a.dump, step) / rank_file(c.rank(), "items"), arrived);
       // Every sample arrives exactly once, where the plan put it, with the reader's bytes.
       bool exact = arrived.size() == planned_here.size();
       for (const Item& item : arrived) {
         auto it = planned_here.find(repr(item.first));
         exact = exact && it != planned_here.end() && it->second++ == 0;
         std::int64_t id = item.first.items()[0].as_int();
-        Sample again = make_sample(a.seed, step, static_cast<int>(id % 100000 / 1000), static_cast<int>(id % 1000));
+        Sample again = make_sample(a.seed, step, static_cast<int>(id % 100000 / 1000),
+                                   static_cast<int>(id % 1000));
         exact = exact && item.second == again.value;
       }
-      check(exact, "step " + std::to_string(step) + ": the samples that arrived are not exactly the planned ones",
+      check(exact,
+            "step " + std::to_string(step) +
+                ": the samples that arrived are not exactly the planned ones",
             c.rank());
       if (model.is_constructor()) batch = pack(std::move(arrived));
     }
@@ -446,14 +477,17 @@ std::string rank_main(Communicator& c, const Config& cfg) {
     check(got.has_value(), "a batch step ended as end of data", c.rank());
     if (!a.dump.empty() && got) {
       Item batch_item{Value::string("batch"), host_batch(*got)};
-      write_dump_segment(step_dir(a.dump, step) / rank_file(c.rank(), "batch"), std::span<const Item>(&batch_item, 1));
+      write_dump_segment(step_dir(a.dump, step) / rank_file(c.rank(), "batch"),
+                         std::span<const Item>(&batch_item, 1));
     }
     std::uint64_t digest = batch_digest(*got);
     total.data = fnv1a64(&digest, 8, total.data);
     std::vector<std::uint64_t> digests(static_cast<std::size_t>(cp_group.size()));
-    c.all_gather(cp_group, {&digest, 8, cp_group.memory()}, {digests.data(), digests.size() * 8, cp_group.memory()})
+    c.all_gather(cp_group, {&digest, 8, cp_group.memory()},
+                 {digests.data(), digests.size() * 8, cp_group.memory()})
         .wait();
-    check(std::all_of(digests.begin(), digests.end(), [&](std::uint64_t d) { return d == digests[0]; }),
+    check(std::all_of(digests.begin(), digests.end(),
+                      [&](std::uint64_t d) { return d == digests[0]; }),
           "model-parallel peers hold different batches", c.rank());
     // Context-parallel dispatch of the batch's token sequence: embeddings sharded over cp.
     const Tensor& tokens = got->entries()[0].second.as_tensor();
@@ -461,24 +495,27 @@ std::string rank_main(Communicator& c, const Config& cfg) {
     std::int64_t n_tokens = tokens.numel();
     std::int64_t local = (n_tokens + cfg.cp - 1) / cfg.cp;
     std::vector<std::int64_t> boundaries = {0};
-    for (std::int64_t i = 0; i < lens.numel(); ++i) boundaries.push_back(boundaries.back() + lens.element<std::int64_t>(i));
+    for (std::int64_t i = 0; i < lens.numel(); ++i)
+      boundaries.push_back(boundaries.back() + lens.element<std::int64_t>(i));
     if (local * cfg.cp > n_tokens) boundaries.push_back(local * cfg.cp);  // a padding document
     Tensor bank = float_rows(local * cfg.cp, [&](std::int64_t row, std::int64_t j) {
       std::int64_t token = row < n_tokens ? tokens.element<std::int64_t>(row) : 0;
       return static_cast<float>((token * 31 + j * 7) % 1000) / 8.0f;
     });
-    std::vector<Tensor> results;  // window forward, window backward, prefix forward, prefix backward
-    dispatch_and_check(c, cp_group, k, sliding_window_routes(boundaries, local, cfg.cp, a.window), bank, a.seed, check, total,
-                       device, "sliding-window", results);
+    std::vector<Tensor>
+        results;  // window forward, window backward, prefix forward, prefix backward
+    dispatch_and_check(c, cp_group, k, sliding_window_routes(boundaries, local, cfg.cp, a.window),
+                       bank, a.seed, check, total, device, "sliding-window", results);
     auto keys = compressed_document_offsets(boundaries, a.ratio);
     Tensor compressed = float_rows(keys.back(), [&](std::int64_t block, std::int64_t j) {
       return static_cast<float>((block * 17 + j) % 251) / 4.0f;
     });
-    dispatch_and_check(c, cp_group, k, document_prefix_routes(boundaries, local, cfg.cp, a.ratio), compressed, a.seed,
-                       check, total, device, "document-prefix", results);
+    dispatch_and_check(c, cp_group, k, document_prefix_routes(boundaries, local, cfg.cp, a.ratio),
+                       compressed, a.seed, check, total, device, "document-prefix", results);
     if (!a.dump.empty()) {
       std::vector<Item> items;
-      const char* names[] = {"window_forward", "window_backward", "prefix_forward", "prefix_backward"};
+      const char* names[] = {"window_forward", "window_backward", "prefix_forward",
+                             "prefix_backward"};
       for (std::size_t i = 0; i < results.size(); ++i) {
         items.emplace_back(Value::string(names[i]), Value::tensor(results[i].on(Device{})));
       }
@@ -487,7 +524,8 @@ std::string rank_main(Communicator& c, const Config& cfg) {
     // A progress line per step from rank 0, with the world's totals so far.
     std::int64_t sums[3] = {total.passed, total.failed, total.bytes - bytes_before};
     c.all_reduce(c.world(), {sums, 24, c.world().memory()}, DType::int64, ReduceOp::sum).wait();
-    if (cfg.progress != nullptr && (c.rank() == 0 || c.world_backend() != "sim")) {  // sim: one shared page
+    if (cfg.progress != nullptr &&
+        (c.rank() == 0 || c.world_backend() != "sim")) {  // sim: one shared page
       Progress& p = *cfg.progress;
       p.steps = step + 1;
       p.passed = sums[0];
@@ -498,26 +536,30 @@ std::string rank_main(Communicator& c, const Config& cfg) {
       p.after = total.after;
     }
     if (c.rank() == 0 && !a.json) {
-      std::printf("step %d/%d: %d samples, %lld bytes exchanged, %lld tokens in rank 0's batch, imbalance %.3f -> "
-                  "%.3f, checks %lld passed, %lld failed\n",
-                  step + 1, a.steps, static_cast<int>(readers.size()) * kSamplesPerReader,
-                  static_cast<long long>(sums[2]), static_cast<long long>(n_tokens),
-                  total.before / (step + 1), total.after / (step + 1), static_cast<long long>(sums[0]),
-                  static_cast<long long>(sums[1]));
+      std::printf(
+          "step %d/%d: %d samples, %lld bytes exchanged, %lld tokens in rank 0's batch, imbalance "
+          "%.3f -> "
+          "%.3f, checks %lld passed, %lld failed\n",
+          step + 1, a.steps, static_cast<int>(readers.size()) * kSamplesPerReader,
+          static_cast<long long>(sums[2]), static_cast<long long>(n_tokens),
+          total.before / (step + 1), total.after / (step + 1), static_cast<long long>(sums[0]),
+          static_cast<long long>(sums[1]));
       std::fflush(stdout);
     }
   }
   std::int64_t sums[4] = {total.passed, total.failed, total.bytes, total.samples};
   c.all_reduce(c.world(), {sums, 32, c.world().memory()}, DType::int64, ReduceOp::sum).wait();
   std::vector<std::uint64_t> digests(static_cast<std::size_t>(c.size()));
-  c.all_gather(c.world(), {&total.data, 8, c.world().memory()}, {digests.data(), digests.size() * 8, c.world().memory()})
+  c.all_gather(c.world(), {&total.data, 8, c.world().memory()},
+               {digests.data(), digests.size() * 8, c.world().memory()})
       .wait();
   // Every rank wrote every step's files before the closing collectives: the manifest last.
   if (!a.dump.empty() && c.rank() == 0) write_dump_manifest(a, cfg.cp, data.ranks());
   char text[256];
-  std::snprintf(text, sizeof text, "%lld %lld %lld %lld %.17g %.17g %016llx", static_cast<long long>(sums[0]),
-                static_cast<long long>(sums[1]), static_cast<long long>(sums[2]), static_cast<long long>(sums[3]),
-                total.before, total.after,
+  std::snprintf(text, sizeof text, "%lld %lld %lld %lld %.17g %.17g %016llx",
+                static_cast<long long>(sums[0]), static_cast<long long>(sums[1]),
+                static_cast<long long>(sums[2]), static_cast<long long>(sums[3]), total.before,
+                total.after,
                 static_cast<unsigned long long>(fnv1a64(digests.data(), digests.size() * 8)));
   return text;
 }
@@ -535,8 +577,8 @@ std::optional<Final> read_final(const std::string& value, int steps) {
   long long n[4];
   unsigned long long data = 0;
   double before = 0, after = 0;
-  if (std::sscanf(value.c_str(), "%lld %lld %lld %lld %lf %lf %llx", &n[0], &n[1], &n[2], &n[3], &before, &after,
-                  &data) != 7) {
+  if (std::sscanf(value.c_str(), "%lld %lld %lld %lld %lf %lf %llx", &n[0], &n[1], &n[2], &n[3],
+                  &before, &after, &data) != 7) {
     return std::nullopt;
   }
   f.totals = {steps, n[0], n[1], n[2], n[3], before, after};
@@ -547,13 +589,13 @@ std::optional<Final> read_final(const std::string& value, int steps) {
 // How a run ended, for the report.
 struct Outcome {
   Progress progress;
-  std::optional<std::uint64_t> data;         // the data checksum when every step completed
-  std::optional<std::uint64_t> trace_hash;   // the simulator's
+  std::optional<std::uint64_t> data;        // the data checksum when every step completed
+  std::optional<std::uint64_t> trace_hash;  // the simulator's
   sim::Failure failure = sim::Failure::none;
-  Json rank_errors = Json::array();          // [{"rank", "status", "kind", "message"}]
+  Json rank_errors = Json::array();  // [{"rank", "status", "kind", "message"}]
   std::vector<sim::Fault> faults;
   Json faults_not_fired = Json::array();
-  std::string replay;                        // the command that reproduces a failure (simulator)
+  std::string replay;  // the command that reproduces a failure (simulator)
   double seconds = 0;
 };
 
@@ -592,7 +634,8 @@ Json report_json(const DemoArgs& a, const Config& cfg, const Outcome& o) {
               {"failure", failure_key(o.failure)},
               {"exit_code", sim::exit_code(o.failure)},
               {"rank_errors", o.rank_errors},
-              {"replay", o.failure == sim::Failure::none || o.replay.empty() ? Json(nullptr) : Json(o.replay)},
+              {"replay", o.failure == sim::Failure::none || o.replay.empty() ? Json(nullptr)
+                                                                             : Json(o.replay)},
               {"ok", o.failure == sim::Failure::none}};
 }
 
@@ -629,8 +672,9 @@ int report(const DemoArgs& a, const Config& cfg, const Outcome& o, std::ostream&
   std::snprintf(imb, sizeof imb, "%.3f -> %.3f", p.before / n, p.after / n);
   std::snprintf(wall, sizeof wall, "%.2f s", o.seconds);
   out << rule;
-  row("steps", p.steps == a.steps ? std::to_string(a.steps)
-                                  : std::to_string(p.steps) + " of " + std::to_string(a.steps) + " completed");
+  row("steps", p.steps == a.steps
+                   ? std::to_string(a.steps)
+                   : std::to_string(p.steps) + " of " + std::to_string(a.steps) + " completed");
   row("samples", std::to_string(p.samples));
   row("bytes exchanged", std::to_string(p.bytes));
   row("token imbalance", std::string(imb) + " (max/mean)");
@@ -641,8 +685,11 @@ int report(const DemoArgs& a, const Config& cfg, const Outcome& o, std::ostream&
   out << rule;
   if (!a.dump.empty()) {
     std::string manifest = dump_manifest(a);
-    out << "dump: " << (manifest.empty() ? a.dump + " is incomplete (no manifest.json: not every step completed)"
-                                         : manifest) << "\n";
+    out << "dump: "
+        << (manifest.empty()
+                ? a.dump + " is incomplete (no manifest.json: not every step completed)"
+                : manifest)
+        << "\n";
   }
   if (o.failure == sim::Failure::none) {
     out << "every check passed\n";
@@ -657,8 +704,8 @@ int report(const DemoArgs& a, const Config& cfg, const Outcome& o, std::ostream&
 void header(const DemoArgs& a, const Config& cfg, const std::string& what, std::ostream& out) {
   if (a.json) return;
   out << "SEED=" << a.seed << "\n"
-      << "hpref demo: " << a.ranks << " " << what << ", mesh dp=" << a.dp << " x cp=" << cfg.cp << ", " << a.steps
-      << " steps, window " << a.window << ", ratio " << a.ratio << "\n";
+      << "hpref demo: " << a.ranks << " " << what << ", mesh dp=" << a.dp << " x cp=" << cfg.cp
+      << ", " << a.steps << " steps, window " << a.window << ", ratio " << a.ratio << "\n";
   out.flush();
 }
 
@@ -668,9 +715,10 @@ Config configure(DemoArgs a) {
                                             std::to_string(a.ranks) + " (1 to 64 ranks)");
   }
   if (a.steps < 1 || a.window < 1 || (a.ratio != 1 && a.ratio != 2)) {
-    throw Error(Errc::invalid_argument, "--steps and --window must be positive and --ratio 1 or 2, got " +
-                                            std::to_string(a.steps) + ", " + std::to_string(a.window) + " and " +
-                                            std::to_string(a.ratio));
+    throw Error(Errc::invalid_argument,
+                "--steps and --window must be positive and --ratio 1 or 2, got " +
+                    std::to_string(a.steps) + ", " + std::to_string(a.window) + " and " +
+                    std::to_string(a.ratio));
   }
   prepare_dump(a);
   return Config{a, a.ranks / a.dp, std::nullopt};
@@ -685,9 +733,11 @@ double since(std::chrono::steady_clock::time_point start) {
 class SharedProgress {
  public:
   SharedProgress() {
-    void* p = mmap(nullptr, sizeof(Progress), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    void* p =
+        mmap(nullptr, sizeof(Progress), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
-      throw Error(Errc::comm_resource, std::string("cannot map the demo's progress page: ") + std::strerror(errno));
+      throw Error(Errc::comm_resource,
+                  std::string("cannot map the demo's progress page: ") + std::strerror(errno));
     }
     p_ = new (p) Progress{};
   }
@@ -701,9 +751,10 @@ class SharedProgress {
 };
 
 std::string demo_replay(const DemoArgs& a, const std::vector<sim::Fault>& faults) {
-  std::string line = "hpref demo --ranks " + std::to_string(a.ranks) + " --dp " + std::to_string(a.dp) + " --steps " +
-                     std::to_string(a.steps) + " --seed " + std::to_string(a.seed) + " --window " +
-                     std::to_string(a.window) + " --ratio " + std::to_string(a.ratio);
+  std::string line = "hpref demo --ranks " + std::to_string(a.ranks) + " --dp " +
+                     std::to_string(a.dp) + " --steps " + std::to_string(a.steps) + " --seed " +
+                     std::to_string(a.seed) + " --window " + std::to_string(a.window) +
+                     " --ratio " + std::to_string(a.ratio);
   if (a.turn_timeout_ms != sim::Options{}.turn_timeout_ms) {
     line += " --turn-timeout-ms " + std::to_string(a.turn_timeout_ms);
   }
@@ -729,14 +780,16 @@ int run_on_simulator(DemoArgs a, std::ostream& out) {
   options.seed = a.seed;
   options.faults = o.faults;
   options.turn_timeout_ms = a.turn_timeout_ms;
-  sim::RunResult r = sim::Cluster::run(a.ranks, options, [&](Communicator& c) { return rank_main(c, cfg); });
+  sim::RunResult r =
+      sim::Cluster::run(a.ranks, options, [&](Communicator& c) { return rank_main(c, cfg); });
   o.seconds = since(start);
   // Rank errors: with the table on stdout, to stderr under --json (and into the object).
   std::ostream& errors = a.json ? std::cerr : out;
   for (std::size_t i = 0; i < r.outcomes.size(); ++i) {
     const auto& ro = r.outcomes[i];
     if (ro.status != sim::RankOutcome::Status::ok) {
-      errors << "rank " << i << " did not finish: " << (ro.kind.empty() ? "" : ro.kind + ": ") << ro.message << "\n";
+      errors << "rank " << i << " did not finish: " << (ro.kind.empty() ? "" : ro.kind + ": ")
+             << ro.message << "\n";
     }
   }
   for (const std::string& f : r.unfired_faults) {
@@ -746,8 +799,10 @@ int run_on_simulator(DemoArgs a, std::ostream& out) {
   o.rank_errors = rank_errors_json(r);
   o.trace_hash = r.trace_hash;
   o.failure = r.failure();
-  settle(o, *progress.get(), o.failure == sim::Failure::none ? &r.outcomes[0].value : nullptr, a.steps);
-  if (o.failure == sim::Failure::none && (!o.data || o.progress.failed > 0)) o.failure = sim::Failure::check;
+  settle(o, *progress.get(), o.failure == sim::Failure::none ? &r.outcomes[0].value : nullptr,
+         a.steps);
+  if (o.failure == sim::Failure::none && (!o.data || o.progress.failed > 0))
+    o.failure = sim::Failure::check;
   o.replay = demo_replay(a, o.faults);
   if (a.json && o.failure != sim::Failure::none) std::cerr << "replay: " << o.replay << "\n";
   return report(a, cfg, o, out);
@@ -757,11 +812,15 @@ int run_on_simulator(DemoArgs a, std::ostream& out) {
 // The failure class of an error a rank raised off the simulator (by its kind).
 sim::Failure failure_of(Errc code) {
   switch (code) {
-    case Errc::comm_mismatch: return sim::Failure::mismatch;
-    case Errc::comm_deadlock: return sim::Failure::deadlock;
+    case Errc::comm_mismatch:
+      return sim::Failure::mismatch;
+    case Errc::comm_deadlock:
+      return sim::Failure::deadlock;
     case Errc::comm_peer_failed:
-    case Errc::comm_timeout: return sim::Failure::peer_failure;
-    default: return sim::Failure::check;
+    case Errc::comm_timeout:
+      return sim::Failure::peer_failure;
+    default:
+      return sim::Failure::check;
   }
 }
 
@@ -770,25 +829,31 @@ sim::Failure failure_of(Errc code) {
 void check_world(const DemoArgs& a, int size) {
   if (size != 1 || (a.ranks <= 1 && a.dp <= 1)) return;
   int n = a.ranks > 1 ? a.ranks : 4 * a.dp;
-  throw Error(Errc::invalid_argument,
-              "--backend " + a.backend + ": the MPI world has one rank (was hpref started without mpirun?), but " +
-                  (a.ranks > 1 ? "--ranks " + std::to_string(a.ranks) + " asks for " + std::to_string(a.ranks)
-                               : "--dp " + std::to_string(a.dp) + " needs at least " + std::to_string(a.dp)) +
-                  "; launch the ranks with mpirun: mpirun -np " + std::to_string(n) + " hpref demo --backend " +
-                  a.backend);
+  throw Error(
+      Errc::invalid_argument,
+      "--backend " + a.backend +
+          ": the MPI world has one rank (was hpref started without mpirun?), but " +
+          (a.ranks > 1
+               ? "--ranks " + std::to_string(a.ranks) + " asks for " + std::to_string(a.ranks)
+               : "--dp " + std::to_string(a.dp) + " needs at least " + std::to_string(a.dp)) +
+          "; launch the ranks with mpirun: mpirun -np " + std::to_string(n) +
+          " hpref demo --backend " + a.backend);
 }
 
 // The configuration checks of a run under mpirun (Error invalid_argument).
 Config configure_device(DemoArgs& a, int size) {
   if (a.ranks == 0) a.ranks = size;
   if (a.ranks != size) {
-    throw Error(Errc::invalid_argument, "--ranks " + std::to_string(a.ranks) + " but mpirun started " +
-                                            std::to_string(size) + " ranks");
+    throw Error(Errc::invalid_argument, "--ranks " + std::to_string(a.ranks) +
+                                            " but mpirun started " + std::to_string(size) +
+                                            " ranks");
   }
-  if (!a.faults.empty()) throw Error(Errc::invalid_argument, "--fault plans are the simulator's (--backend sim)");
+  if (!a.faults.empty())
+    throw Error(Errc::invalid_argument, "--fault plans are the simulator's (--backend sim)");
   if (a.turn_timeout_ms != sim::Options{}.turn_timeout_ms) {
-    throw Error(Errc::invalid_argument, "--turn-timeout-ms " + std::to_string(a.turn_timeout_ms) +
-                                            " is the simulator's (--backend sim); under mpirun use --timeout-ms");
+    throw Error(Errc::invalid_argument,
+                "--turn-timeout-ms " + std::to_string(a.turn_timeout_ms) +
+                    " is the simulator's (--backend sim); under mpirun use --timeout-ms");
   }
   return configure(a);
 }
@@ -822,8 +887,9 @@ int run_on_device(DemoArgs a, std::ostream& out) {
   }
 #else
   if (a.backend == "nccl") {
-    throw Error(Errc::invalid_argument, "--backend nccl: this hpref was built without NCCL (HPREF_WITH_NCCL; it "
-                                        "needs the CUDA toolkit and NCCL at configure time)");
+    throw Error(Errc::invalid_argument,
+                "--backend nccl: this hpref was built without NCCL (HPREF_WITH_NCCL; it "
+                "needs the CUDA toolkit and NCCL at configure time)");
   }
 #endif
   Config cfg;
@@ -844,29 +910,34 @@ int run_on_device(DemoArgs a, std::ostream& out) {
   try {
     value = rank_main(*comm, cfg);
   } catch (const Error& e) {
-    std::fprintf(stderr, "rank %d did not finish: %s: %s\n", comm->rank(), std::string(e.kind()).c_str(), e.what());
+    std::fprintf(stderr, "rank %d did not finish: %s: %s\n", comm->rank(),
+                 std::string(e.kind()).c_str(), e.what());
     std::fflush(stderr);
     o.failure = failure_of(e.code());
-    o.rank_errors.push_back({{"rank", comm->rank()}, {"status", "error"}, {"kind", e.kind()}, {"message", e.what()}});
+    o.rank_errors.push_back(
+        {{"rank", comm->rank()}, {"status", "error"}, {"kind", e.kind()}, {"message", e.what()}});
   }
   o.seconds = since(start);
   settle(o, progress, value ? &*value : nullptr, a.steps);
-  if (o.failure == sim::Failure::none && (!o.data || o.progress.failed > 0)) o.failure = sim::Failure::check;
+  if (o.failure == sim::Failure::none && (!o.data || o.progress.failed > 0))
+    o.failure = sim::Failure::check;
   int code = report(a, cfg, o, print);
   // A timed-out request can never complete: end the whole job with this rank's class.
   if (mpi.failed()) mpi.abort_job(code);
   return code;
 #else
   (void)out;
-  throw Error(Errc::invalid_argument, "--backend " + a.backend + ": this hpref was built without MPI (HPREF_WITH_MPI; "
-                                      "it needs libopenmpi-dev at configure time)");
+  throw Error(Errc::invalid_argument, "--backend " + a.backend +
+                                          ": this hpref was built without MPI (HPREF_WITH_MPI; "
+                                          "it needs libopenmpi-dev at configure time)");
 #endif
 }
 
 int run_demo(const DemoArgs& a, std::ostream& out) {
   if (a.backend == "sim") return run_on_simulator(a, out);
   if (a.backend == "mpi" || a.backend == "nccl") return run_on_device(a, out);
-  throw Error(Errc::invalid_argument, "--backend must be sim, mpi or nccl, got '" + a.backend + "'");
+  throw Error(Errc::invalid_argument,
+              "--backend must be sim, mpi or nccl, got '" + a.backend + "'");
 }
 
 }  // namespace
@@ -887,21 +958,29 @@ int run_cluster_demo(const DemoArgs& a, std::ostream& out) {
 void add_demo_sim_options(CLI::App& demo, DemoArgs& a) {
   a.turn_timeout_ms = sim::Options{}.turn_timeout_ms;
   add_turn_timeout_option(demo, a.turn_timeout_ms);
-  demo.add_option("--fault", a.faults, "A simulator fault plan, repeatable (see hpref sim run --help); default none");
-  CLI::Option* json = demo.add_flag(
-      "--json", a.json,
-      "Print one JSON object whatever happens: the summary (steps completed, checks, checksums), the failure "
-      "class and exit code, each rank's error, the fault plan, the faults that never fired and the replay line");
-  CLI::Option* dump = demo.add_option(
-      "--dump", a.dump,
-      "Write what hpref's transports produced on every rank, per step, as HPB1 segments of the C++ encoder: "
-      "DIR/step<S>/rank<R>.items.hpb1 (the received payload items, in the exchange's order; data-plane ranks), "
-      "rank<R>.batch.hpb1 (one item: the model-parallel batch), rank<R>.dispatch.hpb1 (the four dispatch results), "
-      "plan.hpb1 (the broadcast plan), then DIR/manifest.json once every rank wrote every step. DIR is created; "
-      "under mpirun every rank writes its own files (a directory all ranks see)");
-  dump->type_name("DIR")->check(
-      [](const std::string& dir) { return dir.empty() ? std::string("the directory name is empty") : std::string(); });
-  demo.add_flag("--codec", a.codec, "Instead: the codec demonstration (encode, inspect, decode one segment)")
+  demo.add_option("--fault", a.faults,
+                  "A simulator fault plan, repeatable (see hpref sim run --help); default none");
+  CLI::Option* json = demo.add_flag("--json", a.json,
+                                    "Print one JSON object whatever happens: the summary (steps "
+                                    "completed, checks, checksums), the failure "
+                                    "class and exit code, each rank's error, the fault plan, the "
+                                    "faults that never fired and the replay line");
+  CLI::Option* dump =
+      demo.add_option("--dump", a.dump,
+                      "Write what hpref's transports produced on every rank, per step, as HPB1 "
+                      "segments of the C++ encoder: "
+                      "DIR/step<S>/rank<R>.items.hpb1 (the received payload items, in the "
+                      "exchange's order; data-plane ranks), "
+                      "rank<R>.batch.hpb1 (one item: the model-parallel batch), "
+                      "rank<R>.dispatch.hpb1 (the four dispatch results), "
+                      "plan.hpb1 (the broadcast plan), then DIR/manifest.json once every rank "
+                      "wrote every step. DIR is created; "
+                      "under mpirun every rank writes its own files (a directory all ranks see)");
+  dump->type_name("DIR")->check([](const std::string& dir) {
+    return dir.empty() ? std::string("the directory name is empty") : std::string();
+  });
+  demo.add_flag("--codec", a.codec,
+                "Instead: the codec demonstration (encode, inspect, decode one segment)")
       ->excludes(json)
       ->excludes(dump);
 }

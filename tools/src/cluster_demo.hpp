@@ -24,10 +24,11 @@ struct DemoArgs {
   std::int64_t ratio = 2;
   std::string backend = "sim";
   bool json = false;
-  std::vector<std::string> faults;  // simulator fault plans (crash:R@K, flip:R@K[:B], delay:R@K)
+  std::vector<std::string> faults;   // simulator fault plans (crash:R@K, flip:R@K[:B], delay:R@K)
   std::int64_t timeout_ms = 600000;  // mpi and nccl: SPEC 9.2's deadline on every wait
-  int turn_timeout_ms = 120000;      // sim: the simulator's Options::turn_timeout_ms (add_demo_sim_options)
-  bool codec = false;                // the codec demonstration instead
+  int turn_timeout_ms =
+      120000;          // sim: the simulator's Options::turn_timeout_ms (add_demo_sim_options)
+  bool codec = false;  // the codec demonstration instead
   // --dump DIR: each rank writes what hpref's transports produced on it, per step (HPB1
   // segments by the C++ encoder; layout in add_demo_sim_options' help and the README).
   std::string dump;

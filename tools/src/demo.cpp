@@ -29,12 +29,15 @@ Value make_sample(std::mt19937_64& rng, std::int64_t doc, std::int64_t tokens) {
       {Value::string("document"), Value::integer(doc)},
       {Value::string("quality"), Value::floating(static_cast<double>(rng() % 1000) / 1000.0)},
       {Value::string("tags"), Value::list({Value::string("en"), Value::string("filtered")})},
-      {Value::string("dedup"), Value::mapping({{Value::string("hash"), Value::bytes(std::string_view("\x01\x02\x03\x04", 4))},
-                                               {Value::string("kept"), Value::boolean(true)},
-                                               {Value::string("cluster"), Value()}})},
+      {Value::string("dedup"),
+       Value::mapping(
+           {{Value::string("hash"), Value::bytes(std::string_view("\x01\x02\x03\x04", 4))},
+            {Value::string("kept"), Value::boolean(true)},
+            {Value::string("cluster"), Value()}})},
   });
   return Value::mapping({
-      {Value::string("input_ids"), Value::tensor(Tensor::copy_of(DType::int64, {tokens}, token_bytes))},
+      {Value::string("input_ids"),
+       Value::tensor(Tensor::copy_of(DType::int64, {tokens}, token_bytes))},
       {Value::string("loss_mask"), Value::tensor(Tensor::copy_of(DType::boolean, {tokens}, mask))},
       {Value::string("image"), Value::bytes(std::span<const std::uint8_t>(image))},
       {Value::string("meta"), meta},
@@ -60,15 +63,15 @@ int run_codec_demo(std::uint64_t seed, std::ostream& out) {
   strict.strict = true;
   out << inspect_segment(segment, strict) << "\n";
   std::vector<Item> decoded = decode_segment(std::span<const std::uint8_t>(segment));
-  double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-                  .count();
+  double us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
   bool equal = decoded.size() == items.size();
   for (std::size_t i = 0; equal && i < items.size(); ++i) {
     equal = decoded[i].first == items[i].first && decoded[i].second == items[i].second;
   }
   bool stable = encode_segment(decoded) == segment;
-  out << "encode + inspect + decode: " << segment.size() << " bytes, " << items.size()
-      << " items, " << static_cast<long>(us) << " us\n";
+  out << "encode + inspect + decode: " << segment.size() << " bytes, " << items.size() << " items, "
+      << static_cast<long>(us) << " us\n";
   out << "check decode(encode(items)) == items: " << (equal ? "PASS" : "FAIL") << "\n";
   out << "check encode(decode(segment)) == segment: " << (stable ? "PASS" : "FAIL") << "\n";
   return equal && stable ? 0 : 1;

@@ -41,8 +41,9 @@ KeyClass key_class_of(const Json& request, KeyClass base) {
     described = true;
   }
   if (described && base.empty()) {
-    throw Error(Errc::invalid_request, "\"key_fields\" and \"key_state\" describe a key "
-                                       "class: they need \"key_class\"");
+    throw Error(Errc::invalid_request,
+                "\"key_fields\" and \"key_state\" describe a key "
+                "class: they need \"key_class\"");
   }
   base.validate();
   return base;
@@ -84,9 +85,9 @@ std::uint64_t max_output_bytes(const Json& request, std::uint64_t cap) {
   if (it == request.end() || it->is_null()) return cap;
   auto v = json_as_int64(*it);
   if (!v || *v < 0) {
-    throw Error(Errc::invalid_request,
-                "\"max_output_bytes\" must be a non-negative int64 JSON integer, got " +
-                    dump_json(*it));
+    throw Error(
+        Errc::invalid_request,
+        "\"max_output_bytes\" must be a non-negative int64 JSON integer, got " + dump_json(*it));
   }
   return static_cast<std::uint64_t>(*v);
 }
@@ -122,8 +123,8 @@ Json handle_frame_request_capped(const Json& request, std::uint64_t default_cap)
   if (name == "decode_received") {
     std::vector<std::uint8_t> received = from_hex(hex_field(request, "received_hex"));
     auto splits = splits_from_json(required_field(request, "splits"));
-    auto items = merge_received(SharedBytes::adopt(std::move(received)), splits,
-                                decode_options(request));
+    auto items =
+        merge_received(SharedBytes::adopt(std::move(received)), splits, decode_options(request));
     return Json{{"ok", true}, {"items", items_json_checked(items, cap)}};
   }
   if (name == "pickle_read") {
@@ -134,10 +135,10 @@ Json handle_frame_request_capped(const Json& request, std::uint64_t default_cap)
   if (name == "pickle_write") {
     Value v = value_from_json(required_field(request, "value"));
     std::string bytes = write_pickle(v);
-    return Json{{"ok", true},
-                {"pickle_hex", to_hex(std::span<const std::uint8_t>(
-                                   reinterpret_cast<const std::uint8_t*>(bytes.data()),
-                                   bytes.size()))}};
+    return Json{
+        {"ok", true},
+        {"pickle_hex", to_hex(std::span<const std::uint8_t>(
+                           reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()))}};
   }
   throw Error(Errc::invalid_request,
               "unknown op \"" + name +

@@ -98,9 +98,9 @@ std::size_t utf8_sequence(std::string_view s, std::size_t i) {
     if ((byte(i + k) & 0xc0) != 0x80) return 0;
   }
   unsigned char c1 = byte(i + 1);
-  if (c == 0xe0 && c1 < 0xa0) return 0;  // overlong
+  if (c == 0xe0 && c1 < 0xa0) return 0;   // overlong
   if (c == 0xed && c1 >= 0xa0) return 0;  // surrogate
-  if (c == 0xf0 && c1 < 0x90) return 0;  // overlong
+  if (c == 0xf0 && c1 < 0x90) return 0;   // overlong
   if (c == 0xf4 && c1 >= 0x90) return 0;  // past U+10FFFF
   return n;
 }
@@ -124,13 +124,27 @@ void dump_string(std::string& out, std::string_view s) {
     }
     ++i;
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -146,12 +160,24 @@ void dump_string(std::string& out, std::string_view s) {
 
 void dump_to(std::string& out, const Json& j) {
   switch (j.type()) {
-    case Json::value_t::null: out += "null"; return;
-    case Json::value_t::boolean: out += j.get<bool>() ? "true" : "false"; return;
-    case Json::value_t::number_integer: out += std::to_string(j.get<std::int64_t>()); return;
-    case Json::value_t::number_unsigned: out += std::to_string(j.get<std::uint64_t>()); return;
-    case Json::value_t::number_float: out += float_repr(j.get<double>()); return;
-    case Json::value_t::string: dump_string(out, j.get_ref<const std::string&>()); return;
+    case Json::value_t::null:
+      out += "null";
+      return;
+    case Json::value_t::boolean:
+      out += j.get<bool>() ? "true" : "false";
+      return;
+    case Json::value_t::number_integer:
+      out += std::to_string(j.get<std::int64_t>());
+      return;
+    case Json::value_t::number_unsigned:
+      out += std::to_string(j.get<std::uint64_t>());
+      return;
+    case Json::value_t::number_float:
+      out += float_repr(j.get<double>());
+      return;
+    case Json::value_t::string:
+      dump_string(out, j.get_ref<const std::string&>());
+      return;
     case Json::value_t::array: {
       out.push_back('[');
       bool first = true;
@@ -181,7 +207,8 @@ void dump_to(std::string& out, const Json& j) {
       out.append(reinterpret_cast<const char*>(text.data()), text.size());
       return;
     }
-    default: throw Error(Errc::internal, "unexpected JSON type in dump_json");
+    default:
+      throw Error(Errc::internal, "unexpected JSON type in dump_json");
   }
 }
 
@@ -298,8 +325,7 @@ Json parse_json(std::string_view text, JsonParseInfo* info) {
   // nlohmann's lexer reads a NUL byte as the end of the input: refuse it instead of
   // silently parsing the text before it.
   if (auto nul = text.find('\0'); nul != std::string_view::npos) {
-    throw Error(Errc::json_syntax,
-                "malformed JSON: a NUL byte at position " + std::to_string(nul));
+    throw Error(Errc::json_syntax, "malformed JSON: a NUL byte at position " + std::to_string(nul));
   }
   Builder builder(info);
   try {
@@ -328,7 +354,8 @@ std::string to_hex(std::span<const std::uint8_t> bytes) {
 
 std::vector<std::uint8_t> from_hex(std::string_view hex) {
   if (hex.size() % 2 != 0) {
-    throw Error(Errc::json_value, "hex text has an odd length (" + std::to_string(hex.size()) + ")");
+    throw Error(Errc::json_value,
+                "hex text has an odd length (" + std::to_string(hex.size()) + ")");
   }
   std::vector<std::uint8_t> out(hex.size() / 2);
   for (std::size_t i = 0; i < out.size(); ++i) {
@@ -345,18 +372,24 @@ std::vector<std::uint8_t> from_hex(std::string_view hex) {
 
 Json value_to_json(const Value& v) {
   switch (v.kind()) {
-    case ValueKind::none: return nullptr;
-    case ValueKind::boolean: return v.as_bool();
-    case ValueKind::integer: return v.as_int();
+    case ValueKind::none:
+      return nullptr;
+    case ValueKind::boolean:
+      return v.as_bool();
+    case ValueKind::integer:
+      return v.as_int();
     case ValueKind::floating: {
       double d = v.as_float();
       if (std::isnan(d)) return Json{{"float", "nan"}};
       if (std::isinf(d)) return Json{{"float", d > 0 ? "inf" : "-inf"}};
       return Json{{"float", d}};
     }
-    case ValueKind::string: return std::string(v.as_str());
-    case ValueKind::bytes: return Json{{"bytes", to_hex(v.as_bytes().span())}};
-    case ValueKind::bytearray: return Json{{"bytearray", to_hex(v.as_bytes().span())}};
+    case ValueKind::string:
+      return std::string(v.as_str());
+    case ValueKind::bytes:
+      return Json{{"bytes", to_hex(v.as_bytes().span())}};
+    case ValueKind::bytearray:
+      return Json{{"bytearray", to_hex(v.as_bytes().span())}};
     case ValueKind::tensor: {
       const Tensor& t = v.as_tensor();
       Json shape = Json::array();
@@ -384,14 +417,20 @@ Json value_to_json(const Value& v) {
 
 Value value_from_json(const Json& j) {
   switch (j.type()) {
-    case Json::value_t::null: return Value();
-    case Json::value_t::boolean: return Value::boolean(j.get<bool>());
+    case Json::value_t::null:
+      return Value();
+    case Json::value_t::boolean:
+      return Value::boolean(j.get<bool>());
     case Json::value_t::number_integer:
     case Json::value_t::number_unsigned:
-    case Json::value_t::number_float: return Value::integer(json_int(j, "a bare JSON number"));
-    case Json::value_t::string: return Value::string(j.get_ref<const std::string&>());
-    case Json::value_t::object: break;
-    default: bad("not a Value (arrays are written {\"list\": [...]} or {\"tuple\": [...]})", j);
+    case Json::value_t::number_float:
+      return Value::integer(json_int(j, "a bare JSON number"));
+    case Json::value_t::string:
+      return Value::string(j.get_ref<const std::string&>());
+    case Json::value_t::object:
+      break;
+    default:
+      bad("not a Value (arrays are written {\"list\": [...]} or {\"tuple\": [...]})", j);
   }
   std::string form;
   const Json* body = sole_member(j, form);
@@ -549,9 +588,15 @@ class ValueWriter {
 
   void body(const Value& v) {
     switch (v.kind()) {
-      case ValueKind::none: raw("null"); return;
-      case ValueKind::boolean: raw(v.as_bool() ? "true" : "false"); return;
-      case ValueKind::integer: raw(std::to_string(v.as_int())); return;
+      case ValueKind::none:
+        raw("null");
+        return;
+      case ValueKind::boolean:
+        raw(v.as_bool() ? "true" : "false");
+        return;
+      case ValueKind::integer:
+        raw(std::to_string(v.as_int()));
+        return;
       case ValueKind::floating: {
         double d = v.as_float();
         raw("{\"float\": ");
@@ -565,7 +610,9 @@ class ValueWriter {
         raw("}");
         return;
       }
-      case ValueKind::string: string(v.as_str()); return;
+      case ValueKind::string:
+        string(v.as_str());
+        return;
       case ValueKind::bytes:
       case ValueKind::bytearray:
         raw(v.is(ValueKind::bytes) ? "{\"bytes\": " : "{\"bytearray\": ");
@@ -679,7 +726,8 @@ Json value_json_checked(const Value& v, std::uint64_t cap) {
 
 Json key_to_json(const Value& key) {
   if (auto k = SampleKey::from_value(key)) {
-    return Json{{"key", Json::array({value_to_json(key.items()[0]), value_to_json(key.items()[1])})}};
+    return Json{
+        {"key", Json::array({value_to_json(key.items()[0]), value_to_json(key.items()[1])})}};
   }
   return value_to_json(key);
 }

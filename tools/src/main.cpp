@@ -1,14 +1,15 @@
 // The hpref command: frame, route, sim, demo, verify.
 // Exit codes: 0 success, 1 a check failed, 2 bad usage or bad input, 3-6 simulator failure classes.
+#include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <charconv>
 #include <cstdio>
-#include <limits>
 #include <fstream>
 #include <iostream>
 #include <iterator>
-#include <unistd.h>
+#include <limits>
 
+#include "cluster_demo.hpp"
 #include "hpref/cli/batch.hpp"
 #include "hpref/cli/demo.hpp"
 #include "hpref/cli/frame.hpp"
@@ -17,7 +18,6 @@
 #include "hpref/cli/verify.hpp"
 #include "hpref/error.hpp"
 #include "hpref/version.hpp"
-#include "cluster_demo.hpp"
 #include "sim_command.hpp"
 
 namespace {
@@ -29,7 +29,6 @@ using hpref::cli::integer_of;
 
 constexpr int kExitCheckFailed = 1;
 constexpr int kExitBadInput = 2;
-
 
 // After a failed parse: the first word that names no subcommand where one was expected.
 std::string unknown_command(CLI::App& app, int argc, char** argv) {
@@ -137,7 +136,8 @@ hpref::KeyClass frame_key_class(const FrameArgs& a, hpref::KeyClass base) {
 
 int run_frame(CLI::App& frame, CLI::App& encode, CLI::App& decode, CLI::App& inspect,
               const FrameArgs& a) {
-  if (a.batch) return run_batch_command(cli::frame_request_handler(a.max_output_bytes), a.keep_going);
+  if (a.batch)
+    return run_batch_command(cli::frame_request_handler(a.max_output_bytes), a.keep_going);
   hpref::DecodeOptions dopts;
   dopts.strict = a.strict;
   if (encode.parsed()) {
@@ -149,7 +149,9 @@ int run_frame(CLI::App& frame, CLI::App& encode, CLI::App& decode, CLI::App& ins
     if (a.hex) {
       write_output(a.output, cli::to_hex(bytes) + "\n", false);
     } else {
-      write_output(a.output, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), true);
+      write_output(a.output,
+                   std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
+                   true);
     }
     return 0;
   }
@@ -207,8 +209,9 @@ struct RouteCommands {
 
 RouteCommands add_route_commands(CLI::App& app, RouteArgs& ra) {
   RouteCommands c{};
-  c.route = app.add_subcommand("route", "Sequence dispatch routes (SPEC 7): one rank's route, "
-                                        "the send matrix of all ranks, or JSON-lines batch");
+  c.route = app.add_subcommand("route",
+                               "Sequence dispatch routes (SPEC 7): one rank's route, "
+                               "the send matrix of all ranks, or JSON-lines batch");
   c.route->add_flag("--batch", ra.batch,
                     "Read JSON requests from stdin, one per line (ops interval_route, "
                     "sliding_window_route, document_prefix_route), answer one JSON line each");
@@ -236,16 +239,20 @@ RouteCommands add_route_commands(CLI::App& app, RouteArgs& ra) {
     sub->add_option(last, value, help)->required()->check(integer_of(value));
   };
   c.interval = c.route->add_subcommand("interval", "SPEC 7.1: a route from explicit intervals");
-  c.window = c.route->add_subcommand("sliding-window", "SPEC 7.2: document-local sliding-window halos");
-  c.prefix = c.route->add_subcommand("document-prefix", "SPEC 7.4: document-prefix (main KV) routes");
-  c.plan_all = c.route->add_subcommand("plan-all", "Every rank's route of one configuration: the P x P send matrix");
+  c.window =
+      c.route->add_subcommand("sliding-window", "SPEC 7.2: document-local sliding-window halos");
+  c.prefix =
+      c.route->add_subcommand("document-prefix", "SPEC 7.4: document-prefix (main KV) routes");
+  c.plan_all = c.route->add_subcommand(
+      "plan-all", "Every rank's route of one configuration: the P x P send matrix");
   c.plan_all->require_subcommand(1);
   c.all_interval = c.plan_all->add_subcommand("interval", "All ranks, explicit intervals");
   c.all_window = c.plan_all->add_subcommand("sliding-window", "All ranks, sliding-window halos");
   c.all_prefix = c.plan_all->add_subcommand("document-prefix", "All ranks, document prefixes");
   for (CLI::App* sub : {c.interval, c.all_interval}) {
     common(sub, sub == c.interval);
-    sub->add_option("--intervals", ra.intervals, "One interval per rank, start:end comma-separated, e.g. 0:7,5:10")
+    sub->add_option("--intervals", ra.intervals,
+                    "One interval per rank, start:end comma-separated, e.g. 0:7,5:10")
         ->required();
     sub->add_option("--owner-offsets", ra.owner_offsets,
                     "P+1 owner offsets, comma-separated (default p * local_length)");
@@ -270,9 +277,12 @@ int run_route(const RouteCommands& c, const RouteArgs& ra) {
   if (!ra.owner_offsets.empty()) owner_span = owners;
   if (c.plan_all->parsed()) {
     std::vector<hpref::Route> routes;
-    if (c.all_interval->parsed()) routes = hpref::interval_routes(ra.local_length, intervals, owner_span);
-    if (c.all_window->parsed()) routes = hpref::sliding_window_routes(boundaries, ra.local_length, ra.size, ra.window);
-    if (c.all_prefix->parsed()) routes = hpref::document_prefix_routes(boundaries, ra.local_length, ra.size, ra.ratio);
+    if (c.all_interval->parsed())
+      routes = hpref::interval_routes(ra.local_length, intervals, owner_span);
+    if (c.all_window->parsed())
+      routes = hpref::sliding_window_routes(boundaries, ra.local_length, ra.size, ra.window);
+    if (c.all_prefix->parsed())
+      routes = hpref::document_prefix_routes(boundaries, ra.local_length, ra.size, ra.ratio);
     if (ra.json) {
       cli::Json all = cli::Json::array();
       for (const auto& r : routes) all.push_back(cli::route_to_json(r));
@@ -283,9 +293,12 @@ int run_route(const RouteCommands& c, const RouteArgs& ra) {
     return 0;
   }
   hpref::Route route;
-  if (c.interval->parsed()) route = hpref::interval_route(ra.local_length, ra.rank, intervals, owner_span);
-  else if (c.window->parsed()) route = hpref::sliding_window_route(boundaries, ra.local_length, ra.size, ra.rank, ra.window);
-  else if (c.prefix->parsed()) route = hpref::document_prefix_route(boundaries, ra.local_length, ra.size, ra.rank, ra.ratio);
+  if (c.interval->parsed())
+    route = hpref::interval_route(ra.local_length, ra.rank, intervals, owner_span);
+  else if (c.window->parsed())
+    route = hpref::sliding_window_route(boundaries, ra.local_length, ra.size, ra.rank, ra.window);
+  else if (c.prefix->parsed())
+    route = hpref::document_prefix_route(boundaries, ra.local_length, ra.size, ra.rank, ra.ratio);
   else {
     std::cerr << c.route->help();
     return kExitBadInput;
@@ -301,25 +314,29 @@ int run_route(const RouteCommands& c, const RouteArgs& ra) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"hpref: a verification-focused reference of a distributed data plane and "
-               "context-parallel sequence dispatch.\nExit codes: 0 success, 1 a check failed, "
-               "2 bad usage or bad input, 3 collective mismatch, 4 deadlock, 5 peer failure, "
-               "6 determinism violation (the last four from hpref sim)."};
+  CLI::App app{
+      "hpref: a verification-focused reference of a distributed data plane and "
+      "context-parallel sequence dispatch.\nExit codes: 0 success, 1 a check failed, "
+      "2 bad usage or bad input, 3 collective mismatch, 4 deadlock, 5 peer failure, "
+      "6 determinism violation (the last four from hpref sim)."};
   app.set_version_flag("--version", std::string("hpref ") + hpref::kVersion + " (wire format " +
                                         hpref::kWireFormat + ")");
   app.require_subcommand(1);
   app.option_defaults()->always_capture_default();
 
   FrameArgs fa;
-  auto* frame = app.add_subcommand("frame", "Encode, decode and inspect HPB1 payload segments (SPEC 2)");
+  auto* frame =
+      app.add_subcommand("frame", "Encode, decode and inspect HPB1 payload segments (SPEC 2)");
   frame->add_flag("--batch", fa.batch,
                   "Read JSON requests from stdin, one per line (ops encode_segment, "
                   "decode_segment, decode_received, pickle_read, pickle_write), answer one "
                   "JSON line each");
-  frame->add_option("--max-output-bytes", fa.max_output_bytes,
-                    "decode, inspect and --batch: refuse (exit 2, kind output_limit) an answer whose "
-                    "text would be longer; memo references and overlapping ranges are written out "
-                    "in full")
+  frame
+      ->add_option(
+          "--max-output-bytes", fa.max_output_bytes,
+          "decode, inspect and --batch: refuse (exit 2, kind output_limit) an answer whose "
+          "text would be longer; memo references and overlapping ranges are written out "
+          "in full")
       ->check(integer_of(fa.max_output_bytes));
   frame->add_flag("--keep-going", fa.keep_going,
                   "With --batch: exit 0 even when some lines were refused (default: exit 2)");
@@ -334,21 +351,25 @@ int main(int argc, char** argv) {
                          "hyper_parallel.distributed_data.schema.SampleKey: with the default "
                          "fields, keys that are valid SampleKeys; with --key-fields, tuples of "
                          "one value per field");
-  encode->add_option("--key-fields", fa.key_fields,
-                     "The key class's fields in order, comma-separated (default "
-                     "sample_id,position)")
+  encode
+      ->add_option("--key-fields", fa.key_fields,
+                   "The key class's fields in order, comma-separated (default "
+                   "sample_id,position)")
       ->needs(encode_key_class);
-  encode->add_option("--key-state", fa.key_state,
-                     "How the key class pickles its state: dict (a dataclass) or values (a "
-                     "frozen slots=True dataclass: the list of field values); default dict")
+  encode
+      ->add_option("--key-state", fa.key_state,
+                   "How the key class pickles its state: dict (a dataclass) or values (a "
+                   "frozen slots=True dataclass: the list of field values); default dict")
       ->check(CLI::IsMember({"dict", "values"}))
       ->needs(encode_key_class);
   auto* decode = frame->add_subcommand("decode", "Segment bytes -> JSON {\"items\": [...]}");
-  auto* inspect = frame->add_subcommand("inspect", "Print a segment's header, keys and schema tree");
+  auto* inspect =
+      frame->add_subcommand("inspect", "Print a segment's header, keys and schema tree");
   for (auto* sub : {decode, inspect}) {
     sub->add_option("input", fa.input, "Segment file ('-' for stdin)");
     sub->add_flag("--hex", fa.hex, "Read the segment as hex text (whitespace ignored)");
-    sub->add_flag("--strict", fa.strict, "Refuse binary layouts the encoder would not write (SPEC 2.4)");
+    sub->add_flag("--strict", fa.strict,
+                  "Refuse binary layouts the encoder would not write (SPEC 2.4)");
     sub->add_option("--key-class", fa.key_class,
                     "Python key class whose objects are read as keys, the tuple of their field "
                     "values (SPEC 1.4); default hyper_parallel.distributed_data.schema.SampleKey");
@@ -373,22 +394,44 @@ int main(int argc, char** argv) {
   cli::SimCommands sc = cli::add_sim_commands(app, sa);
 
   cli::DemoArgs da;
-  auto* demo = app.add_subcommand("demo", "The data step end to end on a simulated cluster (or under mpirun): readers, "
-                                          "planner, payload exchange, model-parallel batch broadcast and "
-                                          "context-parallel dispatch, every step checked against the oracle. Exit "
-                                          "codes as hpref sim: 0 ok, 1 a check failed, 2 bad usage, 3 collective "
-                                          "mismatch, 4 deadlock, 5 peer failure");
-  demo->add_option("--ranks", da.ranks, "Ranks: simulated (0 = 8), or the mpirun world size it must equal (0 = the world size)")->check(integer_of(da.ranks))->capture_default_str();
-  demo->add_option("--dp", da.dp, "Data-parallel replicas; the rest of the mesh is context parallel")->check(integer_of(da.dp))->capture_default_str();
-  demo->add_option("--steps", da.steps, "Training-data steps")->check(integer_of(da.steps))->capture_default_str();
-  demo->add_option("--seed", da.seed, "Seed of the corpus, the schedule and every choice")->check(integer_of(da.seed))->capture_default_str();
-  demo->add_option("--window", da.window, "Sliding-window size in tokens")->check(integer_of(da.window))->capture_default_str();
-  demo->add_option("--ratio", da.ratio, "Document-prefix compression ratio, 1 or 2")->check(integer_of(da.ratio))->capture_default_str();
-  demo->add_option("--backend", da.backend,
-                   "Communicator: sim, or under mpirun mpi (OpenMPI) or nccl (one GPU per rank, host "
-                   "groups over MPI)")->capture_default_str();
-  demo->add_option("--timeout-ms", da.timeout_ms, "mpi and nccl: the deadline of every wait in ms")->check(integer_of(da.timeout_ms))->capture_default_str();
-  cli::add_demo_sim_options(*demo, da);  // --turn-timeout-ms, --fault, --json, --codec (cluster_demo.cpp)
+  auto* demo = app.add_subcommand(
+      "demo",
+      "The data step end to end on a simulated cluster (or under mpirun): readers, "
+      "planner, payload exchange, model-parallel batch broadcast and "
+      "context-parallel dispatch, every step checked against the oracle. Exit "
+      "codes as hpref sim: 0 ok, 1 a check failed, 2 bad usage, 3 collective "
+      "mismatch, 4 deadlock, 5 peer failure");
+  demo->add_option(
+          "--ranks", da.ranks,
+          "Ranks: simulated (0 = 8), or the mpirun world size it must equal (0 = the world size)")
+      ->check(integer_of(da.ranks))
+      ->capture_default_str();
+  demo->add_option("--dp", da.dp,
+                   "Data-parallel replicas; the rest of the mesh is context parallel")
+      ->check(integer_of(da.dp))
+      ->capture_default_str();
+  demo->add_option("--steps", da.steps, "Training-data steps")
+      ->check(integer_of(da.steps))
+      ->capture_default_str();
+  demo->add_option("--seed", da.seed, "Seed of the corpus, the schedule and every choice")
+      ->check(integer_of(da.seed))
+      ->capture_default_str();
+  demo->add_option("--window", da.window, "Sliding-window size in tokens")
+      ->check(integer_of(da.window))
+      ->capture_default_str();
+  demo->add_option("--ratio", da.ratio, "Document-prefix compression ratio, 1 or 2")
+      ->check(integer_of(da.ratio))
+      ->capture_default_str();
+  demo->add_option(
+          "--backend", da.backend,
+          "Communicator: sim, or under mpirun mpi (OpenMPI) or nccl (one GPU per rank, host "
+          "groups over MPI)")
+      ->capture_default_str();
+  demo->add_option("--timeout-ms", da.timeout_ms, "mpi and nccl: the deadline of every wait in ms")
+      ->check(integer_of(da.timeout_ms))
+      ->capture_default_str();
+  cli::add_demo_sim_options(*demo,
+                            da);  // --turn-timeout-ms, --fault, --json, --codec (cluster_demo.cpp)
 
   cli::VerifyArgs va;
   CLI::App* verify = cli::add_verify_command(app, va);  // verify.cpp

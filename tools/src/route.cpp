@@ -24,7 +24,8 @@ std::int64_t int_field(const Json& request, const char* name) {
 
 std::vector<std::int64_t> int_list(const Json& j, const char* name) {
   if (!j.is_array()) {
-    throw Error(Errc::invalid_request, std::string("\"") + name + "\" must be an array of integers");
+    throw Error(Errc::invalid_request,
+                std::string("\"") + name + "\" must be an array of integers");
   }
   std::vector<std::int64_t> out;
   out.reserve(j.size());
@@ -33,11 +34,13 @@ std::vector<std::int64_t> int_list(const Json& j, const char* name) {
 }
 
 std::vector<Interval> interval_list(const Json& j) {
-  if (!j.is_array()) throw Error(Errc::invalid_request, "\"intervals\" must be an array of [start, end]");
+  if (!j.is_array())
+    throw Error(Errc::invalid_request, "\"intervals\" must be an array of [start, end]");
   std::vector<Interval> out;
   for (const Json& pair : j) {
     if (!pair.is_array() || pair.size() != 2) {
-      throw Error(Errc::invalid_request, "each interval must be [start, end], got " + dump_json(pair));
+      throw Error(Errc::invalid_request,
+                  "each interval must be [start, end], got " + dump_json(pair));
     }
     auto v = int_list(pair, "intervals");
     out.push_back({v[0], v[1]});
@@ -52,14 +55,10 @@ std::string pad(const std::string& s, std::size_t width) {
 }  // namespace
 
 Json route_to_json(const Route& r) {
-  return Json{{"local_length", r.local_length},
-              {"global_start", r.global_start},
-              {"global_end", r.global_end},
-              {"local_output_start", r.local_output_start},
-              {"send_offsets", r.send_offsets},
-              {"input_splits", r.input_splits},
-              {"output_splits", r.output_splits},
-              {"needs_exchange", r.needs_exchange}};
+  return Json{{"local_length", r.local_length},   {"global_start", r.global_start},
+              {"global_end", r.global_end},       {"local_output_start", r.local_output_start},
+              {"send_offsets", r.send_offsets},   {"input_splits", r.input_splits},
+              {"output_splits", r.output_splits}, {"needs_exchange", r.needs_exchange}};
 }
 
 Json handle_route_request(const Json& request) {
@@ -73,9 +72,9 @@ Json handle_route_request(const Json& request) {
     auto it = request.find("owner_offsets");
     bool has_owners = it != request.end() && !it->is_null();
     if (has_owners) owners = int_list(*it, "owner_offsets");
-    route = interval_route(int_field(request, "local_length"), int_field(request, "rank"), intervals,
-                           has_owners ? std::optional<std::span<const std::int64_t>>(owners)
-                                      : std::nullopt);
+    route = interval_route(
+        int_field(request, "local_length"), int_field(request, "rank"), intervals,
+        has_owners ? std::optional<std::span<const std::int64_t>>(owners) : std::nullopt);
   } else if (name == "sliding_window_route") {
     auto b = int_list(required_field(request, "boundaries"), "boundaries");
     route = sliding_window_route(b, int_field(request, "local_length"), int_field(request, "size"),
@@ -95,14 +94,16 @@ Json handle_route_request(const Json& request) {
 std::string route_table(const Route& r, std::int64_t rank) {
   std::ostringstream out;
   out << "rank " << rank << " of " << r.send_offsets.size() << ": owns " << r.local_length
-      << " rows; assembles interval [" << r.global_start << ", " << r.global_end << ") = "
-      << (r.global_end - r.global_start) << " rows, own shard at output row "
+      << " rows; assembles interval [" << r.global_start << ", " << r.global_end
+      << ") = " << (r.global_end - r.global_start) << " rows, own shard at output row "
       << r.local_output_start << "; needs_exchange " << (r.needs_exchange ? "true" : "false")
       << "\n";
-  out << pad("peer", 6) << pad("sends", 8) << pad("from local row", 16) << pad("receives", 9) << "\n";
+  out << pad("peer", 6) << pad("sends", 8) << pad("from local row", 16) << pad("receives", 9)
+      << "\n";
   for (std::size_t p = 0; p < r.send_offsets.size(); ++p) {
     bool self = static_cast<std::int64_t>(p) == rank;
-    out << pad(std::to_string(p) + (self ? "*" : ""), 6) << pad(std::to_string(r.input_splits[p]), 8)
+    out << pad(std::to_string(p) + (self ? "*" : ""), 6)
+        << pad(std::to_string(r.input_splits[p]), 8)
         << pad(r.input_splits[p] ? std::to_string(r.send_offsets[p]) : "-", 16)
         << pad(std::to_string(r.output_splits[p]), 9) << "\n";
   }
@@ -159,8 +160,8 @@ std::vector<std::int64_t> parse_int_list(const std::string& text, const char* wh
     std::int64_t v = 0;
     auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
     if (ec != std::errc() || ptr != item.data() + item.size() || item.empty()) {
-      throw Error(Errc::invalid_argument, std::string(what) + ": '" + std::string(item) +
-                                              "' in '" + text + "' is not an int64");
+      throw Error(Errc::invalid_argument, std::string(what) + ": '" + std::string(item) + "' in '" +
+                                              text + "' is not an int64");
     }
     out.push_back(v);
     start = end + 1;

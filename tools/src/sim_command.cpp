@@ -26,16 +26,17 @@ const sim::Scenario& scenario_named(const std::string& name, int ranks) {
     throw Error(Errc::invalid_argument, "no scenario '" + name + "' (hpref sim list shows them)");
   }
   if (ranks < s->min_ranks || ranks > s->max_ranks) {
-    throw Error(Errc::invalid_argument, "scenario '" + name + "' runs on " + std::to_string(s->min_ranks) +
-                                            " to " + std::to_string(s->max_ranks) + " ranks, not " +
-                                            std::to_string(ranks));
+    throw Error(Errc::invalid_argument,
+                "scenario '" + name + "' runs on " + std::to_string(s->min_ranks) + " to " +
+                    std::to_string(s->max_ranks) + " ranks, not " + std::to_string(ranks));
   }
   return *s;
 }
 
-std::string replay_line(const SimArgs& a, std::uint64_t seed, const std::vector<sim::Fault>& faults) {
-  std::string line = "hpref sim run " + a.scenario + " --ranks " + std::to_string(a.ranks) + " --seed " +
-                     std::to_string(seed);
+std::string replay_line(const SimArgs& a, std::uint64_t seed,
+                        const std::vector<sim::Fault>& faults) {
+  std::string line = "hpref sim run " + a.scenario + " --ranks " + std::to_string(a.ranks) +
+                     " --seed " + std::to_string(seed);
   if (a.turn_timeout_ms != sim::Options{}.turn_timeout_ms) {
     line += " --turn-timeout-ms " + std::to_string(a.turn_timeout_ms);
   }
@@ -55,16 +56,19 @@ sim::RunResult run_once(const sim::Scenario& s, const SimArgs& a, std::uint64_t 
 
 const char* status_name(sim::RankOutcome::Status s) {
   switch (s) {
-    case sim::RankOutcome::Status::ok: return "ok";
-    case sim::RankOutcome::Status::error: return "error";
-    case sim::RankOutcome::Status::died: return "died";
+    case sim::RankOutcome::Status::ok:
+      return "ok";
+    case sim::RankOutcome::Status::error:
+      return "error";
+    case sim::RankOutcome::Status::died:
+      return "died";
   }
   return "?";
 }
 
 // The object `sim run --json` prints (and `sim explore --json` once per seed).
-Json run_json(const sim::Scenario& s, const SimArgs& a, std::uint64_t seed, const std::vector<sim::Fault>& faults,
-              const sim::RunResult& r, double ms) {
+Json run_json(const sim::Scenario& s, const SimArgs& a, std::uint64_t seed,
+              const std::vector<sim::Fault>& faults, const sim::RunResult& r, double ms) {
   Json outcomes = Json::array();
   for (std::size_t i = 0; i < r.outcomes.size(); ++i) {
     const auto& o = r.outcomes[i];
@@ -101,9 +105,15 @@ void print_outcomes(const sim::RunResult& r) {
     const auto& o = r.outcomes[i];
     std::cout << "rank " << i << ": ";
     switch (o.status) {
-      case sim::RankOutcome::Status::ok: std::cout << "ok " << o.value; break;
-      case sim::RankOutcome::Status::error: std::cout << "error " << o.kind << ": " << o.message; break;
-      case sim::RankOutcome::Status::died: std::cout << "died: " << o.message; break;
+      case sim::RankOutcome::Status::ok:
+        std::cout << "ok " << o.value;
+        break;
+      case sim::RankOutcome::Status::error:
+        std::cout << "error " << o.kind << ": " << o.message;
+        break;
+      case sim::RankOutcome::Status::died:
+        std::cout << "died: " << o.message;
+        break;
     }
     std::cout << "\n";
   }
@@ -125,7 +135,8 @@ std::pair<std::uint64_t, std::uint64_t> parse_seeds(const std::string& text) {
 }
 
 double ms_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
 }
 
 int cmd_run(const SimArgs& a, Json& j) {
@@ -133,7 +144,8 @@ int cmd_run(const SimArgs& a, Json& j) {
   auto faults = faults_for(a.faults, a.seed, a.ranks);
   if (!a.json) {
     std::cout << "SEED=" << a.seed << "\n";
-    std::cout << "scenario " << s.name << " on " << a.ranks << " simulated ranks: " << s.description << "\n";
+    std::cout << "scenario " << s.name << " on " << a.ranks << " simulated ranks: " << s.description
+              << "\n";
     for (const auto& f : faults) std::cout << "fault " << f.str() << "\n";
   }
   std::cout.flush();
@@ -143,8 +155,9 @@ int cmd_run(const SimArgs& a, Json& j) {
   j = run_json(s, a, a.seed, faults, r, ms);
   if (!a.json) {
     print_outcomes(r);
-    std::cout << "trace: " << r.trace.size() << " lines, " << r.decisions << " scheduling decisions, hash "
-              << hex(r.trace_hash) << " (" << static_cast<long>(ms) << " ms)\n";
+    std::cout << "trace: " << r.trace.size() << " lines, " << r.decisions
+              << " scheduling decisions, hash " << hex(r.trace_hash) << " ("
+              << static_cast<long>(ms) << " ms)\n";
   }
   if (!a.trace_file.empty()) write_trace(a.trace_file, r.trace, a.trace_format);
   sim::Failure failure = r.failure();
@@ -169,7 +182,8 @@ int cmd_run(const SimArgs& a, Json& j) {
     std::cout << dump_json(j) << "\n";
   } else {
     std::cout << "result: " << sim::failure_name(failure);
-    if (!s.expect.empty()) std::cout << " (this scenario is broken on purpose; expected: " << s.expect << ")";
+    if (!s.expect.empty())
+      std::cout << " (this scenario is broken on purpose; expected: " << s.expect << ")";
     std::cout << "\n";
     if (failure != sim::Failure::none) std::cout << "replay: " << replay << "\n";
   }
@@ -180,7 +194,9 @@ int cmd_run(const SimArgs& a, Json& j) {
 int cmd_explore(const SimArgs& a, Json& j) {
   const sim::Scenario& s = scenario_named(a.scenario, a.ranks);
   auto [first, last] = parse_seeds(a.seeds);
-  if (!a.json) std::cout << "exploring " << s.name << " on " << a.ranks << " ranks, seeds " << first << ".." << last << "\n";
+  if (!a.json)
+    std::cout << "exploring " << s.name << " on " << a.ranks << " ranks, seeds " << first << ".."
+              << last << "\n";
   for (std::uint64_t seed = first;; ++seed) {
     auto faults = faults_for(a.faults, seed, a.ranks);
     auto start = std::chrono::steady_clock::now();
@@ -223,7 +239,8 @@ int cmd_list() {
 
 }  // namespace
 
-std::vector<sim::Fault> faults_for(const std::vector<std::string>& specs, std::uint64_t seed, int ranks) {
+std::vector<sim::Fault> faults_for(const std::vector<std::string>& specs, std::uint64_t seed,
+                                   int ranks) {
   std::vector<sim::Fault> out;
   for (const std::string& spec : specs) {
     out.push_back(spec == "random" ? sim::Fault::drawn(seed, ranks) : sim::Fault::parse(spec));
@@ -239,12 +256,18 @@ std::string hex(std::uint64_t v) {
 
 std::string_view failure_key(sim::Failure f) noexcept {
   switch (f) {
-    case sim::Failure::none: return "none";
-    case sim::Failure::check: return "check";
-    case sim::Failure::mismatch: return "mismatch";
-    case sim::Failure::deadlock: return "deadlock";
-    case sim::Failure::peer_failure: return "peer_failure";
-    case sim::Failure::determinism: return "determinism";
+    case sim::Failure::none:
+      return "none";
+    case sim::Failure::check:
+      return "check";
+    case sim::Failure::mismatch:
+      return "mismatch";
+    case sim::Failure::deadlock:
+      return "deadlock";
+    case sim::Failure::peer_failure:
+      return "peer_failure";
+    case sim::Failure::determinism:
+      return "determinism";
   }
   return "?";
 }
@@ -254,10 +277,11 @@ Json rank_errors_json(const sim::RunResult& r) {
   for (std::size_t i = 0; i < r.outcomes.size(); ++i) {
     const auto& o = r.outcomes[i];
     if (o.status == sim::RankOutcome::Status::ok) continue;
-    out.push_back({{"rank", i},
-                   {"status", status_name(o.status)},
-                   {"kind", o.status == sim::RankOutcome::Status::died ? std::string("died") : o.kind},
-                   {"message", o.message}});
+    out.push_back(
+        {{"rank", i},
+         {"status", status_name(o.status)},
+         {"kind", o.status == sim::RankOutcome::Status::died ? std::string("died") : o.kind},
+         {"message", o.message}});
   }
   return out;
 }
@@ -268,7 +292,8 @@ Json faults_json(const std::vector<sim::Fault>& faults) {
   return out;
 }
 
-int json_error(Json& object, std::string_view kind, std::string_view message, bool usage, std::ostream& out) {
+int json_error(Json& object, std::string_view kind, std::string_view message, bool usage,
+               std::ostream& out) {
   std::cerr << "hpref: error [" << kind << "]: " << message << "\n";
   if (!object.is_object()) object = Json::object();
   int code = usage ? 2 : 1;
@@ -287,7 +312,8 @@ void write_trace(const std::string& path, const std::vector<std::string>& trace_
   if (format == "chrome") chrome.push_back(sim::chrome_trace(trace_lines));
   const std::vector<std::string>& lines = format == "chrome" ? chrome : trace_lines;
   auto fail = [&path](const char* what) {
-    throw Error(Errc::io, "cannot " + std::string(what) + " trace file '" + path + "': " + std::strerror(errno));
+    throw Error(Errc::io, "cannot " + std::string(what) + " trace file '" + path +
+                              "': " + std::strerror(errno));
   };
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) fail("open");
@@ -311,13 +337,18 @@ void write_trace(const std::string& path, const std::vector<std::string>& trace_
 SimCommands add_sim_commands(CLI::App& app, SimArgs& a) {
   a.turn_timeout_ms = sim::Options{}.turn_timeout_ms;
   SimCommands c{};
-  c.sim = app.add_subcommand("sim", "The deterministic cluster simulator (SPEC 9.3): run, explore and list "
-                                    "scenarios. Exit codes: 0 ok, 1 check failed, 3 mismatch, 4 deadlock, "
-                                    "5 peer failure, 6 determinism violation");
+  c.sim =
+      app.add_subcommand("sim",
+                         "The deterministic cluster simulator (SPEC 9.3): run, explore and list "
+                         "scenarios. Exit codes: 0 ok, 1 check failed, 3 mismatch, 4 deadlock, "
+                         "5 peer failure, 6 determinism violation");
   c.sim->require_subcommand(1);
-  c.run = c.sim->add_subcommand("run", "Run one scenario with one seed; print SEED=, each rank's outcome, the "
-                                       "trace hash, and on failure the replay line");
-  c.explore = c.sim->add_subcommand("explore", "Run seeds in order until one fails, then print its replay line");
+  c.run =
+      c.sim->add_subcommand("run",
+                            "Run one scenario with one seed; print SEED=, each rank's outcome, the "
+                            "trace hash, and on failure the replay line");
+  c.explore = c.sim->add_subcommand(
+      "explore", "Run seeds in order until one fails, then print its replay line");
   c.list = c.sim->add_subcommand("list", "List the registered scenarios");
   for (CLI::App* sub : {c.run, c.explore}) {
     sub->add_option("scenario", a.scenario, "Scenario name (hpref sim list)")->required();
@@ -326,24 +357,31 @@ SimCommands add_sim_commands(CLI::App& app, SimArgs& a) {
         ->check(CLI::Range(1, 64))
         ->capture_default_str();
     sub->add_option("--fault", a.faults,
-                    "Fault plan, repeatable: crash:R@K (rank R dies at its K-th call), flip:R@K[:B] (flip byte B of "
-                    "what R receives at its K-th operation), delay:R@K (R not chosen for K decisions), or random "
+                    "Fault plan, repeatable: crash:R@K (rank R dies at its K-th call), "
+                    "flip:R@K[:B] (flip byte B of "
+                    "what R receives at its K-th operation), delay:R@K (R not chosen for K "
+                    "decisions), or random "
                     "(drawn from the seed); default none");
     add_turn_timeout_option(*sub, a.turn_timeout_ms);
-    sub->add_flag("--json", a.json,
-                  sub == c.run ? "Print one JSON object (outcomes, trace hash, failure class, replay line) instead "
-                                 "of text, whatever happens"
-                               : "Print one JSON object per seed run (JSON Lines, as sim run --json); a failing "
-                                 "run is the last line");
+    sub->add_flag(
+        "--json", a.json,
+        sub == c.run
+            ? "Print one JSON object (outcomes, trace hash, failure class, replay line) instead "
+              "of text, whatever happens"
+            : "Print one JSON object per seed run (JSON Lines, as sim run --json); a failing "
+              "run is the last line");
   }
   c.run->add_option("--seed", a.seed, "Seed of the schedule, the data and drawn faults")
       ->check(integer_of<std::uint64_t>())
       ->capture_default_str();
-  c.run->add_option("--trace", a.trace_file, "Write the trace (one line per operation) to this file; default none");
-  c.run->add_option("--trace-format", a.trace_format,
-                    "How --trace is written: text (one line per operation) or chrome (Chrome "
-                    "trace-event JSON for Perfetto / chrome://tracing: one track per rank, one slice "
-                    "per operation, mismatches and deadlocks marked)")
+  c.run->add_option("--trace", a.trace_file,
+                    "Write the trace (one line per operation) to this file; default none");
+  c.run
+      ->add_option(
+          "--trace-format", a.trace_format,
+          "How --trace is written: text (one line per operation) or chrome (Chrome "
+          "trace-event JSON for Perfetto / chrome://tracing: one track per rank, one slice "
+          "per operation, mismatches and deadlocks marked)")
       ->check(CLI::IsMember({"text", "chrome"}))
       ->capture_default_str();
   c.run->add_flag("--check-determinism", a.check_determinism,
@@ -353,9 +391,10 @@ SimCommands add_sim_commands(CLI::App& app, SimArgs& a) {
 }
 
 void add_turn_timeout_option(CLI::App& app, int& turn_timeout_ms) {
-  app.add_option("--turn-timeout-ms", turn_timeout_ms,
-                 "A simulated rank that holds the baton longer than this (a stopped or spinning rank) is "
-                 "killed and reported dead (peer failure)")
+  app.add_option(
+         "--turn-timeout-ms", turn_timeout_ms,
+         "A simulated rank that holds the baton longer than this (a stopped or spinning rank) is "
+         "killed and reported dead (peer failure)")
       ->check(integer_of<int>())
       ->check(CLI::Range(1, 24 * 3600 * 1000))
       ->capture_default_str();

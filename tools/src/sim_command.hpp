@@ -46,7 +46,8 @@ int run_sim(const SimCommands& commands, const SimArgs& args);
 
 // The faults of --fault specs: "random" is drawn from the seed for `ranks` ranks, anything
 // else parsed (Error invalid_argument naming a bad spec). Shared with `hpref demo`.
-std::vector<sim::Fault> faults_for(const std::vector<std::string>& specs, std::uint64_t seed, int ranks);
+std::vector<sim::Fault> faults_for(const std::vector<std::string>& specs, std::uint64_t seed,
+                                   int ranks);
 // Sixteen lowercase hex digits.
 std::string hex(std::uint64_t v);
 
@@ -63,7 +64,8 @@ Json faults_json(const std::vector<sim::Fault>& faults);
 // The JSON object of an error that ended a command before or after its run:
 // {"ok": false, "failure": "usage" (exit 2) or "internal" (exit 1), "exit_code", "error":
 // {"kind", "message"}} on `out`, the error on stderr too; returns the exit code.
-int json_error(Json& object, std::string_view kind, std::string_view message, bool usage, std::ostream& out);
+int json_error(Json& object, std::string_view kind, std::string_view message, bool usage,
+               std::ostream& out);
 // Writes the trace lines to `path`; Error io naming the path and the reason when it cannot
 // be opened, written, flushed or closed (`--trace /dev/full`).
 // Writes the trace lines to `path`: one line each (format "text") or as Chrome trace-event

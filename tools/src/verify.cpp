@@ -55,45 +55,49 @@ struct RankLog {
   std::string file;  // the file name, for messages
   std::vector<Record> records;
   std::map<std::pair<int, std::int64_t>, std::size_t> at;  // (group, seq) -> index in records
-  std::map<int, std::int64_t> next_seq;                     // group -> the seq its next record must have
+  std::map<int, std::int64_t> next_seq;  // group -> the seq its next record must have
 };
 
 [[noreturn]] void bad_line(const RankLog& log, std::size_t line, const std::string& why) {
   throw Error(Errc::json_value, "line " + std::to_string(line) + " of " + log.file + ": " + why);
 }
 
-std::int64_t int_field(const RankLog& log, std::size_t line, const Json& obj, const char* name, std::int64_t lo,
-                       std::int64_t hi) {
+std::int64_t int_field(const RankLog& log, std::size_t line, const Json& obj, const char* name,
+                       std::int64_t lo, std::int64_t hi) {
   auto it = obj.find(name);
   if (it == obj.end()) bad_line(log, line, std::string("no \"") + name + "\" field");
   auto v = json_as_int64(*it);
   if (!v || *v < lo || *v > hi) {
     std::string text = dump_json(*it);
     if (text.size() > 80) text = text.substr(0, 80) + "...";
-    bad_line(log, line, std::string("\"") + name + "\" must be an integer in [" + std::to_string(lo) + ", " +
-                            std::to_string(hi) + "], got " + text);
+    bad_line(log, line,
+             std::string("\"") + name + "\" must be an integer in [" + std::to_string(lo) + ", " +
+                 std::to_string(hi) + "], got " + text);
   }
   return *v;
 }
 
 std::string string_field(const RankLog& log, std::size_t line, const Json& obj, const char* name) {
   auto it = obj.find(name);
-  if (it == obj.end() || !it->is_string()) bad_line(log, line, std::string("\"") + name + "\" must be a string");
+  if (it == obj.end() || !it->is_string())
+    bad_line(log, line, std::string("\"") + name + "\" must be a string");
   return it->get<std::string>();
 }
 
-std::vector<std::uint64_t> counts_field(const RankLog& log, std::size_t line, const Json& obj, const char* name,
-                                        std::size_t members) {
+std::vector<std::uint64_t> counts_field(const RankLog& log, std::size_t line, const Json& obj,
+                                        const char* name, std::size_t members) {
   auto it = obj.find(name);
   if (it == obj.end() || !it->is_array() || it->size() != members) {
-    bad_line(log, line, std::string("\"") + name + "\" must be an array of " + std::to_string(members) +
-                            " byte counts (one per member)");
+    bad_line(log, line,
+             std::string("\"") + name + "\" must be an array of " + std::to_string(members) +
+                 " byte counts (one per member)");
   }
   std::vector<std::uint64_t> out;
   out.reserve(members);
   for (const Json& c : *it) {
     if (!c.is_number_integer() || (!c.is_number_unsigned() && c.get<std::int64_t>() < 0)) {
-      bad_line(log, line, std::string("\"") + name + "\" holds " + dump_json(c) + ", not a byte count");
+      bad_line(log, line,
+               std::string("\"") + name + "\" holds " + dump_json(c) + ", not a byte count");
     }
     out.push_back(c.get<std::uint64_t>());
   }
@@ -101,11 +105,14 @@ std::vector<std::uint64_t> counts_field(const RankLog& log, std::size_t line, co
 }
 
 OpKind kind_named(const RankLog& log, std::size_t line, const std::string& name) {
-  for (auto k : {OpKind::all_gather, OpKind::broadcast, OpKind::all_reduce, OpKind::all_to_all_v, OpKind::barrier}) {
+  for (auto k : {OpKind::all_gather, OpKind::broadcast, OpKind::all_reduce, OpKind::all_to_all_v,
+                 OpKind::barrier}) {
     if (name == op_kind_name(k)) return k;
   }
   std::string shown = name.size() > 40 ? name.substr(0, 40) + "..." : name;
-  bad_line(log, line, "\"kind\" '" + shown + "' is not all_gather, broadcast, all_reduce, all_to_all_v, barrier or new_group");
+  bad_line(log, line,
+           "\"kind\" '" + shown +
+               "' is not all_gather, broadcast, all_reduce, all_to_all_v, barrier or new_group");
 }
 
 // One line of rank<R>.jsonl -> its record (checked against the file's earlier lines).
@@ -114,17 +121,20 @@ void add_line(RankLog& log, std::size_t line, std::string_view text) {
   try {
     obj = parse_json(text);
   } catch (const Error& e) {
-    throw Error(Errc::json_syntax, "line " + std::to_string(line) + " of " + log.file + " is not JSON: " + e.what());
+    throw Error(Errc::json_syntax,
+                "line " + std::to_string(line) + " of " + log.file + " is not JSON: " + e.what());
   }
   if (!obj.is_object()) bad_line(log, line, "not a JSON object");
   Record r;
   r.line = line;
   std::int64_t rank = int_field(log, line, obj, "rank", 0, std::numeric_limits<int>::max());
   if (rank != log.rank) {
-    bad_line(log, line, "\"rank\" is " + std::to_string(rank) + " in the log of rank " + std::to_string(log.rank));
+    bad_line(
+        log, line,
+        "\"rank\" is " + std::to_string(rank) + " in the log of rank " + std::to_string(log.rank));
   }
-  r.group = static_cast<int>(
-      int_field(log, line, obj, "group", std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
+  r.group = static_cast<int>(int_field(log, line, obj, "group", std::numeric_limits<int>::min(),
+                                       std::numeric_limits<int>::max()));
   r.seq = int_field(log, line, obj, "seq", 0, std::numeric_limits<std::int64_t>::max());
   auto ranks = obj.find("ranks");
   if (ranks == obj.end() || !ranks->is_array() || ranks->empty() || ranks->size() > kMaxMembers) {
@@ -133,23 +143,27 @@ void add_line(RankLog& log, std::size_t line, std::string_view text) {
   std::set<int> seen;
   for (const Json& m : *ranks) {
     auto v = json_as_int64(m);
-    if (!v || *v < 0 || *v > std::numeric_limits<int>::max() || !seen.insert(static_cast<int>(*v)).second) {
+    if (!v || *v < 0 || *v > std::numeric_limits<int>::max() ||
+        !seen.insert(static_cast<int>(*v)).second) {
       bad_line(log, line, "\"ranks\" holds " + dump_json(m) + ", not a distinct world rank");
     }
     r.ranks.push_back(static_cast<int>(*v));
   }
-  if (!seen.count(log.rank)) bad_line(log, line, "rank " + std::to_string(log.rank) + " is not in \"ranks\"");
+  if (!seen.count(log.rank))
+    bad_line(log, line, "rank " + std::to_string(log.rank) + " is not in \"ranks\"");
   OpSignature& s = r.sig;
   std::string kind = string_field(log, line, obj, "kind");
   if (kind == "new_group") {
     auto members = obj.find("members");
-    if (members == obj.end() || !members->is_array() || members->empty() || members->size() > kMaxMembers) {
+    if (members == obj.end() || !members->is_array() || members->empty() ||
+        members->size() > kMaxMembers) {
       bad_line(log, line, "a new_group's \"members\" must be an array of 1 to 2^20 world ranks");
     }
     std::set<int> distinct;
     for (const Json& m : *members) {
       auto v = json_as_int64(m);
-      if (!v || *v < 0 || *v > std::numeric_limits<int>::max() || !distinct.insert(static_cast<int>(*v)).second) {
+      if (!v || *v < 0 || *v > std::numeric_limits<int>::max() ||
+          !distinct.insert(static_cast<int>(*v)).second) {
         bad_line(log, line, "\"members\" holds " + dump_json(m) + ", not a distinct world rank");
       }
       r.members.push_back(static_cast<int>(*v));
@@ -163,45 +177,53 @@ void add_line(RankLog& log, std::size_t line, std::string_view text) {
   }
   const auto u64max = std::numeric_limits<std::int64_t>::max();
   if (!r.new_group) switch (s.kind) {
-    case OpKind::broadcast: {
-      s.root = static_cast<int>(int_field(log, line, obj, "root", 0, std::numeric_limits<int>::max()));
-      if (!seen.count(s.root)) bad_line(log, line, "broadcast root " + std::to_string(s.root) + " is not a member");
-      s.bytes = static_cast<std::uint64_t>(int_field(log, line, obj, "bytes", 0, u64max));
-      break;
-    }
-    case OpKind::all_reduce: {
-      std::string op = string_field(log, line, obj, "op");
-      bool found = false;
-      for (auto o : {ReduceOp::sum, ReduceOp::min, ReduceOp::max}) {
-        if (op == reduce_op_name(o)) s.op = o, found = true;
+      case OpKind::broadcast: {
+        s.root =
+            static_cast<int>(int_field(log, line, obj, "root", 0, std::numeric_limits<int>::max()));
+        if (!seen.count(s.root))
+          bad_line(log, line, "broadcast root " + std::to_string(s.root) + " is not a member");
+        s.bytes = static_cast<std::uint64_t>(int_field(log, line, obj, "bytes", 0, u64max));
+        break;
       }
-      if (!found) bad_line(log, line, "\"op\" must be sum, min or max");
-      auto d = dtype_from_bare_name(string_field(log, line, obj, "dtype"));
-      if (!d) bad_line(log, line, "\"dtype\" is not a SPEC 1.3 dtype");
-      s.dtype = *d;
-      s.bytes = static_cast<std::uint64_t>(int_field(log, line, obj, "bytes", 0, u64max));
-      break;
+      case OpKind::all_reduce: {
+        std::string op = string_field(log, line, obj, "op");
+        bool found = false;
+        for (auto o : {ReduceOp::sum, ReduceOp::min, ReduceOp::max}) {
+          if (op == reduce_op_name(o)) s.op = o, found = true;
+        }
+        if (!found) bad_line(log, line, "\"op\" must be sum, min or max");
+        auto d = dtype_from_bare_name(string_field(log, line, obj, "dtype"));
+        if (!d) bad_line(log, line, "\"dtype\" is not a SPEC 1.3 dtype");
+        s.dtype = *d;
+        s.bytes = static_cast<std::uint64_t>(int_field(log, line, obj, "bytes", 0, u64max));
+        break;
+      }
+      case OpKind::all_gather:
+        s.bytes = static_cast<std::uint64_t>(int_field(log, line, obj, "bytes", 0, u64max));
+        break;
+      case OpKind::all_to_all_v: {
+        s.counts_in = counts_field(log, line, obj, "counts_in", r.ranks.size());
+        s.counts_out = counts_field(log, line, obj, "counts_out", r.ranks.size());
+        s.bytes = static_cast<std::uint64_t>(int_field(log, line, obj, "bytes", 0, u64max));
+        std::uint64_t sum = 0;
+        bool over = false;
+        for (auto c : s.counts_in) over |= __builtin_add_overflow(sum, c, &sum);
+        if (over || sum != s.bytes)
+          bad_line(log, line, "\"bytes\" is not the sum of \"counts_in\"");
+        break;
+      }
+      case OpKind::barrier:
+        break;
     }
-    case OpKind::all_gather: s.bytes = static_cast<std::uint64_t>(int_field(log, line, obj, "bytes", 0, u64max)); break;
-    case OpKind::all_to_all_v: {
-      s.counts_in = counts_field(log, line, obj, "counts_in", r.ranks.size());
-      s.counts_out = counts_field(log, line, obj, "counts_out", r.ranks.size());
-      s.bytes = static_cast<std::uint64_t>(int_field(log, line, obj, "bytes", 0, u64max));
-      std::uint64_t sum = 0;
-      bool over = false;
-      for (auto c : s.counts_in) over |= __builtin_add_overflow(sum, c, &sum);
-      if (over || sum != s.bytes) bad_line(log, line, "\"bytes\" is not the sum of \"counts_in\"");
-      break;
-    }
-    case OpKind::barrier: break;
-  }
   // The same group has the same members on every line; its seqs go 0, 1, 2, ... (a
   // repeat is two runs appended to one log, a gap an edited or truncated one).
   for (const Record& earlier : log.records) {
     if (earlier.group == r.group) {
       if (earlier.ranks != r.ranks) {
-        bad_line(log, line, "group " + std::to_string(r.group) + " has members " + rank_list_text(r.ranks) +
-                                " but " + rank_list_text(earlier.ranks) + " at line " + std::to_string(earlier.line));
+        bad_line(log, line,
+                 "group " + std::to_string(r.group) + " has members " + rank_list_text(r.ranks) +
+                     " but " + rank_list_text(earlier.ranks) + " at line " +
+                     std::to_string(earlier.line));
       }
       break;
     }
@@ -209,12 +231,14 @@ void add_line(RankLog& log, std::size_t line, std::string_view text) {
   std::int64_t& next = log.next_seq[r.group];
   if (r.seq != next) {
     if (r.seq < next) {
-      bad_line(log, line, "group " + std::to_string(r.group) + " seq " + std::to_string(r.seq) +
-                              " again (line " + std::to_string(log.records[log.at.at({r.group, r.seq})].line) +
-                              "): two runs' logs in one directory?");
+      bad_line(log, line,
+               "group " + std::to_string(r.group) + " seq " + std::to_string(r.seq) +
+                   " again (line " + std::to_string(log.records[log.at.at({r.group, r.seq})].line) +
+                   "): two runs' logs in one directory?");
     }
-    bad_line(log, line, "group " + std::to_string(r.group) + " seq " + std::to_string(r.seq) + " follows seq " +
-                            std::to_string(next - 1) + " (an edited or truncated log?)");
+    bad_line(log, line,
+             "group " + std::to_string(r.group) + " seq " + std::to_string(r.seq) +
+                 " follows seq " + std::to_string(next - 1) + " (an edited or truncated log?)");
   }
   ++next;
   log.at[{r.group, r.seq}] = log.records.size();
@@ -236,8 +260,9 @@ void read_log(RankLog& log, const std::filesystem::path& path, Limits& limits) {
     if (line.empty() && last) return;
     if (++limits.records > limits.max_records) {
       std::fclose(f);
-      throw Error(Errc::invalid_argument, "line " + std::to_string(number) + " of " + log.file + " is record " +
-                                              std::to_string(limits.records) + " of the logs, past --max-records " +
+      throw Error(Errc::invalid_argument, "line " + std::to_string(number) + " of " + log.file +
+                                              " is record " + std::to_string(limits.records) +
+                                              " of the logs, past --max-records " +
                                               std::to_string(limits.max_records));
     }
     try {
@@ -256,7 +281,8 @@ void read_log(RankLog& log, const std::filesystem::path& path, Limits& limits) {
     if (limits.bytes > limits.max_log_bytes) {
       std::fclose(f);
       throw Error(Errc::invalid_argument, "the logs hold more than --max-log-bytes " +
-                                              std::to_string(limits.max_log_bytes) + " bytes (at " + log.file + ")");
+                                              std::to_string(limits.max_log_bytes) + " bytes (at " +
+                                              log.file + ")");
     }
     for (std::size_t i = 0; i < n; ++i) {
       if (buf[i] == '\n') {
@@ -266,7 +292,8 @@ void read_log(RankLog& log, const std::filesystem::path& path, Limits& limits) {
       if (line.size() >= limits.max_line_bytes) {
         std::fclose(f);
         throw Error(Errc::json_syntax, "line " + std::to_string(number) + " of " + log.file +
-                                           " is longer than --max-line-bytes " + std::to_string(limits.max_line_bytes));
+                                           " is longer than --max-line-bytes " +
+                                           std::to_string(limits.max_line_bytes));
       }
       line.push_back(buf[i]);
     }
@@ -285,15 +312,19 @@ std::vector<RankLog> read_logs(const std::string& dir, Limits& limits) {
   std::map<int, fs::path> files;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     std::string name = it->path().filename().string();
-    if (name.size() < 11 || name.rfind("rank", 0) != 0 || name.substr(name.size() - 6) != ".jsonl") continue;
+    if (name.size() < 11 || name.rfind("rank", 0) != 0 || name.substr(name.size() - 6) != ".jsonl")
+      continue;
     std::string_view digits(name.data() + 4, name.size() - 10);
     int r = 0;
     auto [p, e] = std::from_chars(digits.data(), digits.data() + digits.size(), r);
-    if (e != std::errc() || p != digits.data() + digits.size() || r < 0 || std::to_string(r) != digits) continue;
+    if (e != std::errc() || p != digits.data() + digits.size() || r < 0 ||
+        std::to_string(r) != digits)
+      continue;
     files[r] = it->path();
   }
   if (ec) throw Error(Errc::io, "cannot list LOGDIR '" + dir + "': " + ec.message());
-  if (files.empty()) throw Error(Errc::io, "LOGDIR '" + dir + "' holds no rank<R>.jsonl (HPREF_CHECKED_LOG's logs)");
+  if (files.empty())
+    throw Error(Errc::io, "LOGDIR '" + dir + "' holds no rank<R>.jsonl (HPREF_CHECKED_LOG's logs)");
   std::vector<RankLog> logs;
   for (const auto& [r, path] : files) {
     RankLog log;
@@ -316,17 +347,22 @@ struct Finding {
 
 Json finding_json(const std::optional<Finding>& f) {
   if (!f) return nullptr;
-  return Json{{"type", f->type}, {"group", f->group}, {"seq", f->seq}, {"ranks", f->ranks}, {"message", f->message}};
+  return Json{{"type", f->type},
+              {"group", f->group},
+              {"seq", f->seq},
+              {"ranks", f->ranks},
+              {"message", f->message}};
 }
 
 struct GroupView {
-  std::vector<int> ranks;          // as the lowest logging rank logs them
-  std::int64_t seqs = 0;           // 1 + the highest seq any member logged
+  std::vector<int> ranks;  // as the lowest logging rank logs them
+  std::int64_t seqs = 0;   // 1 + the highest seq any member logged
 };
 
 // The first divergence of one group: members disagreeing on the group, a member missing
 // an operation another logged, or signatures that differ (signature_mismatch's words).
-std::optional<Finding> group_divergence(int gid, const GroupView& g, const std::map<int, const RankLog*>& by_rank) {
+std::optional<Finding> group_divergence(int gid, const GroupView& g,
+                                        const std::map<int, const RankLog*>& by_rank) {
   std::vector<const RankLog*> logs;
   for (int r : g.ranks) {
     auto it = by_rank.find(r);
@@ -338,9 +374,13 @@ std::optional<Finding> group_divergence(int gid, const GroupView& g, const std::
     for (const Record& rec : logs[i]->records) {
       if (rec.group != gid) continue;
       if (rec.ranks != g.ranks) {
-        return Finding{"members", gid, rec.seq, {g.ranks[0], g.ranks[i]},
-                       "group " + std::to_string(gid) + ": rank " + std::to_string(g.ranks[i]) + " logs members " +
-                           rank_list_text(rec.ranks) + " but " + rank_list_text(g.ranks) + " are logged before it",
+        return Finding{"members",
+                       gid,
+                       rec.seq,
+                       {g.ranks[0], g.ranks[i]},
+                       "group " + std::to_string(gid) + ": rank " + std::to_string(g.ranks[i]) +
+                           " logs members " + rank_list_text(rec.ranks) + " but " +
+                           rank_list_text(g.ranks) + " are logged before it",
                        rec.line};
       }
       break;
@@ -364,13 +404,18 @@ std::optional<Finding> group_divergence(int gid, const GroupView& g, const std::
       std::string last = "it logged nothing on group " + std::to_string(gid);
       if (seq > 0 && logs[i]) {
         const Record& prev = logs[i]->records[logs[i]->at.at({gid, seq - 1})];
-        last = "its last operation on group " + std::to_string(gid) + " is seq " + std::to_string(seq - 1) + ", " +
-               prev.describe();
+        last = "its last operation on group " + std::to_string(gid) + " is seq " +
+               std::to_string(seq - 1) + ", " + prev.describe();
       }
-      if (!logs[i]) last = "it has no log (" + std::string("rank") + std::to_string(g.ranks[i]) + ".jsonl)";
-      return Finding{"missing", gid, seq, {g.ranks[have], g.ranks[i]},
-                     "missing operation on group " + std::to_string(gid) + " seq " + std::to_string(seq) + ": rank " +
-                         std::to_string(g.ranks[have]) + " launched " + recs[have]->describe() + " but rank " +
+      if (!logs[i])
+        last = "it has no log (" + std::string("rank") + std::to_string(g.ranks[i]) + ".jsonl)";
+      return Finding{"missing",
+                     gid,
+                     seq,
+                     {g.ranks[have], g.ranks[i]},
+                     "missing operation on group " + std::to_string(gid) + " seq " +
+                         std::to_string(seq) + ": rank " + std::to_string(g.ranks[have]) +
+                         " launched " + recs[have]->describe() + " but rank " +
                          std::to_string(g.ranks[i]) + " never did (" + last + ")",
                      order};
     }
@@ -382,17 +427,27 @@ std::optional<Finding> group_divergence(int gid, const GroupView& g, const std::
       if (!a.new_group && !b.new_group) continue;
       std::string where = " on group " + std::to_string(gid) + " seq " + std::to_string(seq);
       if (a.new_group != b.new_group) {
-        auto what = [](const Record& r) { return r.new_group ? r.describe() : std::string(op_kind_name(r.sig.kind)); };
-        return Finding{"mismatch", gid, seq, {g.ranks[0], g.ranks[i]},
-                       "collective mismatch" + where + ": rank " + std::to_string(g.ranks[0]) + " launched " + what(a) +
-                           " but rank " + std::to_string(g.ranks[i]) + " launched " + what(b),
+        auto what = [](const Record& r) {
+          return r.new_group ? r.describe() : std::string(op_kind_name(r.sig.kind));
+        };
+        return Finding{"mismatch",
+                       gid,
+                       seq,
+                       {g.ranks[0], g.ranks[i]},
+                       "collective mismatch" + where + ": rank " + std::to_string(g.ranks[0]) +
+                           " launched " + what(a) + " but rank " + std::to_string(g.ranks[i]) +
+                           " launched " + what(b),
                        order};
       }
       if (a.members != b.members || a.backend != b.backend) {
-        return Finding{"mismatch", gid, seq, {g.ranks[0], g.ranks[i]},
-                       "new_group mismatch" + where + ": rank " + std::to_string(g.ranks[0]) + " asked for " +
-                           rank_list_text(a.members) + " on " + a.backend + " but rank " + std::to_string(g.ranks[i]) +
-                           " asked for " + rank_list_text(b.members) + " on " + b.backend,
+        return Finding{"mismatch",
+                       gid,
+                       seq,
+                       {g.ranks[0], g.ranks[i]},
+                       "new_group mismatch" + where + ": rank " + std::to_string(g.ranks[0]) +
+                           " asked for " + rank_list_text(a.members) + " on " + a.backend +
+                           " but rank " + std::to_string(g.ranks[i]) + " asked for " +
+                           rank_list_text(b.members) + " on " + b.backend,
                        order};
       }
     }
@@ -427,11 +482,13 @@ RouteCheck check_routes(const VerifyArgs& a, const std::vector<RankLog>& logs) {
     auto p = static_cast<std::int64_t>(rec.ranks.size());
     std::vector<Route> routes;
     try {
-      routes = a.routes == "window" ? sliding_window_routes(boundaries, a.local_length, p, a.window)
-                                    : document_prefix_routes(boundaries, a.local_length, p, a.ratio);
+      routes = a.routes == "window"
+                   ? sliding_window_routes(boundaries, a.local_length, p, a.window)
+                   : document_prefix_routes(boundaries, a.local_length, p, a.ratio);
     } catch (const Error& e) {
-      throw Error(e.code(), "--routes " + a.routes + " for group " + std::to_string(rec.group) + " (" +
-                                std::to_string(p) + " members, seq " + std::to_string(rec.seq) + "): " + e.what());
+      throw Error(e.code(), "--routes " + a.routes + " for group " + std::to_string(rec.group) +
+                                " (" + std::to_string(p) + " members, seq " +
+                                std::to_string(rec.seq) + "): " + e.what());
     }
     return planned.emplace(rec.ranks.size(), std::move(routes)).first->second;
   };
@@ -440,12 +497,14 @@ RouteCheck check_routes(const VerifyArgs& a, const std::vector<RankLog>& logs) {
   };
   for (const RankLog& log : logs) {
     for (const Record& rec : log.records) {
-      if (rec.sig.kind != OpKind::all_to_all_v || !selected(a.groups, rec.group) || !selected(a.seqs, rec.seq)) {
+      if (rec.sig.kind != OpKind::all_to_all_v || !selected(a.groups, rec.group) ||
+          !selected(a.seqs, rec.seq)) {
         continue;
       }
       const auto& routes = routes_for(rec);
       ++out.checked;
-      auto me = static_cast<std::size_t>(std::find(rec.ranks.begin(), rec.ranks.end(), log.rank) - rec.ranks.begin());
+      auto me = static_cast<std::size_t>(std::find(rec.ranks.begin(), rec.ranks.end(), log.rank) -
+                                         rec.ranks.begin());
       const Route& route = routes[me];
       for (int way = 0; way < 2; ++way) {
         const auto& counts = way == 0 ? rec.sig.counts_in : rec.sig.counts_out;
@@ -460,13 +519,14 @@ RouteCheck check_routes(const VerifyArgs& a, const std::vector<RankLog>& logs) {
           std::string where = "all_to_all_v on group " + std::to_string(rec.group) + " seq " +
                               std::to_string(rec.seq) + ": rank " + std::to_string(log.rank);
           std::string peer = "rank " + std::to_string(rec.ranks[j]);
-          std::string routed = std::to_string(rows[j]) + " rows x " + std::to_string(a.row_bytes) + " = " +
-                               (over ? std::string("more than 2^64") : std::to_string(want)) +
-                               " bytes";
-          std::string msg = way == 0 ? where + " sends " + std::to_string(counts[j]) + " bytes to " + peer +
-                                           ", but the " + a.routes + " routes send " + routed
-                                     : where + " expects " + std::to_string(counts[j]) + " bytes from " + peer +
-                                           ", but the " + a.routes + " routes send " + routed;
+          std::string routed =
+              std::to_string(rows[j]) + " rows x " + std::to_string(a.row_bytes) + " = " +
+              (over ? std::string("more than 2^64") : std::to_string(want)) + " bytes";
+          std::string msg = way == 0
+                                ? where + " sends " + std::to_string(counts[j]) + " bytes to " +
+                                      peer + ", but the " + a.routes + " routes send " + routed
+                                : where + " expects " + std::to_string(counts[j]) + " bytes from " +
+                                      peer + ", but the " + a.routes + " routes send " + routed;
           std::vector<int> pair = way == 0 ? std::vector<int>{log.rank, rec.ranks[j]}
                                            : std::vector<int>{rec.ranks[j], log.rank};
           out.first = Finding{"route", rec.group, rec.seq, pair, msg, order};
@@ -481,11 +541,12 @@ RouteCheck check_routes(const VerifyArgs& a, const std::vector<RankLog>& logs) {
 
 void check_route_options(const VerifyArgs& a) {
   if (a.routes.empty()) {
-    if (!a.boundaries.empty() || a.local_length || a.window || a.ratio || a.row_bytes || !a.groups.empty() ||
-        !a.seqs.empty()) {
-      throw Error(Errc::invalid_argument,
-                  "--boundaries, --local-length, --window, --ratio, --row-bytes, --group and --seq go with "
-                  "--routes window|prefix");
+    if (!a.boundaries.empty() || a.local_length || a.window || a.ratio || a.row_bytes ||
+        !a.groups.empty() || !a.seqs.empty()) {
+      throw Error(
+          Errc::invalid_argument,
+          "--boundaries, --local-length, --window, --ratio, --row-bytes, --group and --seq go with "
+          "--routes window|prefix");
     }
     return;
   }
@@ -497,7 +558,8 @@ void check_route_options(const VerifyArgs& a) {
   if (a.routes == "prefix" && a.ratio <= 0) missing += " --ratio (1 or 2)";
   if (a.routes == "window" && a.ratio) missing += " (no --ratio: that is --routes prefix)";
   if (a.routes == "prefix" && a.window) missing += " (no --window: that is --routes window)";
-  if (!missing.empty()) throw Error(Errc::invalid_argument, "--routes " + a.routes + " needs" + missing);
+  if (!missing.empty())
+    throw Error(Errc::invalid_argument, "--routes " + a.routes + " needs" + missing);
 }
 
 int verify(const VerifyArgs& a, std::ostream& out) {
@@ -536,8 +598,9 @@ int verify(const VerifyArgs& a, std::ostream& out) {
            {"records", limits.records},
            {"divergence", finding_json(first)}};
     if (routes) {
-      j["routes"] = Json{{"pattern", routes->pattern}, {"checked", routes->checked}, {"difference",
-                                                                                     finding_json(routes->first)}};
+      j["routes"] = Json{{"pattern", routes->pattern},
+                         {"checked", routes->checked},
+                         {"difference", finding_json(routes->first)}};
     }
     out << dump_json(j) << "\n";
   } else {
@@ -547,9 +610,11 @@ int verify(const VerifyArgs& a, std::ostream& out) {
       auto n = [](std::size_t k, const char* what) {
         return std::to_string(k) + " " + what + (k == 1 ? "" : "s");
       };
-      out << "hpref verify: " << n(ranks.size(), "rank log") << ", " << n(groups.size(), "group") << ", "
-          << n(operations, "operation") << (operations == 1 ? " agrees" : " agree");
-      if (routes) out << "; " << routes->checked << " all_to_all_v records match the " << routes->pattern << " routes";
+      out << "hpref verify: " << n(ranks.size(), "rank log") << ", " << n(groups.size(), "group")
+          << ", " << n(operations, "operation") << (operations == 1 ? " agrees" : " agree");
+      if (routes)
+        out << "; " << routes->checked << " all_to_all_v records match the " << routes->pattern
+            << " routes";
       out << "\n";
     }
   }
@@ -563,22 +628,33 @@ CLI::App* add_verify_command(CLI::App& app, VerifyArgs& a) {
   auto* v = app.add_subcommand(
       "verify",
       "Post-mortem of a job run in checked mode with HPREF_CHECKED_LOG=LOGDIR: lines up every "
-      "LOGDIR/rank<R>.jsonl per group and sequence number and prints the first divergence across ranks "
-      "(another kind, root, reduce op, dtype or byte count; for all_to_all_v the first pair whose counts "
-      "differ, in the checked mode's words; or a rank that never launched an operation the others logged), "
-      "'first' meaning at the earliest line of the logs. With --routes, also every all_to_all_v's per-pair "
-      "byte counts against the SPEC 7 routes of --boundaries. Exit codes: 0 everything agrees (one summary "
-      "line), 1 a divergence or a route difference, 2 bad usage or a malformed log (named by file and line)");
-  v->add_option("logdir", a.dir, "The HPREF_CHECKED_LOG directory (its rank<R>.jsonl files; others are ignored)")
+      "LOGDIR/rank<R>.jsonl per group and sequence number and prints the first divergence across "
+      "ranks "
+      "(another kind, root, reduce op, dtype or byte count; for all_to_all_v the first pair whose "
+      "counts "
+      "differ, in the checked mode's words; or a rank that never launched an operation the others "
+      "logged), "
+      "'first' meaning at the earliest line of the logs. With --routes, also every all_to_all_v's "
+      "per-pair "
+      "byte counts against the SPEC 7 routes of --boundaries. Exit codes: 0 everything agrees (one "
+      "summary "
+      "line), 1 a divergence or a route difference, 2 bad usage or a malformed log (named by file "
+      "and line)");
+  v->add_option("logdir", a.dir,
+                "The HPREF_CHECKED_LOG directory (its rank<R>.jsonl files; others are ignored)")
       ->required();
-  v->add_option("--routes", a.routes,
-                "Check every all_to_all_v against these SPEC 7 routes of a group of its size: window "
-                "(sliding-window halos, SPEC 7.2, needs --window) or prefix (document prefixes, SPEC 7.4, needs "
-                "--ratio); rank i must send input_splits[j] rows to member j and receive output_splits[j] rows "
-                "from it (its own entry 0)")
+  v->add_option(
+       "--routes", a.routes,
+       "Check every all_to_all_v against these SPEC 7 routes of a group of its size: window "
+       "(sliding-window halos, SPEC 7.2, needs --window) or prefix (document prefixes, SPEC 7.4, "
+       "needs "
+       "--ratio); rank i must send input_splits[j] rows to member j and receive output_splits[j] "
+       "rows "
+       "from it (its own entry 0)")
       ->check(CLI::IsMember({"window", "prefix"}));
   v->add_option("--boundaries", a.boundaries,
-                "With --routes: document boundaries, comma-separated, from 0 to local-length x group size, e.g. "
+                "With --routes: document boundaries, comma-separated, from 0 to local-length x "
+                "group size, e.g. "
                 "0,3,27,32");
   v->add_option("--local-length", a.local_length, "With --routes: rows each rank owns (L)")
       ->check(integer_of(a.local_length));
@@ -586,30 +662,39 @@ CLI::App* add_verify_command(CLI::App& app, VerifyArgs& a) {
       ->check(integer_of(a.window));
   v->add_option("--ratio", a.ratio, "With --routes prefix: the compression ratio, 1 or 2")
       ->check(integer_of(a.ratio));
-  v->add_option("--row-bytes", a.row_bytes,
-                "With --routes: the bytes of one row (e.g. hidden size x element size). The logs hold byte counts "
-                "only (no element size or row shape), so rows become bytes by this; required with --routes")
+  v->add_option(
+       "--row-bytes", a.row_bytes,
+       "With --routes: the bytes of one row (e.g. hidden size x element size). The logs hold byte "
+       "counts "
+       "only (no element size or row shape), so rows become bytes by this; required with --routes")
       ->check(integer_of(a.row_bytes));
   v->add_option("--group", a.groups,
-                "With --routes: check only this group's all_to_all_v (repeatable; default every group: a log "
+                "With --routes: check only this group's all_to_all_v (repeatable; default every "
+                "group: a log "
                 "whose other all-to-alls move other data, the payload exchange, needs it)")
       ->check(integer_of<std::int64_t>());
   v->add_option("--seq", a.seqs,
-                "With --routes: check only this sequence number's all_to_all_v (repeatable; default all: one "
+                "With --routes: check only this sequence number's all_to_all_v (repeatable; "
+                "default all: one "
                 "--boundaries describes one step)")
       ->check(integer_of<std::int64_t>());
   v->add_flag("--json", a.json,
-              "Print one JSON object: ok, exit_code, ranks, groups, operations, records, divergence (null or "
-              "{type: mismatch|missing|members, group, seq, ranks, message}) and with --routes routes {pattern, "
-              "checked, difference}; a usage error or malformed log as {ok: false, failure: usage, exit_code: 2, "
+              "Print one JSON object: ok, exit_code, ranks, groups, operations, records, "
+              "divergence (null or "
+              "{type: mismatch|missing|members, group, seq, ranks, message}) and with --routes "
+              "routes {pattern, "
+              "checked, difference}; a usage error or malformed log as {ok: false, failure: usage, "
+              "exit_code: 2, "
               "error: {kind, message}}");
   v->add_option("--max-line-bytes", a.max_line_bytes, "Refuse (exit 2) a log line longer than this")
       ->check(integer_of(a.max_line_bytes))
       ->capture_default_str();
-  v->add_option("--max-records", a.max_records, "Refuse (exit 2) logs of more lines than this, all ranks together")
+  v->add_option("--max-records", a.max_records,
+                "Refuse (exit 2) logs of more lines than this, all ranks together")
       ->check(integer_of(a.max_records))
       ->capture_default_str();
-  v->add_option("--max-log-bytes", a.max_log_bytes, "Refuse (exit 2) logs of more bytes than this, all ranks together")
+  v->add_option("--max-log-bytes", a.max_log_bytes,
+                "Refuse (exit 2) logs of more bytes than this, all ranks together")
       ->check(integer_of(a.max_log_bytes))
       ->capture_default_str();
   return v;

@@ -80,8 +80,7 @@ std::vector<Item> decode_segment(std::span<const std::uint8_t> segment,
 // SPEC 2.5: splits `received` in data-plane rank order (the splits must sum to its
 // length), decodes each segment and concatenates the items; a key that arrives twice
 // (key equality) is an error naming it.
-std::vector<Item> merge_received(const SharedBytes& received,
-                                 std::span<const std::uint64_t> splits,
+std::vector<Item> merge_received(const SharedBytes& received, std::span<const std::uint64_t> splits,
                                  const DecodeOptions& options = {});
 
 // The layout of a segment's outer bytes, for inspection.

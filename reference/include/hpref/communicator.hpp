@@ -43,11 +43,11 @@ class Group {
   Group(int id, std::vector<int> ranks, std::string backend, int world_rank);
 
   bool is_member() const noexcept { return index_ >= 0; }
-  int id() const noexcept { return id_; }                // creation order; 0 = world
+  int id() const noexcept { return id_; }                            // creation order; 0 = world
   const std::vector<int>& ranks() const noexcept { return ranks_; }  // sorted world ranks
   int size() const noexcept { return static_cast<int>(ranks_.size()); }
-  int index() const noexcept { return index_; }          // this rank's position, or -1
-  int index_of(int world_rank) const noexcept;           // -1 if not a member
+  int index() const noexcept { return index_; }  // this rank's position, or -1
+  int index_of(int world_rank) const noexcept;   // -1 if not a member
   const std::string& backend() const noexcept { return backend_; }
   // Buffers this group's operations take (accelerator for nccl/hccl backends).
   MemorySpace memory() const noexcept { return memory_; }

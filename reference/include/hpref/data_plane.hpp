@@ -31,7 +31,8 @@ struct TransportOptions {
 // SPEC 4 (ours): Error transport_limit_mismatch naming each max_message_bytes value with the
 // ranks that hold it, unless every limits[i] (of world rank ranks[i]) is the same; `who`
 // names the ranks in the message ("data-plane", "model-parallel").
-void require_same_limit(std::span<const std::uint64_t> limits, std::span<const int> ranks, const char* who);
+void require_same_limit(std::span<const std::uint64_t> limits, std::span<const int> ranks,
+                        const char* who);
 
 // The memory space a buffer on `group` must be in, after SPEC 4.5's check that an
 // accelerator-backed group has a communication device of its type (Error transport_device).

@@ -34,8 +34,8 @@ class DispatchHandle {
 // order but the route before the axis.
 DispatchHandle async_sequence_dispatch(Communicator& comm, const Group& group, const Tensor& tensor,
                                        int sequence_dim, const Route& route);
-Tensor sequence_dispatch(Communicator& comm, const Group& group, const Tensor& tensor, int sequence_dim,
-                         const Route& route);
+Tensor sequence_dispatch(Communicator& comm, const Group& group, const Tensor& tensor,
+                         int sequence_dim, const Route& route);
 
 // SPEC 8.2: the adjoint. `grad` is the output gradient (its sequence axis spans
 // [global_start, global_end)); returns the gradient of the owner shard: its own block,

@@ -17,8 +17,8 @@ struct GroupPlanInputs {
   const DataTopology* topology = nullptr;
   std::vector<int> reader_ranks;
   int planner_rank = 0;
-  std::string cpu_backend;                       // gloo, hccl, sim or mpi (any case)
-  std::optional<std::string> payload_backend;    // none, or a non-empty name
+  std::string cpu_backend;                          // gloo, hccl, sim or mpi (any case)
+  std::optional<std::string> payload_backend;       // none, or a non-empty name
   std::optional<std::string> communication_device;  // "cpu", "cuda[:N]", "npu[:N]"
   bool enable_payload_exchange = true;
   std::optional<std::string> model_device;
@@ -45,8 +45,8 @@ struct GroupPlan {
   bool distributed = false;
   std::optional<std::string> payload_backend;  // effective; none without a payload group
   bool payload_reuses_control = false;
-  std::optional<std::string> tensor_backend;   // of the model-parallel accelerator groups
-  std::vector<GroupCreation> creations;        // the same on every rank, in order
+  std::optional<std::string> tensor_backend;  // of the model-parallel accelerator groups
+  std::vector<GroupCreation> creations;       // the same on every rank, in order
   // Indices into `creations` of the groups this rank keeps (absent: not a member / none).
   std::optional<std::size_t> control, payload, model_parallel, model_parallel_tensor;
   bool operator==(const GroupPlan&) const = default;

@@ -36,7 +36,8 @@ class ModelParallelTransport {
   // it failed, that error; peers pass nullopt (and their own error, if any). Returns the
   // batch on every rank, nullopt at end of data; after a failure the constructor rethrows
   // its error and each peer its own, or Error transport_constructor_failed.
-  std::optional<Value> broadcast(const std::optional<Value>& batch, std::exception_ptr error = nullptr);
+  std::optional<Value> broadcast(const std::optional<Value>& batch,
+                                 std::exception_ptr error = nullptr);
 
   const ModelBatchLayout& layout() const noexcept { return layout_; }
 

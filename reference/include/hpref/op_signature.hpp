@@ -22,10 +22,10 @@ const char* op_kind_name(OpKind kind) noexcept;
 
 struct OpSignature {
   OpKind kind = OpKind::barrier;
-  int root = -1;                          // broadcast: a world rank
-  ReduceOp op = ReduceOp::sum;            // all_reduce
-  DType dtype = DType::uint8;             // all_reduce
-  std::uint64_t bytes = 0;                // all_gather: per member; broadcast, all_reduce: the buffer
+  int root = -1;                // broadcast: a world rank
+  ReduceOp op = ReduceOp::sum;  // all_reduce
+  DType dtype = DType::uint8;   // all_reduce
+  std::uint64_t bytes = 0;      // all_gather: per member; broadcast, all_reduce: the buffer
   std::vector<std::uint64_t> counts_in;   // all_to_all_v: bytes to each member
   std::vector<std::uint64_t> counts_out;  // all_to_all_v: bytes from each member
   // "all_reduce(sum, int64, 8 bytes)".
@@ -57,25 +57,29 @@ OpSignature read_signature(const std::uint8_t* in, int members);
 
 // new_group's agreement on the real backends: each rank's request as words (the backend
 // name's hash, then a member flag per world rank), all-gathered over the world.
-std::vector<std::uint64_t> group_request(std::span<const int> sorted_ranks, const std::string& backend,
-                                         int world_size);
+std::vector<std::uint64_t> group_request(std::span<const int> sorted_ranks,
+                                         const std::string& backend, int world_size);
 // The comm_mismatch naming the first rank whose request (in `all`, world order) differs
 // from this rank's, or nothing.
-std::optional<CommError> group_request_mismatch(int rank, std::span<const int> sorted_ranks, const std::string& backend,
+std::optional<CommError> group_request_mismatch(int rank, std::span<const int> sorted_ranks,
+                                                const std::string& backend,
                                                 std::span<const std::uint64_t> all, int world_size);
 
 // ---- the local checks (CommError comm_usage / comm_memory_space naming the value) -------
 
 // Sorted, distinct ranks in [0, world_size) and a non-empty backend name.
-std::vector<int> checked_group_ranks(std::span<const int> ranks, const std::string& backend, int world_size);
+std::vector<int> checked_group_ranks(std::span<const int> ranks, const std::string& backend,
+                                     int world_size);
 void check_member(const Group& group, int rank, const char* op);
 void check_space(const Group& group, int rank, MemorySpace space, const char* op);
 OpSignature check_all_gather(const Group& group, int rank, ConstBuffer in, MutableBuffer out);
 OpSignature check_broadcast(const Group& group, int rank, MutableBuffer buffer, int root);
-OpSignature check_all_reduce(const Group& group, int rank, MutableBuffer buffer, DType dtype, ReduceOp op);
+OpSignature check_all_reduce(const Group& group, int rank, MutableBuffer buffer, DType dtype,
+                             ReduceOp op);
 // Counts: one per member each way, summing to no more than the buffers.
-OpSignature check_all_to_all_v(const Group& group, int rank, ConstBuffer in, std::span<const std::size_t> in_counts,
-                               MutableBuffer out, std::span<const std::size_t> out_counts);
+OpSignature check_all_to_all_v(const Group& group, int rank, ConstBuffer in,
+                               std::span<const std::size_t> in_counts, MutableBuffer out,
+                               std::span<const std::size_t> out_counts);
 OpSignature check_barrier(const Group& group, int rank);
 
 // "[0, 2, 3]".

@@ -19,7 +19,7 @@ namespace hpref {
 
 // Limits, checked before allocating (SPEC 2.3).
 struct PickleLimits {
-  int max_depth = 256;                       // container levels of the result
+  int max_depth = 256;                        // container levels of the result
   std::uint64_t max_memo_entries = 1u << 20;  // distinct memo slots
   std::uint64_t max_nodes = 16u << 20;        // nodes as if memo references were copied
   std::uint64_t max_stack = 1u << 20;         // stack entries at once (items and MARKs)
@@ -120,15 +120,14 @@ class PickleWriter {
   template <typename WriteItem>
   void batched(std::uint8_t empty_op, std::uint8_t one_op, std::uint8_t many_op, std::size_t n,
                std::size_t per_item, WriteItem&& item);
-  void length_prefixed(std::uint8_t op1, std::uint8_t op4, std::uint8_t op8,
-                       std::string_view data);
+  void length_prefixed(std::uint8_t op1, std::uint8_t op4, std::uint8_t op8, std::string_view data);
   std::string& out_;
   std::uint64_t max_stack_;
   std::uint64_t height_ = 0;
   std::uint64_t max_memo_;
   std::uint64_t memo_size_ = 0;
-  MemoTable memo_keys_;     // mapping-key strs by value
-  MemoTable memo_globals_;  // key-class globals by dotted name
+  MemoTable memo_keys_;         // mapping-key strs by value
+  MemoTable memo_globals_;      // key-class globals by dotted name
   KeyClass checked_key_class_;  // the last key class key_object validated
 };
 

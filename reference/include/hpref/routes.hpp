@@ -29,10 +29,10 @@ struct Interval {
 
 // SPEC 7.1: the fields every rank's dispatch needs.
 struct Route {
-  std::int64_t local_length = 0;        // rows this rank owns
-  std::int64_t global_start = 0;        // this rank's interval [global_start, global_end)
+  std::int64_t local_length = 0;  // rows this rank owns
+  std::int64_t global_start = 0;  // this rank's interval [global_start, global_end)
   std::int64_t global_end = 0;
-  std::int64_t local_output_start = 0;  // where the own shard sits in the assembled output
+  std::int64_t local_output_start = 0;      // where the own shard sits in the assembled output
   std::vector<std::int64_t> send_offsets;   // per peer: first local row sent to it
   std::vector<std::int64_t> input_splits;   // per peer: rows sent to it
   std::vector<std::int64_t> output_splits;  // per peer: rows received from it
@@ -87,9 +87,9 @@ inline constexpr std::int64_t kMaxAllRoutesPeers = 2048;
 
 // All ranks' routes of one configuration (index = rank), sharing the O(P + D) work of
 // intervals and owners; each route then costs O(P).
-std::vector<Route> interval_routes(std::int64_t local_length, std::span<const Interval> intervals,
-                                   std::optional<std::span<const std::int64_t>> owner_offsets =
-                                       std::nullopt);
+std::vector<Route> interval_routes(
+    std::int64_t local_length, std::span<const Interval> intervals,
+    std::optional<std::span<const std::int64_t>> owner_offsets = std::nullopt);
 std::vector<Route> sliding_window_routes(std::span<const std::int64_t> boundaries,
                                          std::int64_t local_length, std::int64_t size,
                                          std::int64_t window);
@@ -101,7 +101,8 @@ std::vector<Route> document_prefix_routes(std::span<const std::int64_t> boundari
 // memory instead of fresh pages (at P = 1024 those are 24 MiB, whose first touch costs more
 // than planning). Every check runs before `out` is touched: on an error it is unchanged.
 void interval_routes(std::int64_t local_length, std::span<const Interval> intervals,
-                     std::optional<std::span<const std::int64_t>> owner_offsets, std::vector<Route>& out);
+                     std::optional<std::span<const std::int64_t>> owner_offsets,
+                     std::vector<Route>& out);
 void sliding_window_routes(std::span<const std::int64_t> boundaries, std::int64_t local_length,
                            std::int64_t size, std::int64_t window, std::vector<Route>& out);
 void document_prefix_routes(std::span<const std::int64_t> boundaries, std::int64_t local_length,

@@ -49,9 +49,9 @@ struct KeyClass {
   State state = State::dict;
 
   KeyClass() = default;
-  KeyClass(std::string_view dotted_name) : name(dotted_name) {}  // NOLINT: implicit on purpose
+  KeyClass(std::string_view dotted_name) : name(dotted_name) {}    // NOLINT: implicit on purpose
   KeyClass(const std::string& dotted_name) : name(dotted_name) {}  // NOLINT
-  KeyClass(const char* dotted_name) : name(dotted_name) {}  // NOLINT
+  KeyClass(const char* dotted_name) : name(dotted_name) {}         // NOLINT
   KeyClass(std::string dotted_name, std::vector<std::string> field_names, State state_form)
       : name(std::move(dotted_name)), fields(std::move(field_names)), state(state_form) {}
 

@@ -22,7 +22,7 @@ enum class DeviceType : unsigned char { cpu, cuda };
 struct Device {
   DeviceType type = DeviceType::cpu;
   int index = 0;
-  std::string str() const;                   // "cpu" or "cuda:N"
+  std::string str() const;                     // "cpu" or "cuda:N"
   static Device parse(std::string_view text);  // throws Error invalid_argument
   bool operator==(const Device&) const = default;
 };

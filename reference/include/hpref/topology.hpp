@@ -11,7 +11,7 @@
 namespace hpref {
 
 struct TopologyInputs {
-  std::vector<std::int64_t> mesh_shape;    // positive
+  std::vector<std::int64_t> mesh_shape;     // positive
   std::vector<std::string> mesh_dim_names;  // unique, one per dim
   std::vector<int> rank_list;               // unique, fills the mesh row-major
   int global_rank = 0;                      // in rank_list

@@ -20,7 +20,17 @@
 namespace hpref {
 
 enum class ValueKind : unsigned char {
-  none, boolean, integer, floating, string, bytes, bytearray, tensor, tuple, list, mapping,
+  none,
+  boolean,
+  integer,
+  floating,
+  string,
+  bytes,
+  bytearray,
+  tensor,
+  tuple,
+  list,
+  mapping,
 };
 
 // Python's type name for a kind ("NoneType", "int", "dict", ...).
@@ -61,8 +71,7 @@ class Value {
     return kind_ == ValueKind::tuple || kind_ == ValueKind::list || kind_ == ValueKind::mapping;
   }
   bool is_binary_leaf() const noexcept {
-    return kind_ == ValueKind::tensor || kind_ == ValueKind::bytes ||
-           kind_ == ValueKind::bytearray;
+    return kind_ == ValueKind::tensor || kind_ == ValueKind::bytes || kind_ == ValueKind::bytearray;
   }
 
   // Accessors; each checks the kind (an internal error on misuse).

@@ -20,7 +20,7 @@ int main() {
     return std::to_string(v);
   });
   ok = ok && run.outcomes[0].value == "3" && run.outcomes[1].value == "3";
-  std::printf("hpref %s: encoded %zu bytes, round trip and simulated all_reduce %s\n", hpref::kVersion,
-              bytes.size(), ok ? "ok" : "FAILED");
+  std::printf("hpref %s: encoded %zu bytes, round trip and simulated all_reduce %s\n",
+              hpref::kVersion, bytes.size(), ok ? "ok" : "FAILED");
   return ok ? 0 : 1;
 }

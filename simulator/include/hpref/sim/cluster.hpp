@@ -58,9 +58,9 @@ struct Options {
 struct RankOutcome {
   enum class Status { ok, error, died };
   Status status = Status::ok;
-  std::string value;    // ok: what the rank function returned
-  std::string kind;     // error: errc_name(code) ("comm_deadlock", ...), or "exception"
-  std::string message;  // error: what(); died: how
+  std::string value;         // ok: what the rank function returned
+  std::string kind;          // error: errc_name(code) ("comm_deadlock", ...), or "exception"
+  std::string message;       // error: what(); died: how
   std::optional<Errc> code;  // error: the hpref::Error's code; none for another exception
 };
 
@@ -94,7 +94,6 @@ class Cluster {
   // rank; the segment is removed on every exit path.
   static RunResult run(int ranks, const Options& options, const RankFn& fn);
 };
-
 
 // The trace hash: FNV-1a 64 over the lines, each followed by '\n'.
 std::uint64_t trace_hash(std::span<const std::string> lines) noexcept;

@@ -1,7 +1,7 @@
 // Scenarios: named programs of a Communicator, registered once and run by every backend
-// that is built (the simulator; MPI and NCCL under mpirun; NCCL in the GPU check). A scenario derives everything (sizes,
-// data, its own choices) from the run's seed, checks its results, and throws
-// Error(scenario_check) when a check fails.
+// that is built (the simulator; MPI and NCCL under mpirun; NCCL in the GPU check). A scenario
+// derives everything (sizes, data, its own choices) from the run's seed, checks its results, and
+// throws Error(scenario_check) when a check fails.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +40,8 @@ struct Scenario {
 };
 
 Scenario make_scenario(std::string name, std::string description, ScenarioFn fn, int min_ranks = 1,
-                       std::string expect = "", bool simulator_only = false, std::string device_expect = "");
+                       std::string expect = "", bool simulator_only = false,
+                       std::string device_expect = "");
 
 // Every registered scenario, in registration order (collectives first).
 const std::vector<Scenario>& scenarios();
