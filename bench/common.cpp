@@ -132,7 +132,7 @@ Flag Schedule::flag() {
 }
 
 std::size_t Schedule::iterations(std::size_t bytes) const {
-  return iters > 0 ? iters : bytes >= (16u << 20) ? 3 : bytes >= (1u << 20) ? 10 : 50;
+  return iters > 0 ? iters : by_size[bytes < (1u << 20) ? 0 : bytes < (16u << 20) ? 1 : 2];
 }
 
 double Schedule::time_us(std::size_t bytes, const std::function<void()>& op,

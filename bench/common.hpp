@@ -4,6 +4,7 @@
 // received byte was wrong.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -52,7 +53,8 @@ struct AllToAll {
 // iterations(bytes), on one clock; both sides take the same --iters.
 struct Schedule {
   std::size_t warmup = 3;
-  std::size_t iters = 0;  // 0: 50 below 1 MiB, 10 below 16 MiB, else 3
+  std::array<std::size_t, 3> by_size = {50, 10, 3};  // below 1 MiB, below 16 MiB, from 16 MiB
+  std::size_t iters = 0;                             // --iters: all sizes (0: by_size)
   Flag flag();
   std::size_t iterations(std::size_t bytes) const;
   // Warm-up, barrier, the timed operations, barrier: microseconds per operation on the
