@@ -5,29 +5,31 @@
 // lot on VMs), and the run ends with a table of ratios to memcpy:
 //   encode ratio = encode bandwidth / memcpy bandwidth      (target (a) reused >= 0.5)
 //   decode speedup = memcpy time / decode time              (target (a) >= 20: views, no copy)
+// The tensors hold the shared pattern; a decode's are checked against it (exit 1 if wrong).
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
 #include <cstring>
 #include <memory>
-#include <random>
 
+#include "common.hpp"
 #include "hpref/codec.hpp"
-#include "ratio_reporter.hpp"
 #include "hpref/sample_key.hpp"
 
 using namespace hpref;
 
 namespace {
 
+// A float32 tensor of the pattern of stream k (tensor k of its workload, in encoding order).
+Value pattern_tensor(std::vector<std::int64_t> shape, std::size_t bytes, std::uint64_t k) {
+  std::vector<std::uint8_t> data(bytes);
+  bench::fill_pattern(data, k);
+  return Value::tensor(Tensor::copy_of(DType::float32, std::move(shape), data));
+}
+
 std::vector<Item> workload_a() {
-  std::mt19937 rng(1);
   std::vector<Value> layers;
-  for (int i = 0; i < 8; ++i) {
-    std::vector<std::uint8_t> bytes(1 << 20);
-    for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
-    layers.push_back(Value::tensor(Tensor::copy_of(DType::float32, {512, 512}, bytes)));
-  }
+  for (std::uint64_t k = 0; k < 8; ++k) layers.push_back(pattern_tensor({512, 512}, 1 << 20, k));
   Value meta = Value::mapping({
       {Value::string("step"), Value::integer(1200)},
       {Value::string("source"), Value::string("shard-00017")},
@@ -42,19 +44,31 @@ std::vector<Item> workload_a() {
 }
 
 std::vector<Item> workload_b() {
-  std::mt19937 rng(2);
   std::vector<Item> items;
   for (int i = 0; i < 10000; ++i) {
-    std::vector<std::uint8_t> bytes(64);
-    for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
+    auto k = static_cast<std::uint64_t>(i);
+    auto at = [k](std::uint64_t j) { return bench::pattern_byte(1u << 16, 4 * k + j); };
     items.emplace_back(
         SampleKey::make(i, 0).to_value(),
-        Value::mapping({{Value::string("tokens"), Value::integer(static_cast<std::int64_t>(rng() % 4096))},
-                        {Value::string("score"), Value::floating(static_cast<double>(rng() % 1000) / 7.0)},
+        Value::mapping({{Value::string("tokens"), Value::integer(at(0) << 4 | (at(1) & 15))},
+                        {Value::string("score"), Value::floating((at(2) << 2 | (at(3) & 3)) / 7.0)},
                         {Value::string("ok"), Value::boolean(i % 3 != 0)},
-                        {Value::string("emb"), Value::tensor(Tensor::copy_of(DType::float32, {16}, bytes))}}));
+                        {Value::string("emb"), pattern_tensor({16}, 64, k)}}));
   }
   return items;
+}
+
+// Wrong bytes of the tensors in `v` (the k-th holding stream k) against the pattern.
+long long wrong_bytes(const Value& v, std::uint64_t& k) {
+  long long n = 0;
+  if (v.is(ValueKind::tensor)) n += bench::count_wrong(v.as_tensor().bytes(), k++);
+  if (v.is(ValueKind::list) || v.is(ValueKind::tuple)) {
+    for (const Value& x : v.items()) n += wrong_bytes(x, k);
+  }
+  if (v.is(ValueKind::mapping)) {
+    for (const auto& [key, value] : v.entries()) n += wrong_bytes(key, k) + wrong_bytes(value, k);
+  }
+  return n;
 }
 
 const std::vector<Item>& items_for(int which) {
@@ -137,43 +151,44 @@ BENCHMARK(BM_memcpy_fresh)->Arg(0)->Arg(1)->ArgName("workload");
 BENCHMARK(BM_decode)->Arg(0)->Arg(1)->ArgName("workload");
 
 // The ratio table printed after the runs.
-class CodecReporter : public hpref::bench::RatioReporter {
- public:
-  void PrintRatios() const {
-    std::printf("\nratios to memcpy of the same bytes, same run (time per iteration)\n");
-    std::printf("%-10s %-8s %-10s %14s %14s %10s  %s\n", "workload", "op", "dest", "op time",
-                "memcpy time", "ratio", "target");
-    for (int w = 0; w < 2; ++w) {
-      const char* name = w == 0 ? "(a) 8x1MiB" : "(b) 10k";
-      for (const char* dest : {"reused", "fresh"}) {
-        double enc = get(std::string("BM_encode_") + dest + "/workload:" + std::to_string(w));
-        double mem = get(std::string("BM_memcpy_") + dest + "/workload:" + std::to_string(w));
-        std::printf("%-10s %-8s %-10s %14.1f %14.1f %9.2fx  %s\n", name, "encode", dest, enc, mem,
-                    mem / enc, w == 0 && std::string(dest) == "reused" ? ">= 0.5x bandwidth" : "-");
-      }
-      for (const char* dest : {"reused", "fresh"}) {
-        double dec = get("BM_decode/workload:" + std::to_string(w));
-        double mem = get(std::string("BM_memcpy_") + dest + "/workload:" + std::to_string(w));
-        std::printf("%-10s %-8s %-10s %14.1f %14.1f %9.1fx  %s\n", name, "decode", dest, dec, mem,
-                    mem / dec, w == 0 ? ">= 20x faster" : "-");
-      }
+void print_ratios(const bench::Times& time) {
+  std::printf("\nratios to memcpy of the same bytes, same run (time per iteration)\n");
+  std::printf("%-10s %-8s %-10s %14s %14s %10s  %s\n", "workload", "op", "dest", "op time",
+              "memcpy time", "ratio", "target");
+  for (int w = 0; w < 2; ++w) {
+    const char* name = w == 0 ? "(a) 8x1MiB" : "(b) 10k";
+    std::string arg = "/workload:" + std::to_string(w);
+    for (const char* dest : {"reused", "fresh"}) {
+      double enc = time(std::string("BM_encode_") + dest + arg);
+      double mem = time(std::string("BM_memcpy_") + dest + arg);
+      std::printf("%-10s %-8s %-10s %14.1f %14.1f %9.2fx  %s\n", name, "encode", dest, enc, mem,
+                  mem / enc, w == 0 && std::string(dest) == "reused" ? ">= 0.5x bandwidth" : "-");
     }
-    std::printf("(times in the benchmark's unit; encode ratio = memcpy time / encode time = "
-                "encode bandwidth / memcpy bandwidth)\n");
+    for (const char* dest : {"reused", "fresh"}) {
+      double dec = time("BM_decode" + arg);
+      double mem = time(std::string("BM_memcpy_") + dest + arg);
+      std::printf("%-10s %-8s %-10s %14.1f %14.1f %9.1fx  %s\n", name, "decode", dest, dec, mem,
+                  mem / dec, w == 0 ? ">= 20x faster" : "-");
+    }
   }
-
- private:
-  double get(const std::string& name) const { return time(name); }
-};
+  std::printf(
+      "(times in the benchmark's unit; encode ratio = memcpy time / encode time = "
+      "encode bandwidth / memcpy bandwidth)\n");
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  CodecReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  reporter.PrintRatios();
-  benchmark::Shutdown();
-  return 0;
+  const char* summary = "HPB1 encode and decode against memcpy of the same bytes.";
+  return bench::run_google_benchmark(argc, argv, summary, [](const bench::Times& time) {
+    print_ratios(time);
+    long long wrong = 0;  // a decode's tensors against the pattern
+    for (int w = 0; w < 2; ++w) {
+      std::uint64_t k = 0;
+      for (const Item& item : decode_segment(SharedBytes::copy_of(segment_for(w)))) {
+        wrong += wrong_bytes(item.first, k) + wrong_bytes(item.second, k);
+      }
+    }
+    return wrong;
+  });
 }

@@ -1,14 +1,16 @@
 // bench/routes: all-rank route planning (SPEC 7) for P = 64 and 1024 ranks over 1,000
 // documents, sliding-window and document-prefix routes. Reports ns per route and its
 // ratio to one pass over the document boundaries measured in the same run (the work a
-// route cannot avoid: each rank must look at where documents start).
+// route cannot avoid: each rank must look at where documents start). Every route planned
+// is checked with Route::problem (exit 1 if any is not valid).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 
+#include "common.hpp"
 #include "hpref/routes.hpp"
-#include "ratio_reporter.hpp"
 
 namespace {
 
@@ -27,18 +29,22 @@ std::vector<std::int64_t> boundaries(std::int64_t ranks) {
   return cuts;
 }
 
+std::vector<hpref::Route> plan(bool prefix, const std::vector<std::int64_t>& b, std::int64_t p) {
+  return prefix ? hpref::document_prefix_routes(b, kLocalLength, p, 2)
+                : hpref::sliding_window_routes(b, kLocalLength, p, 8192);
+}
+
 // All ranks' routes of one configuration; ns per route as a counter.
 template <bool Prefix>
 void BM_plan_all(benchmark::State& state) {
   auto b = boundaries(state.range(0));
   for (auto _ : state) {
-    auto routes = Prefix ? hpref::document_prefix_routes(b, kLocalLength, state.range(0), 2)
-                         : hpref::sliding_window_routes(b, kLocalLength, state.range(0), 8192);
+    auto routes = plan(Prefix, b, state.range(0));
     benchmark::DoNotOptimize(routes.data());
   }
   state.counters["ns_per_route"] = benchmark::Counter(
-      static_cast<double>(state.range(0)), benchmark::Counter::kIsIterationInvariantRate |
-                                               benchmark::Counter::kInvert);
+      static_cast<double>(state.range(0)),
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
 void BM_window_plan_all(benchmark::State& state) { BM_plan_all<false>(state); }
@@ -49,7 +55,8 @@ void BM_boundary_pass(benchmark::State& state) {
   auto b = boundaries(state.range(0));
   for (auto _ : state) {
     std::int64_t sum = 0;
-    for (std::size_t i = 0; i + 1 < b.size(); ++i) sum += (b[i + 1] - b[i]) ^ static_cast<std::int64_t>(i);
+    for (std::size_t i = 0; i + 1 < b.size(); ++i)
+      sum += (b[i + 1] - b[i]) ^ static_cast<std::int64_t>(i);
     benchmark::DoNotOptimize(sum);
   }
 }
@@ -61,20 +68,25 @@ BENCHMARK(BM_boundary_pass)->Arg(64)->Arg(1024)->ArgName("P");
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  hpref::bench::RatioReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  std::printf("\nall-rank planning, %lld documents (time units as above)\n", static_cast<long long>(kDocuments));
-  std::printf("%-8s %6s %16s %14s %18s\n", "route", "P", "plan all ranks", "per route", "route / boundary pass");
-  for (const char* kind : {"window", "prefix"}) {
-    for (int p : {64, 1024}) {
-      std::string suffix = "/P:" + std::to_string(p);
-      double all = reporter.time(std::string("BM_") + kind + "_plan_all" + suffix);
-      double pass = reporter.time("BM_boundary_pass" + suffix);
-      std::printf("%-8s %6d %16.1f %14.2f %17.2fx\n", kind, p, all, all / p, all / p / pass);
-    }
-  }
-  benchmark::Shutdown();
-  return 0;
+  const char* summary = "All-rank route planning against one boundary pass.";
+  return hpref::bench::run_google_benchmark(
+      argc, argv, summary, [](const hpref::bench::Times& time) {
+        std::printf("\nall-rank planning, %lld documents (time units as above)\n",
+                    static_cast<long long>(kDocuments));
+        std::printf("%-8s %6s %16s %14s %18s\n", "route", "P", "plan all ranks", "per route",
+                    "route / boundary pass");
+        long long wrong = 0;  // routes that are not valid
+        for (const char* kind : {"window", "prefix"}) {
+          for (int p : {64, 1024}) {
+            std::string suffix = "/P:" + std::to_string(p);
+            double all = time(std::string("BM_") + kind + "_plan_all" + suffix);
+            double pass = time("BM_boundary_pass" + suffix);
+            std::printf("%-8s %6d %16.1f %14.2f %17.2fx\n", kind, p, all, all / p, all / p / pass);
+            auto routes = plan(kind[0] == 'p', boundaries(p), p);
+            for (int r = 0; r < p; ++r)
+              wrong += !routes[static_cast<std::size_t>(r)].problem(r).empty();
+          }
+        }
+        return wrong;
+      });
 }

@@ -1,192 +1,124 @@
-// bench/sim_collectives: the simulator's all_to_all_v (2, 4, 8 ranks, 1 KiB ... 64 MiB per
-// rank), all_gather and broadcast, in nccl-tests' columns, with a last column comparing
-// OpenMPI's MPI_Alltoallv measured on the same machine by launching mpirun itself
-// (bench_mpi_alltoallv). Not Google Benchmark: each row is timed inside a simulated
-// cluster (rank 0 between barriers), as nccl-tests time inside their ranks.
-//
-//   bench_sim_collectives [--max-bytes N] [--ranks 2,4,8] [--no-mpi]
+// bench/sim_collectives: the simulator's all_to_all_v, all_gather and broadcast (2, 4, 8
+// ranks, 1 KiB ... 64 MiB per rank) in nccl-tests' rows, with a last column comparing
+// OpenMPI's MPI_Alltoallv on the same machine: bench_mpi_alltoallv, launched here under
+// mpirun with the same sizes and schedule. Not Google Benchmark: each row is timed inside
+// a simulated cluster (rank 0 between barriers), as nccl-tests time inside their ranks.
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
 
-#include "hpref/sim/cluster.hpp"
+#include "common.hpp"
+#include "hpref/communicator.hpp"
 
 using namespace hpref;
 
 namespace {
 
 enum class Op { all_to_all_v, all_gather, broadcast };
-const char* op_name(Op op) {
-  return op == Op::all_to_all_v ? "all_to_all_v" : op == Op::all_gather ? "all_gather" : "broadcast";
-}
-
-int iterations(std::size_t bytes) { return bytes >= (16u << 20) ? 3 : bytes >= (1u << 20) ? 10 : 50; }
-
-struct Row {
-  double us = 0;
-  long long wrong = 0;
-};
-
-std::uint8_t pattern(int rank, std::size_t i) { return static_cast<std::uint8_t>(rank * 31 + i); }
 
 // Times `op` with `bytes` per rank on a fresh simulated cluster of n ranks.
-Row measure(Op op, int n, std::size_t bytes) {
-  sim::Options options;
-  options.seed = 1;
-  options.segment_bytes = std::max<std::size_t>(std::size_t{1} << 30, bytes * static_cast<std::size_t>(n) * 3);
-  auto result = sim::Cluster::run(n, options, [&](Communicator& c) {
+bench::Side measure(Op op, int n, std::size_t bytes, const bench::Schedule& schedule) {
+  return bench::simulate(n, bytes * static_cast<std::size_t>(n) * 3, [&](Communicator& c) {
     std::size_t chunk = bytes / static_cast<std::size_t>(n);
-    std::vector<std::uint8_t> send, recv;
-    std::vector<std::size_t> counts(static_cast<std::size_t>(n), chunk);
+    bench::AllToAll a(op == Op::all_to_all_v ? bytes : 0, c.rank(), n);
+    std::vector<std::uint8_t> send(op == Op::all_gather ? chunk : 0);
+    std::vector<std::uint8_t> recv(op == Op::all_gather  ? chunk * static_cast<std::size_t>(n)
+                                   : op == Op::broadcast ? bytes
+                                                         : 0);
+    bench::fill_pattern(send, static_cast<std::uint64_t>(c.rank()));
+    if (op == Op::broadcast && c.rank() == 0) bench::fill_pattern(recv, 0);
     Group w = c.world();
     auto once = [&] {
-      switch (op) {
-        case Op::all_to_all_v:
-          c.all_to_all_v(w, {send.data(), send.size()}, counts, {recv.data(), recv.size()}, counts).wait();
-          break;
-        case Op::all_gather:
-          c.all_gather(w, {send.data(), send.size()}, {recv.data(), recv.size()}).wait();
-          break;
-        case Op::broadcast:
-          c.broadcast(w, {recv.data(), recv.size()}, 0).wait();
-          break;
+      if (op == Op::all_to_all_v) {
+        c.all_to_all_v(w, {a.send.data(), a.send.size()}, a.sizes, {a.recv.data(), a.recv.size()},
+                       a.sizes)
+            .wait();
+      } else if (op == Op::all_gather) {
+        c.all_gather(w, {send.data(), send.size()}, {recv.data(), recv.size()}).wait();
+      } else {
+        c.broadcast(w, {recv.data(), recv.size()}, 0).wait();
       }
     };
-    if (op == Op::all_to_all_v) {
-      send.resize(chunk * static_cast<std::size_t>(n));
-      recv.resize(send.size());
-    } else if (op == Op::all_gather) {
-      send.resize(chunk);
-      recv.resize(chunk * static_cast<std::size_t>(n));
-    } else {
-      recv.resize(bytes);
+    bench::Side side{schedule.time_us(bytes, once, [&] { c.barrier(w).wait(); }),
+                     op == Op::broadcast ? bench::count_wrong(recv, 0) : a.wrong()};
+    for (std::size_t p = 0; op == Op::all_gather && p < static_cast<std::size_t>(n); ++p) {
+      side.wrong += bench::count_wrong(std::span(recv).subspan(p * chunk, chunk), p);
     }
-    for (std::size_t i = 0; i < send.size(); ++i) send[i] = pattern(c.rank(), i);
-    if (op == Op::broadcast && c.rank() == 0) {
-      for (std::size_t i = 0; i < recv.size(); ++i) recv[i] = pattern(0, i);
-    }
-    for (int i = 0; i < 3; ++i) once();  // warm up: staging pages get mapped in every rank
-    c.barrier(w).wait();
-    int iters = iterations(bytes);
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) once();
-    c.barrier(w).wait();
-    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
-    long long wrong = 0;
-    for (int p = 0; p < n; ++p) {
-      std::size_t m = op == Op::broadcast ? recv.size() : chunk;
-      for (std::size_t i = 0; i < m && op != Op::broadcast; ++i) {
-        std::size_t src = op == Op::all_to_all_v ? static_cast<std::size_t>(c.rank()) * chunk + i : i;
-        wrong += recv[static_cast<std::size_t>(p) * chunk + i] != pattern(p, src);
-      }
-    }
-    if (op == Op::broadcast) {
-      for (std::size_t i = 0; i < recv.size(); ++i) wrong += recv[i] != pattern(0, i);
-    }
-    std::vector<std::int64_t> w64 = {wrong};
-    c.all_reduce(w, {w64.data(), 8}, DType::int64, ReduceOp::sum).wait();
-    char text[64];
-    std::snprintf(text, sizeof text, "%.3f %lld", us, static_cast<long long>(w64[0]));
-    return std::string(text);
+    return side;
   });
-  Row row;
-  if (result.failure() != sim::Failure::none) {
-    std::fprintf(stderr, "simulated run failed: %s\n", result.outcomes[0].message.c_str());
-    row.wrong = -1;
-    return row;
-  }
-  std::sscanf(result.outcomes[0].value.c_str(), "%lf %lld", &row.us, &row.wrong);
-  return row;
 }
 
-// MPI_Alltoallv times (us) by size for n ranks, from one mpirun; empty if unavailable.
-std::map<std::size_t, Row> measure_mpi(const std::string& program, int n, const std::vector<std::size_t>& sizes) {
-  std::map<std::size_t, Row> out;
-  std::string cmd = "mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(n) + " " + program;
-  for (std::size_t s : sizes) cmd += " " + std::to_string(s);
-  cmd += " 2>/dev/null";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return out;
-  char line[256];
-  while (std::fgets(line, sizeof line, pipe)) {
+// MPI_Alltoallv's rows by size for n ranks, from one mpirun of the peer with the same
+// sizes and schedule; empty if it did not run.
+std::map<std::size_t, bench::Side> measure_mpi(const std::string& peer, int n,
+                                               std::size_t max_bytes,
+                                               const bench::Schedule& schedule) {
+  std::map<std::size_t, bench::Side> out;
+  std::string cmd = "mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(n) + " " +
+                    peer + " --max-bytes " + std::to_string(max_bytes) + " --iters " +
+                    std::to_string(schedule.iters);
+  FILE* pipe = popen((cmd + " 2>/dev/null").c_str(), "r");
+  char line[512];
+  while (pipe && std::fgets(line, sizeof line, pipe)) {
     unsigned long long bytes = 0;
-    Row row;
-    if (std::sscanf(line, "%llu %lf %lld", &bytes, &row.us, &row.wrong) == 3) out[bytes] = row;
+    bench::Side side;
+    if (line[0] != '#' &&
+        std::sscanf(line, "%llu %*s %*s %lf %*s %*s %lld", &bytes, &side.us, &side.wrong) == 3) {
+      out[bytes] = side;
+    }
   }
-  pclose(pipe);
+  if (pipe) pclose(pipe);
   return out;
-}
-
-std::string sibling(const char* argv0, const char* name) {
-  std::string self = argv0;
-  auto slash = self.rfind('/');
-  return (slash == std::string::npos ? std::string(".") : self.substr(0, slash)) + "/" + name;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::size_t max_bytes = 64u << 20;
+  std::size_t max_bytes = std::size_t{64} << 20;
   std::vector<int> rank_counts = {2, 4, 8};
-  bool mpi = true;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--max-bytes" && i + 1 < argc) {
-      max_bytes = std::strtoull(argv[++i], nullptr, 10);
-    } else if (a == "--no-mpi") {
-      mpi = false;
-    } else if (a == "--ranks" && i + 1 < argc) {
-      rank_counts.clear();
-      for (char* p = std::strtok(argv[++i], ","); p; p = std::strtok(nullptr, ",")) rank_counts.push_back(std::atoi(p));
-    } else {
-      std::fprintf(stderr, "usage: %s [--max-bytes N] [--ranks 2,4,8] [--no-mpi]\n", argv[0]);
-      return 2;
-    }
+  bool no_mpi = false;
+  bench::Schedule schedule;
+  bench::parse(&argc, argv,
+               "The simulator's all_to_all_v, all_gather and broadcast, 1 KiB to --max-bytes "
+               "per rank (doubling),\nagainst OpenMPI's MPI_Alltoallv (bench_mpi_alltoallv).",
+               {{"--max-bytes N", "largest bytes per rank (default 64M)", &max_bytes},
+                {"--ranks P,P,...", "simulated cluster sizes (default 2,4,8)", &rank_counts},
+                {"--no-mpi", "leave out the OpenMPI column", &no_mpi},
+                schedule.flag()});
+  std::string self = argv[0];
+  std::string peer = self.substr(0, self.rfind('/') + 1) + "bench_mpi_alltoallv";
+  if (!no_mpi && access(peer.c_str(), X_OK) != 0) {
+    std::printf("# %s not built (no MPI at configure time): no OpenMPI column\n", peer.c_str());
+    no_mpi = true;
   }
-  std::vector<std::size_t> sizes;
-  for (std::size_t s = 1024; s <= max_bytes; s *= 2) sizes.push_back(s);
-  std::string peer = sibling(argv[0], "bench_mpi_alltoallv");
-  if (mpi && access(peer.c_str(), X_OK) != 0) {
-    std::printf("# %s not built (no MPI at configure time): the OpenMPI column is empty\n", peer.c_str());
-    mpi = false;
-  }
-  std::printf("# hpref simulator collectives; sizes are bytes per rank; busbw as nccl-tests "
-              "(all_to_all_v, all_gather: algbw*(n-1)/n; broadcast: algbw)\n");
-  std::printf("# last column: OpenMPI MPI_Alltoallv time / simulator time on the same sizes "
-              "(> 1: the simulator is faster), mpirun --oversubscribe on this machine\n");
+  std::printf(
+      "# hpref simulator collectives; sizes are bytes per rank; busbw as nccl-tests "
+      "(all_to_all_v, all_gather: algbw*(n-1)/n; broadcast: algbw)\n");
+  std::printf(
+      "# last column: OpenMPI MPI_Alltoallv time / simulator time on the same sizes "
+      "(> 1: the simulator is faster), mpirun --oversubscribe on this machine\n");
+  bench::Report report({""}, {"vs OpenMPI"});
   for (int n : rank_counts) {
-    std::map<std::size_t, Row> peer_rows;
-    if (mpi) peer_rows = measure_mpi(peer, n, sizes);
+    auto peer_rows =
+        no_mpi ? std::map<std::size_t, bench::Side>{} : measure_mpi(peer, n, max_bytes, schedule);
     for (Op op : {Op::all_to_all_v, Op::all_gather, Op::broadcast}) {
-      std::printf("\n# %s, %d ranks\n", op_name(op), n);
-      std::printf("%12s %12s %6s %12s %10s %10s %7s %14s\n", "size(B)", "count", "type", "time(us)",
-                  "algbw(GB/s)", "busbw(GB/s)", "#wrong", "vs OpenMPI");
-      for (std::size_t bytes : sizes) {
-        Row r = measure(op, n, bytes);
-        double algbw = r.us > 0 ? static_cast<double>(bytes) / r.us / 1e3 : 0;
-        double busbw = op == Op::broadcast ? algbw : algbw * (n - 1) / n;
-        std::string vs = "-";
-        if (op == Op::all_to_all_v) {
-          auto it = peer_rows.find(bytes);
-          if (it != peer_rows.end() && r.us > 0) {
-            char buf[48];
-            std::snprintf(buf, sizeof buf, "%.2fx (%.0fus)", it->second.us / r.us, it->second.us);
-            vs = buf;
-          } else if (mpi) {
-            vs = "n/a";
-          }
+      const char* name[] = {"all_to_all_v", "all_gather", "broadcast"};
+      report.header(name[static_cast<int>(op)] + (", " + std::to_string(n)) + " ranks");
+      for (std::size_t bytes = 1024; bytes <= max_bytes; bytes *= 2) {
+        bench::Side ours = measure(op, n, bytes, schedule);
+        auto it = op == Op::all_to_all_v ? peer_rows.find(bytes) : peer_rows.end();
+        char vs[64] = "-";
+        if (it != peer_rows.end()) {  // the peer's wrong bytes count too
+          report.add_wrong(it->second.wrong);
+          std::snprintf(vs, sizeof vs, "%.2fx (%.1fus%s)", it->second.us / ours.us, it->second.us,
+                        it->second.wrong ? ", WRONG BYTES" : "");
         }
-        std::printf("%12zu %12zu %6s %12.1f %10.3f %10.3f %7lld %14s\n", bytes, bytes, "uint8", r.us, algbw,
-                    busbw, r.wrong, vs.c_str());
-        std::fflush(stdout);
+        report.row(bytes, bytes, "uint8", op == Op::broadcast ? 1.0 : (n - 1.0) / n, {ours}, {vs});
       }
     }
   }
-  return 0;
+  return report.footer();
 }
