@@ -781,35 +781,32 @@ Value read_pickle(std::string_view data, const PickleReadOptions& options) {
 }
 
 std::string_view pickle_opcode_name(std::uint8_t b) noexcept {
+  // A table, several opcodes a line: clang-format settles on no layout for a run of macro
+  // calls, so it is left as written.
+  // clang-format off
   switch (b) {
 #define HPREF_OP(name) \
   case op::name:       \
     return #name;
-    HPREF_OP(MARK)
-    HPREF_OP(STOP) HPREF_OP(POP) HPREF_OP(POP_MARK) HPREF_OP(DUP) HPREF_OP(FLOAT) HPREF_OP(INT)
-        HPREF_OP(BININT) HPREF_OP(BININT1) HPREF_OP(LONG) HPREF_OP(BININT2) HPREF_OP(NONE) HPREF_OP(
-            PERSID) HPREF_OP(BINPERSID) HPREF_OP(REDUCE) HPREF_OP(STRING) HPREF_OP(BINSTRING)
-            HPREF_OP(SHORT_BINSTRING) HPREF_OP(UNICODE) HPREF_OP(BINUNICODE) HPREF_OP(APPEND)
-                HPREF_OP(BUILD) HPREF_OP(GLOBAL) HPREF_OP(DICT) HPREF_OP(EMPTY_DICT) HPREF_OP(
-                    APPENDS) HPREF_OP(GET) HPREF_OP(BINGET) HPREF_OP(INST) HPREF_OP(LONG_BINGET)
-                    HPREF_OP(LIST) HPREF_OP(EMPTY_LIST) HPREF_OP(OBJ) HPREF_OP(PUT) HPREF_OP(BINPUT)
-                        HPREF_OP(LONG_BINPUT) HPREF_OP(SETITEM) HPREF_OP(TUPLE) HPREF_OP(
-                            EMPTY_TUPLE) HPREF_OP(SETITEMS) HPREF_OP(BINFLOAT) HPREF_OP(PROTO)
-                            HPREF_OP(NEWOBJ) HPREF_OP(EXT1) HPREF_OP(EXT2) HPREF_OP(EXT4)
-                                HPREF_OP(TUPLE1) HPREF_OP(TUPLE2) HPREF_OP(TUPLE3) HPREF_OP(NEWTRUE)
-                                    HPREF_OP(NEWFALSE) HPREF_OP(LONG1) HPREF_OP(LONG4)
-                                        HPREF_OP(BINBYTES) HPREF_OP(SHORT_BINBYTES)
-                                            HPREF_OP(SHORT_BINUNICODE) HPREF_OP(BINUNICODE8)
-                                                HPREF_OP(BINBYTES8) HPREF_OP(EMPTY_SET)
-                                                    HPREF_OP(ADDITEMS) HPREF_OP(FROZENSET)
-                                                        HPREF_OP(NEWOBJ_EX) HPREF_OP(STACK_GLOBAL)
-                                                            HPREF_OP(MEMOIZE) HPREF_OP(FRAME)
-                                                                HPREF_OP(BYTEARRAY8)
-                                                                    HPREF_OP(NEXT_BUFFER)
-                                                                        HPREF_OP(READONLY_BUFFER)
+    HPREF_OP(MARK) HPREF_OP(STOP) HPREF_OP(POP) HPREF_OP(POP_MARK) HPREF_OP(DUP) HPREF_OP(FLOAT)
+    HPREF_OP(INT) HPREF_OP(BININT) HPREF_OP(BININT1) HPREF_OP(LONG) HPREF_OP(BININT2)
+    HPREF_OP(NONE) HPREF_OP(PERSID) HPREF_OP(BINPERSID) HPREF_OP(REDUCE) HPREF_OP(STRING)
+    HPREF_OP(BINSTRING) HPREF_OP(SHORT_BINSTRING) HPREF_OP(UNICODE) HPREF_OP(BINUNICODE)
+    HPREF_OP(APPEND) HPREF_OP(BUILD) HPREF_OP(GLOBAL) HPREF_OP(DICT) HPREF_OP(EMPTY_DICT)
+    HPREF_OP(APPENDS) HPREF_OP(GET) HPREF_OP(BINGET) HPREF_OP(INST) HPREF_OP(LONG_BINGET)
+    HPREF_OP(LIST) HPREF_OP(EMPTY_LIST) HPREF_OP(OBJ) HPREF_OP(PUT) HPREF_OP(BINPUT)
+    HPREF_OP(LONG_BINPUT) HPREF_OP(SETITEM) HPREF_OP(TUPLE) HPREF_OP(EMPTY_TUPLE)
+    HPREF_OP(SETITEMS) HPREF_OP(BINFLOAT) HPREF_OP(PROTO) HPREF_OP(NEWOBJ) HPREF_OP(EXT1)
+    HPREF_OP(EXT2) HPREF_OP(EXT4) HPREF_OP(TUPLE1) HPREF_OP(TUPLE2) HPREF_OP(TUPLE3)
+    HPREF_OP(NEWTRUE) HPREF_OP(NEWFALSE) HPREF_OP(LONG1) HPREF_OP(LONG4) HPREF_OP(BINBYTES)
+    HPREF_OP(SHORT_BINBYTES) HPREF_OP(SHORT_BINUNICODE) HPREF_OP(BINUNICODE8) HPREF_OP(BINBYTES8)
+    HPREF_OP(EMPTY_SET) HPREF_OP(ADDITEMS) HPREF_OP(FROZENSET) HPREF_OP(NEWOBJ_EX)
+    HPREF_OP(STACK_GLOBAL) HPREF_OP(MEMOIZE) HPREF_OP(FRAME) HPREF_OP(BYTEARRAY8)
+    HPREF_OP(NEXT_BUFFER) HPREF_OP(READONLY_BUFFER)
 #undef HPREF_OP
-                                                                            default : return "";
+    default: return "";
   }
+  // clang-format on
 }
 
 }  // namespace hpref
