@@ -1,12 +1,16 @@
 // bench/routes: all-rank route planning (SPEC 7) for P = 64 and 1024 ranks over 1,000
 // documents, sliding-window and document-prefix routes. Reports ns per route and its
 // ratio to one pass over the document boundaries measured in the same run (the work a
-// route cannot avoid: each rank must look at where documents start). Every route planned
-// is checked with Route::problem (exit 1 if any is not valid).
+// route cannot avoid: each rank must look at where documents start), and against writing
+// its output: P routes of three P-entry int64 tables, memset into tables that exist (the
+// planner into a caller's reused routes, issue 15's target <= 2x) or allocated and memset
+// (the planner returning fresh routes: both pay the first touch of fresh pages). Every
+// route planned is checked with Route::problem (exit 1 if any is not valid).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <random>
 
 #include "common.hpp"
@@ -50,6 +54,49 @@ void BM_plan_all(benchmark::State& state) {
 void BM_window_plan_all(benchmark::State& state) { BM_plan_all<false>(state); }
 void BM_prefix_plan_all(benchmark::State& state) { BM_plan_all<true>(state); }
 
+// The same into a vector of routes reused from the previous iteration.
+template <bool Prefix>
+void BM_plan_into(benchmark::State& state) {
+  auto b = boundaries(state.range(0));
+  std::vector<hpref::Route> routes;
+  for (auto _ : state) {
+    if (Prefix) {
+      hpref::document_prefix_routes(b, kLocalLength, state.range(0), 2, routes);
+    } else {
+      hpref::sliding_window_routes(b, kLocalLength, state.range(0), 8192, routes);
+    }
+    benchmark::DoNotOptimize(routes.data());
+  }
+}
+
+void BM_window_plan_into(benchmark::State& state) { BM_plan_into<false>(state); }
+void BM_prefix_plan_into(benchmark::State& state) { BM_plan_into<true>(state); }
+
+// The planner's output written with memset: 3 x P tables of P int64, existing (warm) or
+// allocated each time (fresh).
+void BM_memset_output(benchmark::State& state) {
+  auto p = static_cast<std::size_t>(state.range(0));
+  std::vector<std::vector<std::int64_t>> tables(3 * p, std::vector<std::int64_t>(p));
+  for (auto _ : state) {
+    for (auto& t : tables) std::memset(t.data(), 0, t.size() * sizeof(std::int64_t));
+    benchmark::DoNotOptimize(tables.data());
+    benchmark::ClobberMemory();
+  }
+}
+
+void BM_alloc_memset_output(benchmark::State& state) {
+  auto p = static_cast<std::size_t>(state.range(0));
+  for (auto _ : state) {
+    std::vector<std::vector<std::int64_t>> tables(3 * p);
+    for (auto& t : tables) {
+      t.resize(p);
+      std::memset(t.data(), 0, p * sizeof(std::int64_t));
+    }
+    benchmark::DoNotOptimize(tables.data());
+    benchmark::ClobberMemory();
+  }
+}
+
 // One pass over the boundaries: the differences' sum, which the compiler cannot skip.
 void BM_boundary_pass(benchmark::State& state) {
   auto b = boundaries(state.range(0));
@@ -64,6 +111,10 @@ void BM_boundary_pass(benchmark::State& state) {
 BENCHMARK(BM_window_plan_all)->Arg(64)->Arg(1024)->ArgName("P");
 BENCHMARK(BM_prefix_plan_all)->Arg(64)->Arg(1024)->ArgName("P");
 BENCHMARK(BM_boundary_pass)->Arg(64)->Arg(1024)->ArgName("P");
+BENCHMARK(BM_window_plan_into)->Arg(64)->Arg(1024)->ArgName("P");
+BENCHMARK(BM_prefix_plan_into)->Arg(64)->Arg(1024)->ArgName("P");
+BENCHMARK(BM_memset_output)->Arg(64)->Arg(1024)->ArgName("P");
+BENCHMARK(BM_alloc_memset_output)->Arg(64)->Arg(1024)->ArgName("P");
 
 }  // namespace
 
@@ -87,6 +138,22 @@ int main(int argc, char** argv) {
               wrong += !routes[static_cast<std::size_t>(r)].problem(r).empty();
           }
         }
+        std::printf(
+            "\nall-rank planning against writing its output (3 x P x P int64) with memset\n");
+        std::printf("%-8s %6s %16s %14s %9s %16s %14s %9s\n", "route", "P", "into reused", "memset",
+                    "ratio", "fresh", "alloc+memset", "ratio");
+        for (const char* kind : {"window", "prefix"}) {
+          for (int p : {64, 1024}) {
+            std::string suffix = "/P:" + std::to_string(p);
+            double into = time(std::string("BM_") + kind + "_plan_into" + suffix);
+            double warm = time("BM_memset_output" + suffix);
+            double fresh = time(std::string("BM_") + kind + "_plan_all" + suffix);
+            double cold = time("BM_alloc_memset_output" + suffix);
+            std::printf("%-8s %6d %16.1f %14.1f %8.2fx %16.1f %14.1f %8.2fx\n", kind, p, into, warm,
+                        into / warm, fresh, cold, fresh / cold);
+          }
+        }
+        std::printf("(target: into reused <= 2x memset at P = 1024)\n");
         return wrong;
       });
 }
