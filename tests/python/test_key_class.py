@@ -63,6 +63,22 @@ def test_from_type_describes_fields_and_state():
     assert e.value.kind == "invalid_argument" and "not frozen" in e.value.message
 
 
+def test_a_class_is_described_once_and_forgotten_with_it():
+    import gc
+    import weakref
+    from hpref import codec
+    assert hpref.KeyClass.coerce(ShardKey) is hpref.KeyClass.coerce(ShardKey)
+    assert hpref.KeyClass.coerce(ShardKey) == hpref.KeyClass.from_type(ShardKey)
+
+    Passing = dataclasses.make_dataclass("Passing", [("sample_id", int), ("position", int)], frozen=True)
+    described = hpref.KeyClass.coerce(Passing)
+    assert described.fields == ("sample_id", "position")
+    gone = weakref.ref(Passing)
+    del Passing
+    gc.collect()
+    assert gone() is None and len([c for c in codec._DESCRIBED if c.__name__ == "Passing"]) == 0
+
+
 @pytest.mark.parametrize("cls", list(ITEMS), ids=lambda c: c.__name__)
 @pytest.mark.parametrize("protocol", [2, 3, 4, 5])
 def test_decodes_what_cpython_pickles(cls, protocol):
