@@ -31,6 +31,7 @@ import zlib
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import _core
+from ._torch_comm import OnceWork
 from .errors import _from_core
 
 __all__ = ["CheckedComm", "CheckedWork", "LAST_KEY", "NEW_GROUP_KIND", "check_signatures"]
@@ -111,7 +112,7 @@ def _u8(nbytes: int, device: Any = None):
     return torch.empty(nbytes, dtype=torch.uint8, device=device)
 
 
-class CheckedWork:
+class CheckedWork(OnceWork):
     """A checked operation: ``wait()`` completes the inner operation within the deadline
     (``CommTimeout``/``PeerFailed`` otherwise), then compares the send buffer with its
     checksum at launch (``BufferMutated``)."""
@@ -123,35 +124,20 @@ class CheckedWork:
         self._inner = inner
         self._what = what
         self._send = send
-        self._done = False
-        self._error: Optional[BaseException] = None
 
-    def wait(self) -> None:
-        """Completes the operation or raises its error (the same one on every call)."""
-        if self._error is not None:
-            raise self._error
-        if self._done:
-            return
-        try:
-            # The send buffer is read before the inner wait, while the backend's threads still
-            # move it: the caller is in wait(), so it has made every change it will make before
-            # wait, and backends only read send buffers.
-            after = None
-            if self._send is not None:
-                after = self._comm._checksum(*self._send[:3])
-            self._comm._wait(self._inner, self._what)
-            if self._send is not None:
-                nbytes, before = self._send[1], self._send[3]
-                if after != before:
-                    raise _from_core("comm_buffer_mutated",
-                                     f"{self._what}: rank {self._comm._me} changed its send buffer of {nbytes} bytes "
-                                     "between launch and wait() (the backend may read it at any time before wait)")
-        except BaseException as e:
-            self._error = e
-            raise
-        finally:
-            self._send = None
-        self._done = True
+    def _complete(self) -> None:
+        # The send buffer is read before the inner wait, while the backend's threads still
+        # move it: the caller is in wait(), so it has made every change it will make before
+        # wait, and backends only read send buffers.
+        after = None if self._send is None else self._comm._checksum(*self._send[:3])
+        self._comm._wait(self._inner, self._what)
+        if self._send is not None and after != self._send[3]:
+            raise _from_core("comm_buffer_mutated",
+                             f"{self._what}: rank {self._comm._me} changed its send buffer of {self._send[1]} "
+                             "bytes between launch and wait() (the backend may read it at any time before wait)")
+
+    def _release(self) -> None:
+        self._send = None
 
 
 class CheckedComm:

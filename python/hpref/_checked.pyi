@@ -1,13 +1,14 @@
 from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
+from ._torch_comm import OnceWork
+
 LAST_KEY: str
 NEW_GROUP_KIND: int
 
 def check_signatures(gathered: bytes, gid: int, ranks: Sequence[int], seq: int) -> None: ...
 
-class CheckedWork:
+class CheckedWork(OnceWork):
     def __init__(self, comm: CheckedComm, inner: Any, what: str, send: Optional[Tuple[int, int, str, int]]) -> None: ...
-    def wait(self) -> None: ...
 
 class CheckedComm:
     def __init__(self, inner: Any, *, names: Optional[Callable[[Any], Tuple[int, Sequence[int]]]] = ...,

@@ -23,7 +23,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 
 from .errors import _from_core
 
-__all__ = ["CommGroup", "GlooComm", "TorchComm", "is_accelerator_backend_name"]
+__all__ = ["CommGroup", "GlooComm", "OnceWork", "TorchComm", "is_accelerator_backend_name"]
 
 
 def is_accelerator_backend_name(backend: str) -> bool:
@@ -100,16 +100,13 @@ _TORCH_DTYPES = {"int32": "int32", "int64": "int64", "float32": "float32", "floa
 _REDUCE_OPS = {"sum": "SUM", "min": "MIN", "max": "MAX"}
 
 
-class _GlooWork:
-    """A launched gloo collective: ``wait()`` completes it (again: returns at once) or
-    raises ``CommBackendError`` naming the operation, group and gloo's message."""
+class OnceWork:
+    """The shape every Python Work here shares (SPEC 9.1: a Work completes once): ``wait()``
+    runs ``_complete()`` the first time, then returns at once — or raises the error the
+    first call raised, the same one on every call — and ``_release()`` runs either way."""
 
-    def __init__(self, work: Any, what: str, keep: Tuple[Any, ...] = ()):
-        self._work = work
-        self._what = what
-        self._keep = keep  # the views the gloo work reads and writes
-        self._done = False
-        self._error: Optional[BaseException] = None
+    _done = False
+    _error: Optional[BaseException] = None
 
     def wait(self) -> None:
         """Completes the operation or raises its error (the same one on every call)."""
@@ -118,14 +115,41 @@ class _GlooWork:
         if self._done:
             return
         try:
-            if self._work is not None:
-                self._work.wait()
-        except RuntimeError as e:
-            self._error = _from_core("comm_backend", f"{self._what} failed in gloo: {e}")
-            raise self._error from e
+            self._complete()
+        except BaseException as e:
+            self._error = e
+            raise
         finally:
-            self._keep = ()
+            self._release()
         self._done = True
+
+    def _complete(self) -> None:
+        raise NotImplementedError
+
+    def _release(self) -> None:
+        """Drops what the operation kept alive until wait()."""
+
+
+class _GlooWork(OnceWork):
+    """A launched collective of the inner group: ``wait()`` completes it (again: returns at
+    once) or raises ``CommBackendError`` naming the operation, group and the library's
+    message."""
+
+    def __init__(self, work: Any, what: str, keep: Tuple[Any, ...] = ()):
+        self._work = work
+        self._what = what
+        self._keep = keep  # the views the work reads and writes
+
+    def _complete(self) -> None:
+        if self._work is None:
+            return
+        try:
+            self._work.wait()
+        except RuntimeError as e:
+            raise _from_core("comm_backend", f"{self._what} failed in gloo: {e}") from e
+
+    def _release(self) -> None:
+        self._keep = ()
 
 
 class TorchComm:
