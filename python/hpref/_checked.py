@@ -42,8 +42,9 @@ LAST_KEY = "hpref_checked/last/"
 # new_group's signature on the world group. hpref/op_signature.hpp has no new_group kind
 # (OpKind: all_gather .. barrier; C++ agrees new_group with group_request words, outside
 # the signature sequence), so the wire form is reused with this kind word, which
-# _core.check_signatures would refuse as "not one": signatures holding it are compared
-# here, in the C++ messages' words, and every other one by the C++ code.
+# _core.check_signatures would refuse as "not one": signatures holding it are unpacked here
+# and compared by _core.check_new_group (hpref::new_group_mismatch, which hpref verify uses
+# too), every other one by _core.check_signatures.
 # Words: magic, kind, root -1, op 0, dtype 0, crc32(backend); counts_in: a member flag per
 # world rank; counts_out: the backend's name, zero-padded.
 NEW_GROUP_KIND = 5
@@ -75,36 +76,31 @@ def _new_group_request(sig: bytes, members: int) -> Tuple[Tuple[int, ...], int, 
     return ranks, words[5], name
 
 
-def _new_group_text(sig: bytes, members: int) -> str:
-    ranks, _, name = _new_group_request(sig, members)
-    return f"new_group({list(ranks)} on {name})"
-
-
 def check_signatures(gathered: bytes, gid: int, ranks: Sequence[int], seq: int) -> None:
-    """``_core.check_signatures`` (the C++ checked mode's comparison and messages), and
-    new_group's signatures beside it: a new_group against another call is the C++
-    "collective mismatch on group G seq S: rank A launched X but rank B launched Y" (member
-    0 against the first member that differs), two new_groups asking for other ranks or
-    another backend are "new_group mismatch on group G seq S: rank A asked for [..] on gloo
-    but rank B asked for [..] on gloo"."""
+    """``_core.check_signatures`` (the C++ checked mode's comparison and messages), and for
+    signatures holding a new_group request ``_core.check_new_group`` (hpref::new_group_mismatch,
+    the words ``hpref verify`` prints too): a new_group against another call is "collective
+    mismatch on group G seq S: rank A launched new_group([0, 1] on gloo) but rank B launched
+    all_to_all_v" (member 0 against the first member that differs), two new_groups asking for
+    other ranks or another backend "new_group mismatch on group G seq S: rank A asked for [..]
+    on gloo but rank B asked for [..] on gloo"."""
     n = len(ranks)
     one = len(gathered) // n if n else 0
     sigs = [gathered[i * one:(i + 1) * one] for i in range(n)]
-    marked = [_is_new_group(s) for s in sigs]
-    if not any(marked):
+    if not any(_is_new_group(s) for s in sigs):
         _core.check_signatures(gathered, gid, list(ranks), seq)
         return
-    where = f" on group {gid} seq {seq}"
+
+    def side(sig: bytes) -> Tuple[Optional[List[int]], str, bytes]:
+        if not _is_new_group(sig):
+            return None, "", sig
+        members, crc, name = _new_group_request(sig, n)
+        if len(name.encode()) >= 8 * n:  # cut to the signature's room: the crc tells them apart
+            name = f"{name}... (crc32 {crc:08x})"
+        return list(members), name, b""
+
     for i in range(1, n):
-        if marked[i] != marked[0]:
-            text = [_new_group_text(s, n) if m else _core.signature_text(s, n) for s, m in ((sigs[0], marked[0]),
-                                                                                         (sigs[i], marked[i]))]
-            raise _from_core("comm_mismatch", f"collective mismatch{where}: rank {ranks[0]} launched {text[0]} "
-                                              f"but rank {ranks[i]} launched {text[1]}")
-        if _new_group_request(sigs[i], n)[:2] != _new_group_request(sigs[0], n)[:2]:
-            (a, _, an), (b, _, bn) = _new_group_request(sigs[0], n), _new_group_request(sigs[i], n)
-            raise _from_core("comm_mismatch", f"new_group mismatch{where}: rank {ranks[0]} asked for {list(a)} on "
-                                              f"{an} but rank {ranks[i]} asked for {list(b)} on {bn}")
+        _core.check_new_group(gid, seq, n, ranks[0], *side(sigs[0]), ranks[i], *side(sigs[i]))
 
 
 def _u8(nbytes: int, device: Any = None):

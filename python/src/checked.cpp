@@ -4,6 +4,7 @@
 // the bytes op_signature makes and check_signatures raises the same comm_mismatch the MPI
 // and NCCL backends raise. buffer_checksum is the send-buffer checksum of SPEC 9.3.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -146,6 +147,47 @@ void bind_checked(nb::module_& m) {
       "first pair i -> j whose counts differ (\"rank 1 sends 96 bytes to rank 3, which expects "
       "64\"); "
       "`ranks` are the members' world ranks, named in the message with `group_id` and `seq`.");
+
+  m.def(
+      "check_new_group",
+      [](int group_id, std::int64_t seq, std::size_t members, int rank_a,
+         const std::optional<std::vector<int>>& asked_a, const std::string& backend_a,
+         nb::bytes sig_a, int rank_b, const std::optional<std::vector<int>>& asked_b,
+         const std::string& backend_b, nb::bytes sig_b) {
+        int n = member_count(members);
+        auto launch = [n](const std::optional<std::vector<int>>& asked, const std::string& backend,
+                          nb::bytes sig) {
+          Launch l;
+          if (asked) {
+            l.new_group = true;
+            l.members = *asked;
+            l.backend = backend;
+          } else if (sig.size() == signature_wire_bytes(n)) {
+            l.op = read_signature(reinterpret_cast<const std::uint8_t*>(sig.c_str()), n);
+          } else {
+            throw CommError(Errc::comm_mismatch, "a signature of " + std::to_string(sig.size()) +
+                                                     " bytes is not one of a " + std::to_string(n) +
+                                                     "-member group");
+          }
+          return l;
+        };
+        if (auto error =
+                new_group_mismatch(group_id, seq, rank_a, launch(asked_a, backend_a, sig_a), rank_b,
+                                   launch(asked_b, backend_b, sig_b))) {
+          throw *error;
+        }
+      },
+      nb::arg("group_id"), nb::arg("seq"), nb::arg("members"), nb::arg("rank_a"),
+      nb::arg("asked_a").none(), nb::arg("backend_a"), nb::arg("signature_a"), nb::arg("rank_b"),
+      nb::arg("asked_b").none(), nb::arg("backend_b"), nb::arg("signature_b"),
+      "Raises hpref.CommMismatch with the C++ message (hpref::new_group_mismatch) when two "
+      "members' "
+      "launches on a group of `members` ranks differ and either is a new_group: each side is a "
+      "new_group request (`asked`: the sorted world ranks, `backend`) or, with `asked` None, the "
+      "operation whose op_signature bytes are `signature` (\"collective mismatch on group 0 seq 4: "
+      "rank 0 launched new_group([0, 1] on gloo) but rank 3 launched all_to_all_v\", \"new_group "
+      "mismatch on group 0 seq 1: rank 0 asked for [0, 1] on gloo but rank 3 asked for [2, 3] on "
+      "gloo\"). Returns when both ask for the same group, or neither is a new_group.");
 
   m.def(
       "buffer_checksum",

@@ -71,17 +71,49 @@ std::optional<std::pair<int, int>> a2av_disagreement(std::span<const OpSignature
   return std::nullopt;
 }
 
+namespace {
+
+std::string where_text(int group_id, std::int64_t seq) {
+  return " on group " + std::to_string(group_id) + " seq " + std::to_string(seq);
+}
+
+}  // namespace
+
+CommError launch_mismatch(int group_id, std::int64_t seq, int rank_a, const std::string& a,
+                          int rank_b, const std::string& b) {
+  return CommError(Errc::comm_mismatch,
+                   "collective mismatch" + where_text(group_id, seq) + ": rank " +
+                       std::to_string(rank_a) + " launched " + a + " but rank " +
+                       std::to_string(rank_b) + " launched " + b,
+                   group_id, seq, {rank_a, rank_b});
+}
+
+std::string Launch::str() const {
+  return new_group ? "new_group(" + rank_list_text(members) + " on " + backend + ")" : op.str();
+}
+
+std::optional<CommError> new_group_mismatch(int group_id, std::int64_t seq, int rank_a,
+                                            const Launch& a, int rank_b, const Launch& b) {
+  if (!a.new_group && !b.new_group) return std::nullopt;
+  if (a.new_group != b.new_group)
+    return launch_mismatch(group_id, seq, rank_a, a.str(), rank_b, b.str());
+  if (a.members == b.members && a.backend == b.backend) return std::nullopt;
+  return CommError(Errc::comm_mismatch,
+                   "new_group mismatch" + where_text(group_id, seq) + ": rank " +
+                       std::to_string(rank_a) + " asked for " + rank_list_text(a.members) + " on " +
+                       a.backend + " but rank " + std::to_string(rank_b) + " asked for " +
+                       rank_list_text(b.members) + " on " + b.backend,
+                   group_id, seq, {rank_a, rank_b});
+}
+
 std::optional<CommError> signature_mismatch(const Group& group, std::int64_t seq,
                                             std::span<const OpSignature> members) {
   const auto& ranks = group.ranks();
-  std::string where = " on group " + std::to_string(group.id()) + " seq " + std::to_string(seq);
+  std::string where = where_text(group.id(), seq);
   for (std::size_t i = 1; i < members.size(); ++i) {
     if (!same_call(members[0], members[i])) {
-      return CommError(Errc::comm_mismatch,
-                       "collective mismatch" + where + ": rank " + std::to_string(ranks[0]) +
-                           " launched " + members[0].str() + " but rank " +
-                           std::to_string(ranks[i]) + " launched " + members[i].str(),
-                       group.id(), seq, {ranks[0], ranks[i]});
+      return launch_mismatch(group.id(), seq, ranks[0], members[0].str(), ranks[i],
+                             members[i].str());
     }
   }
   if (!members.empty() && members[0].kind == OpKind::all_to_all_v) {

@@ -354,10 +354,11 @@ def _check_later_bug(name, res):
     - empty_sender_skips_the_exchange: the constructors 0 and 2 have nothing to send and
       skip the payload exchange (split sizes and payload), going on to the model-parallel
       broadcast, while the readers 1 and 3 wait in the split-size all_to_all_v. The two
-      never meet on one group, so no signature can be compared: CommTimeout on every rank,
-      the readers' naming each rank's last launch on the data plane (rank 0's plan broadcast
-      seq 3, rank 1's all_to_all_v seq 4), the constructors' naming their reader as having
-      launched nothing on the model group."""
+      never meet on one group, so no signature can be compared: CommTimeout (or, on a rank
+      whose peer timed out and left first, PeerFailed) on every rank, the readers' naming
+      each rank's last launch on the data plane (rank 0's plan broadcast seq 3, rank 1's
+      all_to_all_v seq 4), the constructors' naming their reader as having launched nothing
+      on the model group."""
     if name == "one_rank_skips_new_group":
         want = "new_group mismatch on group 0 seq 1: rank 0 asked for [0, 1] on gloo but rank 3 asked for [2, 3] on gloo"
         assert [(r["status"], r.get("type"), r.get("message")) for r in res] == \
@@ -369,7 +370,12 @@ def _check_later_bug(name, res):
             assert "all_gather on group 1 seq 0" in r["message"] and "a peer went away" in r["message"]
             assert "last launches: rank 0: all_gather seq 0" in r["message"] and "rank 3: nothing" in r["message"]
     else:
-        assert [r.get("type") for r in res] == ["CommTimeoutError"] * WORLD, [r.get("message") for r in res]
+        # Each rank waits out its own deadline; the first to reach it raises CommTimeout and
+        # exits, and a rank still waiting on it may then see its connection close first
+        # (PeerFailed, with the same list of last launches): seen under load on 2 cores.
+        types = [r.get("type") for r in res]
+        assert set(types) <= {"CommTimeoutError", "CommPeerFailedError"}, [r.get("message") for r in res]
+        assert "CommTimeoutError" in types, [r.get("message") for r in res]
         for reader in (1, 3):
             m = res[reader]["message"]
             assert "all_to_all_v on group 1 seq 4" in m and "rank 0: broadcast seq 3" in m, m

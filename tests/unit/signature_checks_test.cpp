@@ -150,6 +150,38 @@ BOOST_AUTO_TEST_CASE(group_request_mismatch_on_the_backend_alone_says_another_ba
   BOOST_TEST(e0->ranks() == (std::vector<int>{0, 1}));
 }
 
+// Checked mode's new_group as an operation of the world's sequence (hpref.torch, hpref verify).
+BOOST_AUTO_TEST_CASE(new_group_mismatch_names_another_launch_or_another_request) {
+  Launch ask{true, {0, 1}, "gloo", {}};
+  Launch other_ranks{true, {2, 3}, "gloo", {}};
+  Launch other_backend{true, {0, 1}, "nccl", {}};
+  OpSignature a2a;
+  a2a.kind = OpKind::all_to_all_v;
+  Launch op{false, {}, "", a2a};
+  BOOST_TEST(ask.str() == "new_group([0, 1] on gloo)");
+  BOOST_TEST(!new_group_mismatch(0, 4, 0, ask, 3, ask).has_value());
+  BOOST_TEST(!new_group_mismatch(0, 4, 0, op, 3, op).has_value());  // signature_mismatch's job
+  auto e = new_group_mismatch(0, 4, 0, ask, 3, op);
+  BOOST_REQUIRE(e.has_value());
+  check_comm_error(
+      *e, Errc::comm_mismatch,
+      "collective mismatch on group 0 seq 4: rank 0 launched new_group([0, 1] on gloo) "
+      "but rank 3 launched all_to_all_v",
+      0, 4, {0, 3});
+  e = new_group_mismatch(0, 1, 0, ask, 2, other_ranks);
+  BOOST_REQUIRE(e.has_value());
+  check_comm_error(
+      *e, Errc::comm_mismatch,
+      "new_group mismatch on group 0 seq 1: rank 0 asked for [0, 1] on gloo but rank 2 "
+      "asked for [2, 3] on gloo",
+      0, 1, {0, 2});
+  e = new_group_mismatch(0, 1, 1, other_backend, 0, ask);
+  BOOST_REQUIRE(e.has_value());
+  BOOST_TEST(e->what() ==
+             std::string("new_group mismatch on group 0 seq 1: rank 1 asked for [0, 1] "
+                         "on nccl but rank 0 asked for [0, 1] on gloo"));
+}
+
 // ---- membership and memory space (SPEC 9.1) ------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(every_operation_refuses_a_group_the_rank_is_not_a_member_of) {

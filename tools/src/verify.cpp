@@ -45,9 +45,8 @@ struct Record {
   bool new_group = false;
   std::size_t line = 0;
 
-  std::string describe() const {
-    return new_group ? "new_group(" + rank_list_text(members) + " on " + backend + ")" : sig.str();
-  }
+  Launch launch() const { return Launch{new_group, members, backend, sig}; }
+  std::string describe() const { return launch().str(); }
 };
 
 struct RankLog {
@@ -420,35 +419,11 @@ std::optional<Finding> group_divergence(int gid, const GroupView& g,
                      order};
     }
     // A new_group against another call, or asking for other members or another backend
-    // (the words of hpref._checked.check_signatures).
+    // (op_signature's new_group_mismatch: the checked process groups' words).
     for (std::size_t i = 1; i < recs.size(); ++i) {
-      const Record& a = *recs[0];
-      const Record& b = *recs[i];
-      if (!a.new_group && !b.new_group) continue;
-      std::string where = " on group " + std::to_string(gid) + " seq " + std::to_string(seq);
-      if (a.new_group != b.new_group) {
-        auto what = [](const Record& r) {
-          return r.new_group ? r.describe() : std::string(op_kind_name(r.sig.kind));
-        };
-        return Finding{"mismatch",
-                       gid,
-                       seq,
-                       {g.ranks[0], g.ranks[i]},
-                       "collective mismatch" + where + ": rank " + std::to_string(g.ranks[0]) +
-                           " launched " + what(a) + " but rank " + std::to_string(g.ranks[i]) +
-                           " launched " + what(b),
-                       order};
-      }
-      if (a.members != b.members || a.backend != b.backend) {
-        return Finding{"mismatch",
-                       gid,
-                       seq,
-                       {g.ranks[0], g.ranks[i]},
-                       "new_group mismatch" + where + ": rank " + std::to_string(g.ranks[0]) +
-                           " asked for " + rank_list_text(a.members) + " on " + a.backend +
-                           " but rank " + std::to_string(g.ranks[i]) + " asked for " +
-                           rank_list_text(b.members) + " on " + b.backend,
-                       order};
+      if (auto error = new_group_mismatch(gid, seq, g.ranks[0], recs[0]->launch(), g.ranks[i],
+                                          recs[i]->launch())) {
+        return Finding{"mismatch", gid, seq, error->ranks(), error->what(), order};
       }
     }
     if (recs[0]->new_group) continue;  // every member agreed on the same new_group

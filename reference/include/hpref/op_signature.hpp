@@ -55,6 +55,30 @@ void write_signature(const OpSignature& s, int members, std::uint8_t* out);
 // Error comm_mismatch when the bytes are not a signature (a peer running other code).
 OpSignature read_signature(const std::uint8_t* in, int members);
 
+// "collective mismatch on group G seq S: rank A launched X but rank B launched Y", X and Y
+// what each launched (OpSignature::str, or new_group_text).
+CommError launch_mismatch(int group_id, std::int64_t seq, int rank_a, const std::string& a,
+                          int rank_b, const std::string& b);
+
+// Checked mode's new_group as an operation of the world group's sequence (SPEC 9.1; the
+// checked process groups of hpref.torch log and agree it so, and hpref verify reads it):
+// one member's launch, a new_group request (`new_group`) or else an operation (`op`).
+struct Launch {
+  bool new_group = false;
+  std::vector<int> members;  // new_group: the sorted world ranks asked for
+  std::string backend;       // new_group: the backend name asked for
+  OpSignature op;            // otherwise
+  // "new_group([0, 1] on gloo)" or op.str().
+  std::string str() const;
+};
+// The comm_mismatch between member a's and member b's launch when either is a new_group:
+// another kind of launch (launch_mismatch), or another request ("new_group mismatch on group
+// G seq S: rank A asked for [0, 1] on gloo but rank B asked for [2, 3] on gloo"); nothing
+// when both are the same request or neither is a new_group (compare those signatures with
+// signature_mismatch).
+std::optional<CommError> new_group_mismatch(int group_id, std::int64_t seq, int rank_a,
+                                            const Launch& a, int rank_b, const Launch& b);
+
 // new_group's agreement on the real backends: each rank's request as words (the backend
 // name's hash, then a member flag per world rank), all-gathered over the world.
 std::vector<std::uint64_t> group_request(std::span<const int> sorted_ranks,
