@@ -27,14 +27,9 @@
 #include "hpref/oracle.hpp"
 #include "hpref/repr.hpp"
 #include "hpref/sample_key.hpp"
+#include "hpref/scenarios/harness.hpp"
 #include "hpref/sim/cluster.hpp"
 #include "sim_command.hpp"
-#if defined(HPREF_HAVE_MPI)
-#include "hpref/mpi/communicator.hpp"
-#endif
-#if defined(HPREF_HAVE_NCCL)
-#include "hpref/nccl/communicator.hpp"
-#endif
 
 namespace hpref::cli {
 namespace {
@@ -76,8 +71,8 @@ struct Sample {
 };
 
 Sample make_sample(std::uint64_t seed, int step, int reader, int i) {
-  sim::SplitMix64 g(seed * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(step) * 1000003 +
-                    static_cast<std::uint64_t>(reader) * 131 + static_cast<std::uint64_t>(i));
+  SplitMix64 g(seed * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(step) * 1000003 +
+               static_cast<std::uint64_t>(reader) * 131 + static_cast<std::uint64_t>(i));
   std::int64_t id = step * 100000 + reader * 1000 + i;
   std::int64_t tokens =
       16 + static_cast<std::int64_t>(g.next() % 1009);  // variable-length documents
@@ -808,7 +803,6 @@ int run_on_simulator(DemoArgs a, std::ostream& out) {
   return report(a, cfg, o, out);
 }
 
-#if defined(HPREF_HAVE_MPI)
 // The failure class of an error a rank raised off the simulator (by its kind).
 sim::Failure failure_of(Errc code) {
   switch (code) {
@@ -857,41 +851,26 @@ Config configure_device(DemoArgs& a, int size) {
   }
   return configure(a);
 }
-#endif
-
 // Under mpirun: every rank runs the step; rank 0 prints.
 int run_on_device(DemoArgs a, std::ostream& out) {
-#if defined(HPREF_HAVE_MPI)
-  mpi::Options mpi_options;
-  mpi_options.timeout_ms = a.timeout_ms;
-  mpi::MpiCommunicator mpi(mpi_options);
+  scenarios::WorldOptions options;
+  options.timeout_ms = a.timeout_ms;
+  auto host = scenarios::open_world("mpi", options);
+  Communicator* comm = host->local()[0];
   std::ostringstream discard;
-  std::ostream& print = mpi.rank() == 0 ? out : discard;
+  std::ostream& print = comm->rank() == 0 ? out : discard;
   try {
-    check_world(a, mpi.size());
+    check_world(a, comm->size());
   } catch (const Error& e) {
     if (!a.json) throw;
     Json j = {{"backend", a.backend}, {"seed", a.seed}};
     return json_error(j, e.kind(), e.what(), true, print);
   }
-  Communicator* comm = &mpi;
-  std::optional<std::string> device;
-#if defined(HPREF_HAVE_NCCL)
-  std::unique_ptr<nccl::NcclCommunicator> accel;
+  std::unique_ptr<scenarios::World> accel;
   if (a.backend == "nccl") {
-    nccl::Options nccl_options;
-    nccl_options.timeout_ms = a.timeout_ms;
-    accel = nccl::NcclCommunicator::over(mpi, nccl_options);
-    comm = accel.get();
-    device = "cuda:" + std::to_string(accel->device());
+    accel = scenarios::open_world("nccl", options, host.get());
+    comm = accel->local()[0];
   }
-#else
-  if (a.backend == "nccl") {
-    throw Error(Errc::invalid_argument,
-                "--backend nccl: this hpref was built without NCCL (HPREF_WITH_NCCL; it "
-                "needs the CUDA toolkit and NCCL at configure time)");
-  }
-#endif
   Config cfg;
   try {
     cfg = configure_device(a, comm->size());
@@ -900,7 +879,7 @@ int run_on_device(DemoArgs a, std::ostream& out) {
     Json j = {{"backend", a.backend}, {"seed", a.seed}};
     return json_error(j, e.kind(), e.what(), true, print);
   }
-  cfg.device = device;
+  if (accel) cfg.device = accel->device();
   Progress progress;  // this process's own: every rank keeps the world's counts
   cfg.progress = &progress;
   header(a, cfg, a.backend == "nccl" ? "NCCL ranks (one GPU each)" : "MPI ranks", print);
@@ -923,14 +902,8 @@ int run_on_device(DemoArgs a, std::ostream& out) {
     o.failure = sim::Failure::check;
   int code = report(a, cfg, o, print);
   // A timed-out request can never complete: end the whole job with this rank's class.
-  if (mpi.failed()) mpi.abort_job(code);
+  host->end_if_failed(code);
   return code;
-#else
-  (void)out;
-  throw Error(Errc::invalid_argument, "--backend " + a.backend +
-                                          ": this hpref was built without MPI (HPREF_WITH_MPI; "
-                                          "it needs libopenmpi-dev at configure time)");
-#endif
 }
 
 int run_demo(const DemoArgs& a, std::ostream& out) {
