@@ -25,6 +25,7 @@
 #include "hpref/error.hpp"
 #include "hpref/model_parallel.hpp"
 #include "hpref/oracle.hpp"
+#include "hpref/pickle.hpp"
 #include "hpref/repr.hpp"
 #include "hpref/sample_key.hpp"
 #include "hpref/scenarios/harness.hpp"
@@ -366,219 +367,319 @@ struct Config {
   Progress* progress = nullptr;
 };
 
-std::string rank_main(Communicator& c, const Config& cfg) {
-  const DemoArgs& a = cfg.args;
-  std::vector<int> ranks(static_cast<std::size_t>(a.ranks));
-  std::iota(ranks.begin(), ranks.end(), 0);
-  DataTopology topo(TopologyInputs{{a.dp, cfg.cp}, {"dp", "cp"}, ranks, c.rank(), std::nullopt});
-  std::vector<int> readers;  // the last context-parallel rank of each replica reads
-  for (int d = 0; d < a.dp; ++d) readers.push_back(d * cfg.cp + cfg.cp - 1);
-  GroupPlanInputs plan_in;
-  plan_in.topology = &topo;
-  plan_in.reader_ranks = readers;
-  plan_in.planner_rank = 0;
-  std::string world = c.world_backend();
-  plan_in.cpu_backend = is_accelerator_backend_name(world) ? "mpi" : world;
-  plan_in.communication_device = cfg.device;
-  DataGroups groups = create_data_groups(c, plan_in);
-  std::string cp_backend = cfg.device ? world : plan_in.cpu_backend;
-  std::vector<Group> singletons;  // a one-rank context-parallel group when cp == 1
-  if (cfg.cp == 1) {
-    for (int r = 0; r < a.ranks; ++r)
-      singletons.push_back(c.new_group(std::vector<int>{r}, cp_backend));
-  }
-  const Group& cp_group = cfg.cp == 1 ? singletons[static_cast<std::size_t>(c.rank())]
-                          : groups.model_parallel_tensor ? *groups.model_parallel_tensor
-                                                         : *groups.model_parallel;
-  Device device = cp_group.memory() == MemorySpace::accelerator && cfg.device
-                      ? Device::parse(*cfg.device)
-                      : Device{};
-  TransportOptions options;
-  options.communication_device = cfg.device;
-  DataPlaneTransport data(c, groups, options);
-  ModelParallelTransport model(c, topo, groups, batch_layout(), options);
-  int reader_index =
-      static_cast<int>(std::find(readers.begin(), readers.end(), c.rank()) - readers.begin());
-  bool reader = reader_index < static_cast<int>(readers.size());
-  int k = static_cast<int>(topo.coordinate()[1]);
-  Counters total;
-  Checks check(total);
-  for (int step = 0; step < a.steps; ++step) {
-    std::int64_t bytes_before = total.bytes;
-    std::optional<Value> batch;
-    std::map<std::string, int> planned_here;
-    if (data.is_member()) {
-      std::vector<Sample> samples;
-      std::vector<Value> report;
-      if (reader) {
-        for (int i = 0; i < kSamplesPerReader; ++i)
-          samples.push_back(make_sample(a.seed, step, reader_index, i));
-        for (const Sample& s : samples)
-          report.push_back(Value::tuple({s.key, Value::integer(s.tokens)}));
-      }
-      auto gathered = data.gather_object_to_planner(Value::list(report));
-      Value plan_value;
-      if (gathered) {
-        Plan plan = balance(*gathered, topo.constructor_ranks());
-        std::vector<Value> entries;
-        for (auto& [key, target] : plan.targets)
-          entries.push_back(Value::tuple({key, Value::integer(target)}));
-        plan_value = Value::tuple(
-            {Value::list(entries), Value::floating(plan.before), Value::floating(plan.after)});
-        total.before += plan.before;
-        total.after += plan.after;
-        total.samples += static_cast<std::int64_t>(plan.targets.size());
-      }
-      plan_value = data.broadcast_from_planner(plan_value);
-      if (!a.dump.empty() && c.rank() == 0) {
-        Item plan_item{Value::string("plan"), plan_value};
-        write_dump_segment(step_dir(a.dump, step) / "plan.hpb1",
-                           std::span<const Item>(&plan_item, 1));
-      }
-      std::map<int, std::vector<Item>> outgoing;
-      for (const Value& e : plan_value.items()[0].items()) {
-        int target = static_cast<int>(e.items()[1].as_int());
-        if (target == c.rank()) planned_here[repr(e.items()[0])] = 0;
-        for (const Sample& s : samples) {
-          if (key_equal(s.key, e.items()[0])) outgoing[target].emplace_back(s.key, s.value);
-        }
-      }
-      auto prepared = data.prepare_exchange(outgoing);
-      for (std::size_t i = 0; i < prepared.input_splits.size(); ++i) {
-        if (data.ranks()[i] != c.rank())
-          total.bytes += static_cast<std::int64_t>(prepared.input_splits[i]);
-      }
-      std::vector<Item> arrived = data.exchange(std::move(prepared));
-      if (!a.dump.empty())
-        write_dump_segment(step_dir(a.dump, step) / rank_file(c.rank(), "items"), arrived);
-      // Every sample arrives exactly once, where the plan put it, with the reader's bytes.
-      bool exact = arrived.size() == planned_here.size();
-      for (const Item& item : arrived) {
-        auto it = planned_here.find(repr(item.first));
-        exact = exact && it != planned_here.end() && it->second++ == 0;
-        std::int64_t id = item.first.items()[0].as_int();
-        Sample again = make_sample(a.seed, step, static_cast<int>(id % 100000 / 1000),
-                                   static_cast<int>(id % 1000));
-        exact = exact && item.second == again.value;
-      }
-      check(exact,
-            "step " + std::to_string(step) +
-                ": the samples that arrived are not exactly the planned ones",
-            c.rank());
-      if (model.is_constructor()) batch = pack(std::move(arrived));
-    }
-    // The constructor's batch to its model-parallel peers, bit for bit.
-    std::optional<Value> got = model.broadcast(model.is_constructor() ? batch : std::nullopt);
-    check(got.has_value(), "a batch step ended as end of data", c.rank());
-    if (!a.dump.empty() && got) {
-      Item batch_item{Value::string("batch"), host_batch(*got)};
-      write_dump_segment(step_dir(a.dump, step) / rank_file(c.rank(), "batch"),
-                         std::span<const Item>(&batch_item, 1));
-    }
-    std::uint64_t digest = batch_digest(*got);
-    total.data = fnv1a64(&digest, 8, total.data);
-    std::vector<std::uint64_t> digests(static_cast<std::size_t>(cp_group.size()));
-    c.all_gather(cp_group, {&digest, 8, cp_group.memory()},
-                 {digests.data(), digests.size() * 8, cp_group.memory()})
-        .wait();
-    check(std::all_of(digests.begin(), digests.end(),
-                      [&](std::uint64_t d) { return d == digests[0]; }),
-          "model-parallel peers hold different batches", c.rank());
-    // Context-parallel dispatch of the batch's token sequence: embeddings sharded over cp.
-    const Tensor& tokens = got->entries()[0].second.as_tensor();
-    const Tensor& lens = got->entries()[1].second.as_tensor();
-    std::int64_t n_tokens = tokens.numel();
-    std::int64_t local = (n_tokens + cfg.cp - 1) / cfg.cp;
-    std::vector<std::int64_t> boundaries = {0};
-    for (std::int64_t i = 0; i < lens.numel(); ++i)
-      boundaries.push_back(boundaries.back() + lens.element<std::int64_t>(i));
-    if (local * cfg.cp > n_tokens) boundaries.push_back(local * cfg.cp);  // a padding document
-    Tensor bank = float_rows(local * cfg.cp, [&](std::int64_t row, std::int64_t j) {
-      std::int64_t token = row < n_tokens ? tokens.element<std::int64_t>(row) : 0;
-      return static_cast<float>((token * 31 + j * 7) % 1000) / 8.0f;
-    });
-    std::vector<Tensor>
-        results;  // window forward, window backward, prefix forward, prefix backward
-    dispatch_and_check(c, cp_group, k, sliding_window_routes(boundaries, local, cfg.cp, a.window),
-                       bank, a.seed, check, total, device, "sliding-window", results);
-    auto keys = compressed_document_offsets(boundaries, a.ratio);
-    Tensor compressed = float_rows(keys.back(), [&](std::int64_t block, std::int64_t j) {
-      return static_cast<float>((block * 17 + j) % 251) / 4.0f;
-    });
-    dispatch_and_check(c, cp_group, k, document_prefix_routes(boundaries, local, cfg.cp, a.ratio),
-                       compressed, a.seed, check, total, device, "document-prefix", results);
-    if (!a.dump.empty()) {
-      std::vector<Item> items;
-      const char* names[] = {"window_forward", "window_backward", "prefix_forward",
-                             "prefix_backward"};
-      for (std::size_t i = 0; i < results.size(); ++i) {
-        items.emplace_back(Value::string(names[i]), Value::tensor(results[i].on(Device{})));
-      }
-      write_dump_segment(step_dir(a.dump, step) / rank_file(c.rank(), "dispatch"), items);
-    }
-    // A progress line per step from rank 0, with the world's totals so far.
-    std::int64_t sums[3] = {total.passed, total.failed, total.bytes - bytes_before};
-    c.all_reduce(c.world(), {sums, 24, c.world().memory()}, DType::int64, ReduceOp::sum).wait();
-    if (cfg.progress != nullptr &&
-        (c.rank() == 0 || c.world_backend() != "sim")) {  // sim: one shared page
-      Progress& p = *cfg.progress;
-      p.steps = step + 1;
-      p.passed = sums[0];
-      p.failed = sums[1];
-      p.bytes += sums[2];
-      p.samples = total.samples;
-      p.before = total.before;
-      p.after = total.after;
-    }
-    if (c.rank() == 0 && !a.json) {
-      std::printf(
-          "step %d/%d: %d samples, %lld bytes exchanged, %lld tokens in rank 0's batch, imbalance "
-          "%.3f -> "
-          "%.3f, checks %lld passed, %lld failed\n",
-          step + 1, a.steps, static_cast<int>(readers.size()) * kSamplesPerReader,
-          static_cast<long long>(sums[2]), static_cast<long long>(n_tokens),
-          total.before / (step + 1), total.after / (step + 1), static_cast<long long>(sums[0]),
-          static_cast<long long>(sums[1]));
-      std::fflush(stdout);
-    }
-  }
-  std::int64_t sums[4] = {total.passed, total.failed, total.bytes, total.samples};
-  c.all_reduce(c.world(), {sums, 32, c.world().memory()}, DType::int64, ReduceOp::sum).wait();
-  std::vector<std::uint64_t> digests(static_cast<std::size_t>(c.size()));
-  c.all_gather(c.world(), {&total.data, 8, c.world().memory()},
-               {digests.data(), digests.size() * 8, c.world().memory()})
-      .wait();
-  // Every rank wrote every step's files before the closing collectives: the manifest last.
-  if (!a.dump.empty() && c.rank() == 0) write_dump_manifest(a, cfg.cp, data.ranks());
-  char text[256];
-  std::snprintf(text, sizeof text, "%lld %lld %lld %lld %.17g %.17g %016llx",
-                static_cast<long long>(sums[0]), static_cast<long long>(sums[1]),
-                static_cast<long long>(sums[2]), static_cast<long long>(sums[3]), total.before,
-                total.after,
-                static_cast<unsigned long long>(fnv1a64(digests.data(), digests.size() * 8)));
-  return text;
-}
+// One step's numbers on this rank, as its phases measure them.
+struct StepStats {
+  std::int64_t samples = 0;      // samples the plan placed (the planner's)
+  std::int64_t bytes = 0;        // payload bytes this rank sent to other ranks
+  std::int64_t tokens = 0;       // tokens in this rank's batch
+  double before = 0, after = 0;  // the plan's token imbalance (the planner's)
+};
 
-// What rank_main returns once every step completed, read back: the world's totals from
-// its closing all-reduce, the imbalance summed over the steps (the planner's, rank 0) and
-// the data checksum.
+// What a rank returns once every step completed (as the project's pickle): the world's
+// totals from the closing all-reduce, the imbalance summed over the steps (the planner's,
+// rank 0) and the data checksum.
 struct Final {
   Progress totals;
   std::uint64_t data = 0;
 };
 
-std::optional<Final> read_final(const std::string& value, int steps) {
-  Final f;
-  long long n[4];
-  unsigned long long data = 0;
-  double before = 0, after = 0;
-  if (std::sscanf(value.c_str(), "%lld %lld %lld %lld %lf %lf %llx", &n[0], &n[1], &n[2], &n[3],
-                  &before, &after, &data) != 7) {
-    return std::nullopt;
+std::string encode_final(const Final& f) {
+  const Progress& p = f.totals;
+  return write_pickle(
+      Value::tuple({Value::integer(p.passed), Value::integer(p.failed), Value::integer(p.bytes),
+                    Value::integer(p.samples), Value::floating(p.before), Value::floating(p.after),
+                    Value::integer(static_cast<std::int64_t>(f.data))}));
+}
+
+Final decode_final(const std::string& value, int steps) {
+  Value result = read_pickle(value);
+  std::span<const Value> v = result.items();
+  if (v.size() != 7) {
+    throw Error(Errc::invalid_argument,
+                "a demo rank's result has " + std::to_string(v.size()) + " fields, not 7");
   }
-  f.totals = {steps, n[0], n[1], n[2], n[3], before, after};
-  f.data = data;
+  Final f;
+  f.totals = {steps,         v[0].as_int(),   v[1].as_int(),  v[2].as_int(),
+              v[3].as_int(), v[4].as_float(), v[5].as_float()};
+  f.data = static_cast<std::uint64_t>(v[6].as_int());
   return f;
+}
+
+// One rank of the demo: its mesh, groups and transports, fixed for the run, and one
+// member function per phase of a step.
+class DemoRank {
+ public:
+  DemoRank(Communicator& c, const Config& cfg);
+  DemoRank(const DemoRank&) = delete;
+  DemoRank& operator=(const DemoRank&) = delete;
+
+  // Readers report, the planner balances and broadcasts the plan, payloads cross in one
+  // exchange, checked; a constructor returns its packed batch.
+  std::optional<Value> exchange(int step, StepStats& stats);
+  // The constructor's batch to its model-parallel peers, checked equal on every peer.
+  Value broadcast(int step, std::optional<Value> batch, StepStats& stats);
+  // The batch's token sequence dispatched over the context-parallel group, sliding window
+  // and document prefix, forward and backward, against the oracle.
+  void dispatch(int step, const Value& batch);
+  // The world's totals so far (rank 0's progress line and the shared progress).
+  void progress(int step, const StepStats& stats);
+  // The closing collectives; the rank's result (encode_final).
+  std::string finish();
+
+ private:
+  Communicator& c_;
+  const Config& cfg_;
+  const DemoArgs& a_;
+  std::vector<int> readers_;  // the last context-parallel rank of each replica reads
+  DataTopology topo_;
+  DataGroups groups_;
+  std::vector<Group> singletons_;  // a one-rank context-parallel group when cp == 1
+  const Group* cp_group_;
+  Device device_;
+  DataPlaneTransport data_;
+  ModelParallelTransport model_;
+  int reader_index_, k_;
+  Counters total_;
+  Checks check_{total_};
+  std::int64_t bytes_before_ = 0;
+};
+
+std::vector<int> demo_readers(const Config& cfg) {
+  std::vector<int> readers;
+  for (int d = 0; d < cfg.args.dp; ++d) readers.push_back(d * cfg.cp + cfg.cp - 1);
+  return readers;
+}
+
+DataTopology demo_topology(const Config& cfg, int rank) {
+  std::vector<int> ranks(static_cast<std::size_t>(cfg.args.ranks));
+  std::iota(ranks.begin(), ranks.end(), 0);
+  return DataTopology(
+      TopologyInputs{{cfg.args.dp, cfg.cp}, {"dp", "cp"}, ranks, rank, std::nullopt});
+}
+
+DataGroups demo_groups(Communicator& c, const Config& cfg, const DataTopology& topo,
+                       const std::vector<int>& readers) {
+  GroupPlanInputs plan_in;
+  plan_in.topology = &topo;
+  plan_in.reader_ranks = readers;
+  plan_in.planner_rank = 0;
+  plan_in.cpu_backend = scenarios::host_backend(c);
+  plan_in.communication_device = cfg.device;
+  return create_data_groups(c, plan_in);
+}
+
+// One-rank context-parallel groups when cp == 1 (made before the transports, whose
+// construction agrees over the data groups).
+std::vector<Group> cp_singletons(Communicator& c, const Config& cfg) {
+  std::string backend = cfg.device ? c.world_backend() : scenarios::host_backend(c);
+  std::vector<Group> out;
+  if (cfg.cp == 1) {
+    for (int r = 0; r < cfg.args.ranks; ++r)
+      out.push_back(c.new_group(std::vector<int>{r}, backend));
+  }
+  return out;
+}
+
+TransportOptions demo_transport_options(const Config& cfg) {
+  TransportOptions options;
+  options.communication_device = cfg.device;
+  return options;
+}
+
+DemoRank::DemoRank(Communicator& c, const Config& cfg)
+    : c_(c),
+      cfg_(cfg),
+      a_(cfg.args),
+      readers_(demo_readers(cfg)),
+      topo_(demo_topology(cfg, c.rank())),
+      groups_(demo_groups(c, cfg, topo_, readers_)),
+      singletons_(cp_singletons(c, cfg)),
+      cp_group_(cfg.cp == 1                     ? &singletons_[static_cast<std::size_t>(c.rank())]
+                : groups_.model_parallel_tensor ? &*groups_.model_parallel_tensor
+                                                : &*groups_.model_parallel),
+      device_(cp_group_->memory() == MemorySpace::accelerator && cfg.device
+                  ? Device::parse(*cfg.device)
+                  : Device{}),
+      data_(c, groups_, demo_transport_options(cfg)),
+      model_(c, topo_, groups_, batch_layout(), demo_transport_options(cfg)) {
+  reader_index_ =
+      static_cast<int>(std::find(readers_.begin(), readers_.end(), c.rank()) - readers_.begin());
+  k_ = static_cast<int>(topo_.coordinate()[1]);
+}
+
+std::optional<Value> DemoRank::exchange(int step, StepStats& stats) {
+  bytes_before_ = total_.bytes;
+  if (!data_.is_member()) return std::nullopt;
+  std::vector<Sample> samples;
+  std::vector<Value> report;
+  if (reader_index_ < static_cast<int>(readers_.size())) {
+    for (int i = 0; i < kSamplesPerReader; ++i)
+      samples.push_back(make_sample(a_.seed, step, reader_index_, i));
+    for (const Sample& s : samples)
+      report.push_back(Value::tuple({s.key, Value::integer(s.tokens)}));
+  }
+  auto gathered = data_.gather_object_to_planner(Value::list(report));
+  Value plan_value;
+  if (gathered) {
+    Plan plan = balance(*gathered, topo_.constructor_ranks());
+    std::vector<Value> entries;
+    for (auto& [key, target] : plan.targets)
+      entries.push_back(Value::tuple({key, Value::integer(target)}));
+    plan_value = Value::tuple(
+        {Value::list(entries), Value::floating(plan.before), Value::floating(plan.after)});
+    stats.before = plan.before;
+    stats.after = plan.after;
+    stats.samples = static_cast<std::int64_t>(plan.targets.size());
+  }
+  plan_value = data_.broadcast_from_planner(plan_value);
+  if (!a_.dump.empty() && c_.rank() == 0) {
+    Item plan_item{Value::string("plan"), plan_value};
+    write_dump_segment(step_dir(a_.dump, step) / "plan.hpb1", std::span<const Item>(&plan_item, 1));
+  }
+  std::map<std::string, int> planned_here;
+  std::map<int, std::vector<Item>> outgoing;
+  for (const Value& e : plan_value.items()[0].items()) {
+    int target = static_cast<int>(e.items()[1].as_int());
+    if (target == c_.rank()) planned_here[repr(e.items()[0])] = 0;
+    for (const Sample& s : samples) {
+      if (key_equal(s.key, e.items()[0])) outgoing[target].emplace_back(s.key, s.value);
+    }
+  }
+  auto prepared = data_.prepare_exchange(outgoing);
+  for (std::size_t i = 0; i < prepared.input_splits.size(); ++i) {
+    if (data_.ranks()[i] != c_.rank())
+      stats.bytes += static_cast<std::int64_t>(prepared.input_splits[i]);
+  }
+  total_.bytes += stats.bytes;
+  std::vector<Item> arrived = data_.exchange(std::move(prepared));
+  if (!a_.dump.empty())
+    write_dump_segment(step_dir(a_.dump, step) / rank_file(c_.rank(), "items"), arrived);
+  // Every sample arrives exactly once, where the plan put it, with the reader's bytes.
+  bool exact = arrived.size() == planned_here.size();
+  for (const Item& item : arrived) {
+    auto it = planned_here.find(repr(item.first));
+    exact = exact && it != planned_here.end() && it->second++ == 0;
+    std::int64_t id = item.first.items()[0].as_int();
+    Sample again = make_sample(a_.seed, step, static_cast<int>(id % 100000 / 1000),
+                               static_cast<int>(id % 1000));
+    exact = exact && item.second == again.value;
+  }
+  check_(exact,
+         "step " + std::to_string(step) +
+             ": the samples that arrived are not exactly the planned ones",
+         c_.rank());
+  if (!model_.is_constructor()) return std::nullopt;
+  return pack(std::move(arrived));
+}
+
+Value DemoRank::broadcast(int step, std::optional<Value> batch, StepStats& stats) {
+  std::optional<Value> got = model_.broadcast(model_.is_constructor() ? batch : std::nullopt);
+  check_(got.has_value(), "a batch step ended as end of data", c_.rank());
+  if (!a_.dump.empty() && got) {
+    Item batch_item{Value::string("batch"), host_batch(*got)};
+    write_dump_segment(step_dir(a_.dump, step) / rank_file(c_.rank(), "batch"),
+                       std::span<const Item>(&batch_item, 1));
+  }
+  std::uint64_t digest = batch_digest(*got);
+  total_.data = fnv1a64(&digest, 8, total_.data);
+  const Group& cp = *cp_group_;
+  std::vector<std::uint64_t> digests(static_cast<std::size_t>(cp.size()));
+  c_.all_gather(cp, {&digest, 8, cp.memory()}, {digests.data(), digests.size() * 8, cp.memory()})
+      .wait();
+  check_(
+      std::all_of(digests.begin(), digests.end(), [&](std::uint64_t d) { return d == digests[0]; }),
+      "model-parallel peers hold different batches", c_.rank());
+  stats.tokens = got->entries()[0].second.as_tensor().numel();
+  return std::move(*got);
+}
+
+void DemoRank::dispatch(int step, const Value& batch) {
+  // Embeddings of the batch's tokens, sharded over the context-parallel ranks.
+  const Tensor& tokens = batch.entries()[0].second.as_tensor();
+  const Tensor& lens = batch.entries()[1].second.as_tensor();
+  std::int64_t n_tokens = tokens.numel();
+  std::int64_t local = (n_tokens + cfg_.cp - 1) / cfg_.cp;
+  std::vector<std::int64_t> boundaries = {0};
+  for (std::int64_t i = 0; i < lens.numel(); ++i)
+    boundaries.push_back(boundaries.back() + lens.element<std::int64_t>(i));
+  if (local * cfg_.cp > n_tokens) boundaries.push_back(local * cfg_.cp);  // a padding document
+  Tensor bank = float_rows(local * cfg_.cp, [&](std::int64_t row, std::int64_t j) {
+    std::int64_t token = row < n_tokens ? tokens.element<std::int64_t>(row) : 0;
+    return static_cast<float>((token * 31 + j * 7) % 1000) / 8.0f;
+  });
+  std::vector<Tensor> results;  // window forward, window backward, prefix forward, backward
+  dispatch_and_check(c_, *cp_group_, k_,
+                     sliding_window_routes(boundaries, local, cfg_.cp, a_.window), bank, a_.seed,
+                     check_, total_, device_, "sliding-window", results);
+  auto keys = compressed_document_offsets(boundaries, a_.ratio);
+  Tensor compressed = float_rows(keys.back(), [&](std::int64_t block, std::int64_t j) {
+    return static_cast<float>((block * 17 + j) % 251) / 4.0f;
+  });
+  dispatch_and_check(c_, *cp_group_, k_,
+                     document_prefix_routes(boundaries, local, cfg_.cp, a_.ratio), compressed,
+                     a_.seed, check_, total_, device_, "document-prefix", results);
+  if (a_.dump.empty()) return;
+  std::vector<Item> items;
+  const char* names[] = {"window_forward", "window_backward", "prefix_forward", "prefix_backward"};
+  for (std::size_t i = 0; i < results.size(); ++i)
+    items.emplace_back(Value::string(names[i]), Value::tensor(results[i].on(Device{})));
+  write_dump_segment(step_dir(a_.dump, step) / rank_file(c_.rank(), "dispatch"), items);
+}
+
+void DemoRank::progress(int step, const StepStats& stats) {
+  total_.samples += stats.samples;
+  total_.before += stats.before;
+  total_.after += stats.after;
+  std::int64_t sums[3] = {total_.passed, total_.failed, total_.bytes - bytes_before_};
+  c_.all_reduce(c_.world(), {sums, 24, c_.world().memory()}, DType::int64, ReduceOp::sum).wait();
+  // sim: one shared page, written by rank 0; under mpirun each rank keeps its own.
+  if (cfg_.progress != nullptr && (c_.rank() == 0 || c_.world_backend() != "sim")) {
+    Progress& p = *cfg_.progress;
+    p.steps = step + 1;
+    p.passed = sums[0];
+    p.failed = sums[1];
+    p.bytes += sums[2];
+    p.samples = total_.samples;
+    p.before = total_.before;
+    p.after = total_.after;
+  }
+  if (c_.rank() == 0 && !a_.json) {
+    std::printf(
+        "step %d/%d: %d samples, %lld bytes exchanged, %lld tokens in rank 0's batch, imbalance "
+        "%.3f -> %.3f, checks %lld passed, %lld failed\n",
+        step + 1, a_.steps, static_cast<int>(readers_.size()) * kSamplesPerReader,
+        static_cast<long long>(sums[2]), static_cast<long long>(stats.tokens),
+        total_.before / (step + 1), total_.after / (step + 1), static_cast<long long>(sums[0]),
+        static_cast<long long>(sums[1]));
+    std::fflush(stdout);
+  }
+}
+
+std::string DemoRank::finish() {
+  std::int64_t sums[4] = {total_.passed, total_.failed, total_.bytes, total_.samples};
+  c_.all_reduce(c_.world(), {sums, 32, c_.world().memory()}, DType::int64, ReduceOp::sum).wait();
+  std::vector<std::uint64_t> digests(static_cast<std::size_t>(c_.size()));
+  c_.all_gather(c_.world(), {&total_.data, 8, c_.world().memory()},
+                {digests.data(), digests.size() * 8, c_.world().memory()})
+      .wait();
+  // Every rank wrote every step's files before the closing collectives: the manifest last.
+  if (!a_.dump.empty() && c_.rank() == 0) write_dump_manifest(a_, cfg_.cp, data_.ranks());
+  Final f;
+  f.totals = {a_.steps, sums[0], sums[1], sums[2], sums[3], total_.before, total_.after};
+  f.data = fnv1a64(digests.data(), digests.size() * 8);
+  return encode_final(f);
+}
+
+std::string rank_main(Communicator& c, const Config& cfg) {
+  DemoRank rank(c, cfg);
+  for (int step = 0; step < cfg.args.steps; ++step) {
+    StepStats stats;
+    std::optional<Value> batch = rank.exchange(step, stats);
+    Value got = rank.broadcast(step, std::move(batch), stats);
+    rank.dispatch(step, got);
+    rank.progress(step, stats);
+  }
+  return rank.finish();
 }
 
 // How a run ended, for the report.
@@ -599,10 +700,9 @@ struct Outcome {
 void settle(Outcome& o, const Progress& progress, const std::string* value, int steps) {
   o.progress = progress;
   if (value == nullptr) return;
-  if (auto f = read_final(*value, steps)) {
-    o.progress = f->totals;
-    o.data = f->data;
-  }
+  Final f = decode_final(*value, steps);
+  o.progress = f.totals;
+  o.data = f.data;
 }
 
 Json report_json(const DemoArgs& a, const Config& cfg, const Outcome& o) {
@@ -803,21 +903,6 @@ int run_on_simulator(DemoArgs a, std::ostream& out) {
   return report(a, cfg, o, out);
 }
 
-// The failure class of an error a rank raised off the simulator (by its kind).
-sim::Failure failure_of(Errc code) {
-  switch (code) {
-    case Errc::comm_mismatch:
-      return sim::Failure::mismatch;
-    case Errc::comm_deadlock:
-      return sim::Failure::deadlock;
-    case Errc::comm_peer_failed:
-    case Errc::comm_timeout:
-      return sim::Failure::peer_failure;
-    default:
-      return sim::Failure::check;
-  }
-}
-
 // Under mpirun: every rank runs the step; rank 0 prints.
 // Refuses a world of one rank that the mesh cannot use: hpref started without mpirun.
 void check_world(const DemoArgs& a, int size) {
@@ -864,7 +949,7 @@ int run_on_device(DemoArgs a, std::ostream& out) {
   } catch (const Error& e) {
     if (!a.json) throw;
     Json j = {{"backend", a.backend}, {"seed", a.seed}};
-    return json_error(j, e.kind(), e.what(), true, print);
+    return json_error(j, e, print);
   }
   std::unique_ptr<scenarios::World> accel;
   if (a.backend == "nccl") {
@@ -877,7 +962,7 @@ int run_on_device(DemoArgs a, std::ostream& out) {
   } catch (const Error& e) {
     if (!a.json) throw;
     Json j = {{"backend", a.backend}, {"seed", a.seed}};
-    return json_error(j, e.kind(), e.what(), true, print);
+    return json_error(j, e, print);
   }
   if (accel) cfg.device = accel->device();
   Progress progress;  // this process's own: every rank keeps the world's counts
@@ -892,7 +977,7 @@ int run_on_device(DemoArgs a, std::ostream& out) {
     std::fprintf(stderr, "rank %d did not finish: %s: %s\n", comm->rank(),
                  std::string(e.kind()).c_str(), e.what());
     std::fflush(stderr);
-    o.failure = failure_of(e.code());
+    o.failure = failure_of(e);
     o.rank_errors.push_back(
         {{"rank", comm->rank()}, {"status", "error"}, {"kind", e.kind()}, {"message", e.what()}});
   }
@@ -921,10 +1006,8 @@ int run_cluster_demo(const DemoArgs& a, std::ostream& out) {
   Json j = {{"seed", a.seed}, {"backend", a.backend}};
   try {
     return run_demo(a, out);
-  } catch (const Error& e) {
-    return json_error(j, e.kind(), e.what(), true, out);
   } catch (const std::exception& e) {
-    return json_error(j, "internal", e.what(), false, out);
+    return json_error(j, e, out);
   }
 }
 

@@ -285,15 +285,41 @@ Json faults_json(const std::vector<sim::Fault>& faults) {
   return out;
 }
 
-int json_error(Json& object, std::string_view kind, std::string_view message, bool usage,
-               std::ostream& out) {
-  std::cerr << "hpref: error [" << kind << "]: " << message << "\n";
+sim::Failure failure_of(const Error& e) noexcept {
+  switch (e.code()) {
+    case Errc::comm_mismatch:
+      return sim::Failure::mismatch;
+    case Errc::comm_deadlock:
+      return sim::Failure::deadlock;
+    case Errc::comm_peer_failed:
+    case Errc::comm_timeout:
+      return sim::Failure::peer_failure;
+    default:
+      return sim::Failure::check;
+  }
+}
+
+int exit_code_for(const std::exception& e) noexcept {
+  const auto* error = dynamic_cast<const Error*>(&e);
+  if (error == nullptr) return 1;
+  sim::Failure failure = failure_of(*error);
+  if (failure != sim::Failure::check || error->code() == Errc::scenario_check)
+    return sim::exit_code(failure);
+  return 2;
+}
+
+int json_error(Json& object, const std::exception& e, std::ostream& out) {
+  const auto* error = dynamic_cast<const Error*>(&e);
+  std::string_view kind = error != nullptr ? error->kind() : "internal";
+  std::cerr << "hpref: error [" << kind << "]: " << e.what() << "\n";
   if (!object.is_object()) object = Json::object();
-  int code = usage ? 2 : 1;
+  int code = exit_code_for(e);
   object["ok"] = false;
-  object["failure"] = usage ? "usage" : "internal";
+  object["failure"] = code == 2          ? std::string_view("usage")
+                      : error == nullptr ? std::string_view("internal")
+                                         : failure_key(failure_of(*error));
   object["exit_code"] = code;
-  object["error"] = {{"kind", kind}, {"message", message}};
+  object["error"] = {{"kind", kind}, {"message", e.what()}};
   out << dump_json(object) << "\n";
   out.flush();
   return code;
@@ -398,12 +424,9 @@ int run_sim(const SimCommands& c, const SimArgs& a) {
   Json j;
   try {
     return c.explore->parsed() ? cmd_explore(a, j) : cmd_run(a, j);
-  } catch (const Error& e) {
-    if (!a.json) throw;
-    return json_error(j, e.kind(), e.what(), true, std::cout);
   } catch (const std::exception& e) {
     if (!a.json) throw;
-    return json_error(j, "internal", e.what(), false, std::cout);
+    return json_error(j, e, std::cout);
   }
 }
 
