@@ -36,7 +36,7 @@ std::vector<const Scenario*> select(const Filter& f) {
   for (const Scenario& s : scenarios()) {
     bool wanted = f.broken ? s.expected(f.kind) != Expect::none : !s.broken();
     if (f.kind == BackendKind::device && s.simulator_only) wanted = false;
-    if (s.needs_host_groups && !f.host_groups) wanted = false;
+    if ((s.needs_host_groups && !f.host_groups) || !s.in_sweeps) wanted = false;
     bool fits = f.ranks == 0 || (f.ranks >= s.min_ranks && f.ranks <= s.max_ranks);
     if (wanted && fits) out.push_back(&s);
   }

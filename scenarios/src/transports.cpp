@@ -13,18 +13,42 @@
 #include "hpref/sample_key.hpp"
 #include "hpref/scenarios/scenario.hpp"
 #include "hpref/splitmix64.hpp"
+#include "mesh.hpp"
 
 namespace hpref::scenarios {
+
+DataTopology topology_of(const Mesh& m, int rank) {
+  return DataTopology(TopologyInputs{{m.dp, m.mp}, {"dp", "cp"}, m.rank_list, rank, std::nullopt});
+}
+
+DataGroups groups_for(Communicator& c, const Mesh& m, const DataTopology& t, int planner,
+                      std::optional<std::string> device) {
+  GroupPlanInputs in;
+  in.topology = &t;
+  in.reader_ranks = m.readers;
+  in.planner_rank = planner;
+  in.cpu_backend = host_backend(c);
+  in.communication_device = std::move(device);
+  in.enable_payload_exchange = true;
+  return create_data_groups(c, in);
+}
+
+FixedMesh fixed_mesh(Communicator& c, int dp, std::vector<int> readers,
+                     std::optional<std::string> device) {
+  Mesh m;
+  m.dp = dp;
+  m.mp = c.size() / dp;
+  m.rank_list.resize(static_cast<std::size_t>(c.size()));
+  std::iota(m.rank_list.begin(), m.rank_list.end(), 0);
+  m.readers = readers.empty() ? m.rank_list : std::move(readers);
+  DataTopology t = topology_of(m, c.rank());
+  DataGroups groups = groups_for(c, m, t, 0, std::move(device));
+  return {std::move(m), std::move(t), std::move(groups)};
+}
+
 namespace {
 
 // ---- a random mesh, the same on every rank --------------------------------------------
-
-struct Mesh {
-  int dp = 1, mp = 1;
-  std::vector<int> rank_list;
-  std::vector<int> readers;
-  int planner = 0;
-};
 
 Mesh make_mesh(std::uint64_t seed, int n) {
   SplitMix64 g(seed ^ 0x6d657368ULL);
@@ -47,45 +71,12 @@ Mesh make_mesh(std::uint64_t seed, int n) {
   return m;
 }
 
-DataTopology topology_of(const Mesh& m, int rank) {
-  return DataTopology(TopologyInputs{{m.dp, m.mp}, {"dp", "cp"}, m.rank_list, rank, std::nullopt});
-}
-
 std::vector<int> data_plane(const Mesh& m, const DataTopology& t) {
   std::vector<int> plane = m.readers;
   plane.insert(plane.end(), t.constructor_ranks().begin(), t.constructor_ranks().end());
   std::sort(plane.begin(), plane.end());
   plane.erase(std::unique(plane.begin(), plane.end()), plane.end());
   return plane;
-}
-
-DataGroups groups_for(Communicator& c, const Mesh& m, const DataTopology& t, int planner) {
-  GroupPlanInputs in;
-  in.topology = &t;
-  in.reader_ranks = m.readers;
-  in.planner_rank = planner;
-  in.cpu_backend = host_backend(c);
-  in.enable_payload_exchange = true;
-  return create_data_groups(c, in);
-}
-
-// A fixed mesh over every rank in order: dp x mp = size, the given readers, planner 0.
-struct FixedMesh {
-  Mesh mesh;
-  DataTopology topology;
-  DataGroups groups;
-};
-
-FixedMesh fixed_mesh(Communicator& c, int dp, std::vector<int> readers) {
-  Mesh m;
-  m.dp = dp;
-  m.mp = c.size() / dp;
-  m.rank_list.resize(static_cast<std::size_t>(c.size()));
-  std::iota(m.rank_list.begin(), m.rank_list.end(), 0);
-  m.readers = readers.empty() ? m.rank_list : std::move(readers);
-  DataTopology t = topology_of(m, c.rank());
-  DataGroups groups = groups_for(c, m, t, 0);
-  return {std::move(m), std::move(t), std::move(groups)};
 }
 
 // ---- payloads ---------------------------------------------------------------------------

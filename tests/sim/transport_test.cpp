@@ -58,6 +58,16 @@ BOOST_AUTO_TEST_CASE(gpu_check_scenarios_on_an_accelerator_world) {
   }
 }
 
+// hpref demo's step as the registered scenario "demo": on one-rank, odd and even worlds
+// every check passes and every rank ends with the same totals and data checksum.
+BOOST_AUTO_TEST_CASE(demo_scenario_on_any_world) {
+  for (int n : {1, 3, 4, 6}) {
+    auto r = run_scenario("demo", n, 2);
+    BOOST_TEST(r.failure() == Failure::none, "ranks " << n << describe(r));
+    for (const auto& o : r.outcomes) BOOST_TEST(o.value == r.outcomes[0].value, describe(r));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(exchange_refuses_outside_targets_and_oversized_sizes) {
   for (int n = 2; n <= 6; ++n) {
     auto r = run_scenario("exchange_refusals", n, 1);

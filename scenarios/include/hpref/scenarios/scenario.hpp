@@ -48,6 +48,9 @@ struct Scenario {
   // Uses host groups (the data-plane control group, the host model-parallel group): not
   // run on an accelerator-only world (the GPU check's clique, the simulator's nccl world).
   bool needs_host_groups = false;
+  // Run by the sweeps over every scenario (tests/mpi, the GPU check, select()); false for
+  // one with its own driver and sizes (the demo: hpref demo).
+  bool in_sweeps = true;
 
   bool broken() const noexcept { return on_simulator != Expect::none; }
   Expect expected(BackendKind kind) const noexcept {
