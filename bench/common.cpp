@@ -11,8 +11,8 @@
 #include <cstdlib>
 #include <map>
 
+#include "hpref/scenarios/scenario.hpp"
 #include "hpref/sim/cluster.hpp"
-#include "hpref/sim/scenario.hpp"
 
 namespace hpref::bench {
 
@@ -93,7 +93,7 @@ void parse(int* argc, char** argv, const std::string& summary, const std::vector
 }
 
 std::uint8_t pattern_byte(std::uint64_t stream, std::uint64_t index) noexcept {
-  return sim::data_byte(1, stream, index);
+  return scenarios::data_byte(1, stream, index);
 }
 
 void fill_pattern(std::span<std::uint8_t> out, std::uint64_t stream, std::uint64_t first) {

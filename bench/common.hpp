@@ -30,7 +30,7 @@ struct Flag {
 void parse(int* argc, char** argv, const std::string& summary, const std::vector<Flag>& flags,
            bool google_benchmark = false);
 
-// The data every program sends and checks: hpref::sim::data_byte with seed 1, so any slice
+// The data every program sends and checks: hpref::scenarios::data_byte with seed 1, so any slice
 // is regenerable from (stream, index); the stream is the sending rank or a tensor's index.
 std::uint8_t pattern_byte(std::uint64_t stream, std::uint64_t index) noexcept;
 void fill_pattern(std::span<std::uint8_t> out, std::uint64_t stream, std::uint64_t first = 0);

@@ -15,16 +15,13 @@
 #include <functional>
 #include <numeric>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "hpref/error.hpp"
 #include "hpref/nccl/communicator.hpp"
-#include "hpref/sim/scenario.hpp"
+#include "hpref/scenarios/harness.hpp"
 
 namespace {
-
-using hpref::nccl::NcclCommunicator;
 
 struct Row {
   std::string name;
@@ -41,31 +38,19 @@ std::string first_line(std::string s) {
   return s.size() > 150 ? s.substr(0, 147) + "..." : s;
 }
 
+namespace sc = hpref::scenarios;
+
 // Runs fn(rank communicator) on a fresh clique, a thread per GPU; "" when every rank
 // returned, else the first failure.
-std::string on_clique(int devices, hpref::nccl::Options options,
+std::string on_clique(const sc::WorldOptions& options,
                       const std::function<std::string(hpref::Communicator&)>& fn,
                       std::string* value) {
-  auto comms = NcclCommunicator::clique(devices, options);
-  std::vector<std::string> errors(static_cast<std::size_t>(devices)), values(errors.size());
-  std::vector<std::thread> threads;
-  for (int i = 0; i < devices; ++i) {
-    threads.emplace_back([&, i] {
-      auto u = static_cast<std::size_t>(i);
-      try {
-        values[u] = fn(*comms[u]);
-      } catch (const hpref::Error& e) {
-        errors[u] = "rank " + std::to_string(i) + ": " + std::string(e.kind()) + ": " + e.what();
-      } catch (const std::exception& e) {
-        errors[u] = "rank " + std::to_string(i) + ": " + e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  comms.clear();
-  if (value) *value = values[0];
-  for (const auto& e : errors) {
-    if (!e.empty()) return e;
+  auto results = sc::run_world(*sc::open_world("nccl-clique", options), fn);
+  if (value) *value = results[0].value;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const sc::RankResult& r = results[i];
+    if (r.ok) continue;
+    return "rank " + std::to_string(i) + ": " + (r.code ? r.kind + ": " : "") + r.message;
   }
   return "";
 }
@@ -133,8 +118,7 @@ std::string device_buffers(hpref::Communicator& c) {
 
 int main(int argc, char** argv) {
   int seeds = 3, devices = hpref::nccl::visible_devices();
-  hpref::nccl::Options options;
-  options.timeout_ms = 120000;
+  sc::WorldOptions options;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if ((a == "--seeds" || a == "--devices" || a == "--timeout-ms") && i + 1 < argc) {
@@ -173,37 +157,32 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     rows.push_back(row);
   };
+  options.devices = devices;
   // The collective scenarios and the dispatch: every working scenario but the data-plane
   // ones, whose control groups are host groups (they run under mpirun --backend nccl).
-  for (const hpref::sim::Scenario& s : hpref::sim::scenarios()) {
-    bool wanted = s.expect.empty() && !s.simulator_only && !s.host_groups;
-    if (!wanted || devices < s.min_ranks || devices > s.max_ranks) continue;
+  for (const sc::Scenario* s :
+       sc::select({.kind = sc::BackendKind::device, .ranks = devices, .host_groups = false})) {
     for (int seed = 1; seed <= seeds; ++seed) {
-      timed({s.name, std::to_string(seed), devices, "", false, 0}, [&](std::string* value) {
+      timed({s->name, std::to_string(seed), devices, "", false, 0}, [&](std::string* value) {
+        sc::ScenarioContext ctx{static_cast<std::uint64_t>(seed), devices};
         return on_clique(
-            devices, options,
-            [&](hpref::Communicator& c) {
-              return s.fn(c,
-                          hpref::sim::ScenarioContext{static_cast<std::uint64_t>(seed), devices});
-            },
-            value);
+            options, [&](hpref::Communicator& c) { return s->fn(c, ctx); }, value);
       });
     }
   }
   // Checked mode once: the signatures agree, so the program runs as before.
   timed({"collectives checked", "1", devices, "", false, 0}, [&](std::string* value) {
-    hpref::nccl::Options checked = options;
+    sc::WorldOptions checked = options;
     checked.checked = true;
     return on_clique(
-        devices, checked,
+        checked,
         [&](hpref::Communicator& c) {
-          return hpref::sim::find_scenario("collectives")
-              ->fn(c, hpref::sim::ScenarioContext{1, devices});
+          return sc::find_scenario("collectives")->fn(c, sc::ScenarioContext{1, devices});
         },
         value);
   });
   timed({"device buffers", "-", devices, "", false, 0},
-        [&](std::string* value) { return on_clique(devices, options, device_buffers, value); });
+        [&](std::string* value) { return on_clique(options, device_buffers, value); });
 
   int passed = 0;
   std::printf("\n| %-20s | %-4s | %-5s | %-8s | %-60s |\n", "check", "seed", "ranks", "ms",

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds and runs the self-contained NCCL check (device/gpu_check) on this machine's GPUs:
+# Builds and runs the NCCL check (device/gpu_check, target hpref_gpu_check) on this machine's GPUs:
 # one rank per visible GPU in one process (ncclCommInitAll, a thread per GPU), the
 # collective and dispatch scenarios against the oracle, a pass/fail table. Needs only
 # CUDA, CMake, a C++20 compiler and NCCL (NCCL_ROOT, or PyTorch's nvidia-nccl package,
@@ -15,9 +15,12 @@ if [ -z "${NCCL_ROOT:-}" ] && command -v python3 > /dev/null; then
 fi
 echo "gpu-check: NCCL_ROOT=${NCCL_ROOT:-<search>}"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2> /dev/null || true
-cmake -S "$root/device/gpu_check" -B "$build" -DCMAKE_BUILD_TYPE=Release ${NCCL_ROOT:+-DNCCL_ROOT="$NCCL_ROOT"}
-cmake --build "$build" -j "$(nproc)"
+# The main tree with only what the check needs: the reference, hpref::nccl, the scenarios.
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DHPREF_WITH_NCCL=ON -DHPREF_WITH_MPI=OFF \
+  -DHPREF_BUILD_SIMULATOR=OFF -DHPREF_BUILD_TOOLS=OFF -DHPREF_BUILD_TESTS=OFF \
+  -DHPREF_BUILD_BENCH=OFF -DHPREF_PYTHON=OFF ${NCCL_ROOT:+-DNCCL_ROOT="$NCCL_ROOT"}
+cmake --build "$build" -j "$(nproc)" --target hpref_gpu_check
 if [ -n "${NCCL_ROOT:-}" ] && [ -d "$NCCL_ROOT/lib" ]; then
   export LD_LIBRARY_PATH="$NCCL_ROOT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
-exec "$build/hpref_gpu_check" "$@"
+exec "$build/device/gpu_check/hpref_gpu_check" "$@"

@@ -18,11 +18,13 @@
 #include <vector>
 
 #include "hpref/mpi/communicator.hpp"
-#include "hpref/sim/scenario.hpp"
+#include "hpref/scenarios/harness.hpp"
 
 namespace {
 
-using hpref::sim::Scenario;
+namespace sc = hpref::scenarios;
+using sc::Expect;
+using sc::Scenario;
 
 struct Args {
   bool normal = false, large = false, mutations = false, list_broken = false, checked = false;
@@ -89,32 +91,25 @@ std::string one_line(std::string text) {
   return text;
 }
 
-// Runs one scenario on a fresh communicator; prints this rank's outcome; returns the error
+// Runs one scenario on a fresh MPI world; prints this rank's outcome; returns the error
 // kind ("" when it returned). A timed-out communicator ends the job here.
-std::string run(const Scenario& s, std::uint64_t seed, hpref::mpi::Options options) {
-  hpref::mpi::MpiCommunicator comm(options);
-  hpref::sim::ScenarioContext ctx{seed, comm.size()};
-  std::string line =
-      s.name + " seed=" + std::to_string(seed) + " rank " + std::to_string(comm.rank()) + ": ";
-  std::string kind;
-  try {
-    line += "ok " + s.fn(comm, ctx);
-  } catch (const hpref::Error& e) {
-    kind = std::string(e.kind());
-    line += "error " + kind + ": " + one_line(e.what());
-  } catch (const std::exception& e) {
-    kind = "exception";
-    line += "error exception: " + one_line(e.what());
-  }
-  std::printf("%s\n", line.c_str());
+std::string run(const Scenario& s, std::uint64_t seed, const sc::WorldOptions& options) {
+  auto world = sc::open_world("mpi", options);
+  hpref::Communicator& comm = *world->local()[0];
+  sc::RankResult r = sc::run_world(*world, [&](hpref::Communicator& c) {
+    return s.fn(c, sc::ScenarioContext{seed, c.size()});
+  })[0];
+  std::printf("%s seed=%llu rank %d: %s\n", s.name.c_str(), static_cast<unsigned long long>(seed),
+              comm.rank(),
+              (r.ok ? "ok " + r.value : "error " + r.kind + ": " + one_line(r.message)).c_str());
   std::fflush(stdout);
-  if (comm.failed()) comm.abort_job(5);
-  return kind;
+  world->end_if_failed(5);
+  return r.kind;
 }
 
-bool matches(const std::string& expect, const std::string& kind) {
-  if (expect == "mismatch") return kind == "comm_mismatch";
-  if (expect == "timeout") return kind == "comm_timeout";
+bool matches(Expect expect, const std::string& kind) {
+  if (expect == Expect::mismatch) return kind == "comm_mismatch";
+  if (expect == Expect::timeout) return kind == "comm_timeout";
   return !kind.empty() && kind != "comm_timeout";  // check failed: any other refusal
 }
 
@@ -259,11 +254,13 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   int status = 0;
+  sc::WorldOptions options;
+  options.timeout_ms = a.timeout_ms;
   if (a.list_broken) {
-    if (rank == 0) {
-      for (const Scenario& s : hpref::sim::scenarios()) {
-        if (!s.device_expect.empty())
-          std::printf("%s %d %s\n", s.name.c_str(), s.min_ranks, s.device_expect.c_str());
+    for (const Scenario* s : sc::select({.kind = sc::BackendKind::device, .broken = true})) {
+      if (rank == 0) {
+        std::printf("%s %d %s\n", s->name.c_str(), s->min_ranks,
+                    std::string(expect_name(s->on_device)).c_str());
       }
     }
   } else if (a.large) {
@@ -271,28 +268,23 @@ int main(int argc, char** argv) {
   } else if (a.mutations) {
     status = mutations(rank, size);
   } else if (a.normal) {
-    hpref::mpi::Options options;
     options.checked = a.checked;
-    options.timeout_ms = a.timeout_ms;
     options.max_count = a.max_count;
-    for (const Scenario& s : hpref::sim::scenarios()) {
-      if (!s.expect.empty() || s.simulator_only || size < s.min_ranks || size > s.max_ranks)
-        continue;
+    for (const Scenario* s : sc::select({.kind = sc::BackendKind::device, .ranks = size})) {
       for (std::uint64_t seed = a.first_seed; seed <= a.last_seed; ++seed) {
-        if (!run(s, seed, options).empty()) status = 1;
+        if (!run(*s, seed, options).empty()) status = 1;
       }
     }
   } else if (!a.broken.empty()) {
-    const Scenario* s = hpref::sim::find_scenario(a.broken);
-    if (!s || s->device_expect.empty())
+    const Scenario* s = sc::find_scenario(a.broken);
+    if (!s || s->on_device == Expect::none)
       usage("no broken scenario '" + a.broken + "' runs under MPI (--list-broken)");
-    hpref::mpi::Options options;
     options.checked = true;
-    options.timeout_ms = a.timeout_ms;
     std::string kind = run(*s, 1, options);
     // Ranks that are not the broken one may finish: only a wrong refusal fails this rank.
-    bool ok = kind.empty() || matches(s->device_expect, kind);
-    std::printf("%s rank %d: expected %s, %s\n", s->name.c_str(), rank, s->device_expect.c_str(),
+    bool ok = kind.empty() || matches(s->on_device, kind);
+    std::printf("%s rank %d: expected %s, %s\n", s->name.c_str(), rank,
+                std::string(expect_name(s->on_device)).c_str(),
                 kind.empty() ? "returned" : (ok ? "got it" : ("got " + kind + " instead").c_str()));
     status = ok ? 0 : 1;
   } else {

@@ -14,13 +14,14 @@
 #include <set>
 #include <thread>
 
+#include "hpref/scenarios/scenario.hpp"
 #include "hpref/sim/cluster.hpp"
-#include "hpref/sim/scenario.hpp"
-#include "hpref/sim/splitmix64.hpp"
+#include "hpref/splitmix64.hpp"
 #include "support.hpp"
 
 using namespace hpref;
 using namespace hpref::sim;
+using namespace hpref::scenarios;
 using hpref::sim::testing::describe;
 using hpref::sim::testing::run_scenario;
 

@@ -5,10 +5,14 @@
 #include <string>
 #include <vector>
 
+#include "hpref/scenarios/scenario.hpp"
 #include "hpref/sim/cluster.hpp"
-#include "hpref/sim/scenario.hpp"
 
 namespace hpref::sim::testing {
+
+using scenarios::find_scenario;
+using scenarios::Scenario;
+using scenarios::ScenarioContext;
 
 inline RunResult run_scenario(const std::string& name, int ranks, std::uint64_t seed,
                               std::vector<Fault> faults = {}, std::string world_backend = "sim") {

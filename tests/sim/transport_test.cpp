@@ -4,12 +4,13 @@
 #define BOOST_TEST_DYN_LINK
 #include <boost/test/unit_test.hpp>
 
+#include "hpref/scenarios/harness.hpp"
 #include "hpref/sim/cluster.hpp"
-#include "hpref/sim/scenario.hpp"
 #include "support.hpp"
 
 using namespace hpref;
 using namespace hpref::sim;
+using namespace hpref::scenarios;
 using hpref::sim::testing::describe;
 using hpref::sim::testing::run_scenario;
 
@@ -47,13 +48,23 @@ BOOST_AUTO_TEST_CASE(transports_and_dispatch_over_many_seeds) {
 // and refuses host buffers, so the scenarios it runs must place every buffer and tensor in
 // the group's memory space; the simulator enforces that before a GPU ever runs them.
 BOOST_AUTO_TEST_CASE(gpu_check_scenarios_on_an_accelerator_world) {
-  for (const Scenario& s : scenarios()) {
-    if (!s.expect.empty() || s.simulator_only || s.host_groups) continue;
-    for (int n = 1; n <= 4; ++n) {
-      auto r = run_scenario(s.name, n, 5, {}, "nccl");
+  for (int n = 1; n <= 4; ++n) {
+    for (const Scenario* s :
+         select({.kind = BackendKind::device, .ranks = n, .host_groups = false})) {
+      auto r = run_scenario(s->name, n, 5, {}, "nccl");
       BOOST_TEST(r.failure() == Failure::none,
-                 s.name << " ranks " << n << " on an nccl world" << describe(r));
+                 s->name << " ranks " << n << " on an nccl world" << describe(r));
     }
+  }
+}
+
+// hpref demo's step as the registered scenario "demo": on one-rank, odd and even worlds
+// every check passes and every rank ends with the same totals and data checksum.
+BOOST_AUTO_TEST_CASE(demo_scenario_on_any_world) {
+  for (int n : {1, 3, 4, 6}) {
+    auto r = run_scenario("demo", n, 2);
+    BOOST_TEST(r.failure() == Failure::none, "ranks " << n << describe(r));
+    for (const auto& o : r.outcomes) BOOST_TEST(o.value == r.outcomes[0].value, describe(r));
   }
 }
 

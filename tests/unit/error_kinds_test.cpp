@@ -16,7 +16,7 @@
 //                                             tests/sim/sim_test.cpp
 //   comm_timeout (MPI/NCCL only) ............ tests/mpi/scenario_runner.cpp (label mpi)
 //   transport_size_limit, transport_targets,  the simulator scenario exchange_refusals
-//   transport_spec_mismatch,                  (simulator/src/transport_scenarios.cpp, run by
+//   transport_spec_mismatch,                  (scenarios/src/transports.cpp, run by
 //   transport_constructor_failed,             tests/sim/transport_test.cpp)
 //   transport_limit_mismatch
 //   scenario_check .......................... tests/sim/sim_test.cpp
@@ -197,12 +197,12 @@ const std::map<Errc, std::vector<const char*>> kElsewhere = {
     {Errc::comm_timeout, {"mpi/scenario_runner.cpp"}},
     {Errc::comm_buffer_mutated, {"sim/sim_test.cpp"}},
     {Errc::comm_memory_space, {"sim/sim_test.cpp"}},
-    {Errc::transport_size_limit, {"../simulator/src/transport_scenarios.cpp"}},
+    {Errc::transport_size_limit, {"../scenarios/src/transports.cpp"}},
     {Errc::transport_limit_mismatch, {"sim/transport_test.cpp"}},
     {Errc::exchange_refused, {"sim/transport_test.cpp"}},
-    {Errc::transport_targets, {"../simulator/src/transport_scenarios.cpp"}},
+    {Errc::transport_targets, {"../scenarios/src/transports.cpp"}},
     {Errc::transport_spec_mismatch, {"sim/transport_test.cpp"}},
-    {Errc::transport_constructor_failed, {"../simulator/src/transport_scenarios.cpp"}},
+    {Errc::transport_constructor_failed, {"../scenarios/src/transports.cpp"}},
     {Errc::dispatch_axis, {"unit/dispatch_test.cpp", "sim/dispatch_test.cpp"}},
     {Errc::dispatch_length, {"unit/dispatch_test.cpp", "sim/dispatch_test.cpp"}},
     {Errc::dispatch_group, {"unit/dispatch_test.cpp", "sim/dispatch_test.cpp"}},

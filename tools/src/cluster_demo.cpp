@@ -5,234 +5,28 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <functional>
 #include <iostream>
 #include <memory>
 #include <new>
-#include <numeric>
 #include <optional>
 #include <ostream>
 #include <sstream>
 
 #include "hpref/cli/json_value.hpp"
 #include "hpref/codec.hpp"
-#include "hpref/data_plane.hpp"
-#include "hpref/dispatch.hpp"
 #include "hpref/error.hpp"
-#include "hpref/model_parallel.hpp"
-#include "hpref/oracle.hpp"
-#include "hpref/repr.hpp"
+#include "hpref/pickle.hpp"
 #include "hpref/sample_key.hpp"
+#include "hpref/scenarios/demo.hpp"
+#include "hpref/scenarios/harness.hpp"
 #include "hpref/sim/cluster.hpp"
 #include "sim_command.hpp"
-#if defined(HPREF_HAVE_MPI)
-#include "hpref/mpi/communicator.hpp"
-#endif
-#if defined(HPREF_HAVE_NCCL)
-#include "hpref/nccl/communicator.hpp"
-#endif
 
 namespace hpref::cli {
 namespace {
-
-constexpr int kSamplesPerReader = 16;
-constexpr std::int64_t kWidth = 16;  // row width of the sequence banks (float32)
-
-struct Counters {
-  std::int64_t samples = 0, bytes = 0, passed = 0, failed = 0;
-  double before = 0, after = 0;  // token imbalance, summed over steps (planner only)
-  // FNV-1a over every batch and dispatch result this rank holds, in step order: the same
-  // on every backend for the same seed.
-  std::uint64_t data = 0xcbf29ce484222325ULL;
-  void fold(const Tensor& t) { data = fnv1a64(t.bytes().data(), t.nbytes(), data); }
-};
-
-class Checks {
- public:
-  explicit Checks(Counters& c) : c_(c) {}
-  void operator()(bool ok, const std::string& what, int rank) {
-    if (ok) {
-      ++c_.passed;
-    } else {
-      ++c_.failed;
-      std::fprintf(stderr, "CHECK FAILED on rank %d: %s\n", rank, what.c_str());
-    }
-  }
-
- private:
-  Counters& c_;
-};
-
-// ---- the synthetic corpus -------------------------------------------------------------
-
-struct Sample {
-  Value key;
-  std::int64_t tokens;
-  Value value;
-};
-
-Sample make_sample(std::uint64_t seed, int step, int reader, int i) {
-  sim::SplitMix64 g(seed * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(step) * 1000003 +
-                    static_cast<std::uint64_t>(reader) * 131 + static_cast<std::uint64_t>(i));
-  std::int64_t id = step * 100000 + reader * 1000 + i;
-  std::int64_t tokens =
-      16 + static_cast<std::int64_t>(g.next() % 1009);  // variable-length documents
-  std::vector<std::uint8_t> ids(static_cast<std::size_t>(tokens) * 8), image(256 + g.next() % 4096);
-  for (std::int64_t t = 0; t < tokens; ++t) {
-    std::int64_t token = static_cast<std::int64_t>(g.next() % 50257);
-    std::memcpy(ids.data() + t * 8, &token, 8);
-  }
-  for (auto& b : image) b = static_cast<std::uint8_t>(g.next());
-  Value meta = Value::mapping({
-      {Value::string("source"), Value::string(id % 3 ? "web/crawl-2026-10" : "books/ü-set")},
-      {Value::string("quality"), Value::floating(static_cast<double>(g.next() % 1000) / 1000.0)},
-      {Value::string("tags"),
-       Value::list({Value::string("en"), Value::string(tokens > 100 ? "long" : "short")})},
-  });
-  Value value = Value::mapping({
-      {Value::string("input_ids"), Value::tensor(Tensor::copy_of(DType::int64, {tokens}, ids))},
-      {Value::string("image"), Value::bytes(std::span<const std::uint8_t>(image))},
-      {Value::string("meta"), meta},
-  });
-  return {SampleKey::make(id, 0).to_value(), tokens, value};
-}
-
-// ---- planning: longest first onto the least loaded constructor with capacity left -----
-
-struct Plan {
-  std::vector<std::pair<Value, int>> targets;  // key -> constructor rank
-  double before = 0, after = 0;
-};
-
-double imbalance(const std::vector<std::int64_t>& loads) {
-  double mean = static_cast<double>(std::accumulate(loads.begin(), loads.end(), std::int64_t{0})) /
-                static_cast<double>(loads.size());
-  return mean > 0 ? static_cast<double>(*std::max_element(loads.begin(), loads.end())) / mean : 1.0;
-}
-
-Plan balance(const std::vector<Value>& reports, const std::vector<int>& constructors) {
-  struct Entry {
-    Value key;
-    std::int64_t tokens;
-  };
-  std::vector<Entry> all;
-  for (const Value& report : reports) {
-    for (const Value& e : report.items()) all.push_back({e.items()[0], e.items()[1].as_int()});
-  }
-  std::size_t dp = constructors.size();
-  std::vector<std::int64_t> naive(dp, 0), load(dp, 0);
-  std::vector<std::size_t> count(dp, 0);
-  for (std::size_t i = 0; i < all.size(); ++i) naive[i % dp] += all[i].tokens;  // arrival order
-  std::size_t capacity = (all.size() + dp - 1) / dp;
-  std::stable_sort(all.begin(), all.end(),
-                   [](const Entry& a, const Entry& b) { return a.tokens > b.tokens; });
-  Plan plan;
-  for (const Entry& e : all) {
-    std::size_t best = dp;
-    for (std::size_t d = 0; d < dp; ++d) {
-      if (count[d] < capacity && (best == dp || load[d] < load[best])) best = d;
-    }
-    load[best] += e.tokens;
-    ++count[best];
-    plan.targets.emplace_back(e.key, constructors[best]);
-  }
-  plan.before = imbalance(naive);
-  plan.after = imbalance(load);
-  return plan;
-}
-
-// ---- the batch ---------------------------------------------------------------------------
-
-ModelBatchLayout batch_layout() {
-  return ModelBatchLayout({
-      {"tokens", DType::int64, Placement::accelerator, {Dim{std::string("T")}}},
-      {"doc_lens", DType::int64, Placement::cpu, {Dim{std::string("N")}}},
-      {"images", DType::uint8, Placement::cpu, {Dim{std::string("I")}}},
-  });
-}
-
-Value pack(std::vector<Item> items) {
-  std::sort(items.begin(), items.end(), [](const Item& a, const Item& b) {
-    return a.first.items()[0].as_int() < b.first.items()[0].as_int();
-  });
-  std::vector<std::uint8_t> tokens, lens, images;
-  for (const Item& item : items) {
-    const Tensor& ids = item.second.entries()[0].second.as_tensor();
-    tokens.insert(tokens.end(), ids.bytes().begin(), ids.bytes().end());
-    std::int64_t n = ids.numel();
-    lens.insert(lens.end(), reinterpret_cast<std::uint8_t*>(&n),
-                reinterpret_cast<std::uint8_t*>(&n) + 8);
-    auto img = item.second.entries()[1].second.as_bytes().span();
-    images.insert(images.end(), img.begin(), img.end());
-  }
-  auto t = [](DType d, std::vector<std::uint8_t> bytes) {
-    std::int64_t n = static_cast<std::int64_t>(bytes.size() / element_size(d));
-    return Value::tensor(Tensor(d, {n}, SharedBytes::adopt(std::move(bytes))));
-  };
-  return Value::mapping({{Value::string("tokens"), t(DType::int64, std::move(tokens))},
-                         {Value::string("doc_lens"), t(DType::int64, std::move(lens))},
-                         {Value::string("images"), t(DType::uint8, std::move(images))}});
-}
-
-std::uint64_t batch_digest(const Value& batch) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (const auto& [k, v] : batch.entries())
-    h = fnv1a64(v.as_tensor().bytes().data(), v.as_tensor().nbytes(), h);
-  return h;
-}
-
-// ---- the sequence banks -------------------------------------------------------------------
-
-Tensor float_rows(std::int64_t rows, const std::function<float(std::int64_t, std::int64_t)>& f) {
-  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(rows * kWidth) * 4);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t j = 0; j < kWidth; ++j) {
-      float v = f(r, j);
-      std::memcpy(bytes.data() + (r * kWidth + j) * 4, &v, 4);
-    }
-  }
-  return Tensor(DType::float32, {rows, kWidth}, SharedBytes::adopt(std::move(bytes)));
-}
-
-Tensor row_slice(const Tensor& t, std::int64_t start, std::int64_t count) {
-  return Tensor(t.dtype(), std::vector<std::int64_t>{count, kWidth},
-                t.storage().slice(static_cast<std::size_t>(start * kWidth) * 4,
-                                  static_cast<std::size_t>(count * kWidth) * 4));
-}
-
-// Forward and backward of one route family against the oracle; appends the output and the
-// input gradient to `results`.
-void dispatch_and_check(Communicator& c, const Group& cp, int k, const std::vector<Route>& routes,
-                        const Tensor& bank, std::uint64_t seed, Checks& check, Counters& total,
-                        Device device, const char* name, std::vector<Tensor>& results) {
-  auto owners = route_owner_offsets(routes);
-  Tensor shard = row_slice(bank, owners[static_cast<std::size_t>(k)],
-                           routes[static_cast<std::size_t>(k)].local_length)
-                     .on(device);
-  Tensor out = sequence_dispatch(c, cp, shard, 0, routes[static_cast<std::size_t>(k)]);
-  check(out == oracle_forward(bank, routes)[static_cast<std::size_t>(k)],
-        std::string(name) + " forward differs from the oracle", c.rank());
-  total.fold(out);
-  results.push_back(out);
-  std::vector<Tensor> grads;
-  for (std::size_t r = 0; r < routes.size(); ++r) {
-    grads.push_back(float_rows(routes[r].global_end - routes[r].global_start, [&](std::int64_t row,
-                                                                                  std::int64_t j) {
-      return static_cast<float>((seed + r * 7 + static_cast<std::uint64_t>(row * 13 + j)) % 97) /
-             16.0f;
-    }));
-  }
-  Tensor grad = sequence_dispatch_backward(c, cp, grads[static_cast<std::size_t>(k)].on(device), 0,
-                                           routes[static_cast<std::size_t>(k)]);
-  check(grad == oracle_backward(grads, routes)[static_cast<std::size_t>(k)],
-        std::string(name) + " backward differs from the oracle", c.rank());
-  total.fold(grad);
-  results.push_back(grad);
-}
 
 // ---- --dump DIR: what hpref's transports produced on each rank ------------------------------
 //
@@ -249,49 +43,6 @@ void dispatch_and_check(Communicator& c, const Group& cp, int k, const std::vect
 //                                    after the closing collectives (every rank has written
 //                                    every step then): no manifest, no complete dump.
 // Every file goes to a ".part" name first and is renamed when complete.
-
-std::filesystem::path step_dir(const std::string& dir, int step) {
-  return std::filesystem::path(dir) / ("step" + std::to_string(step));
-}
-
-std::string rank_file(int rank, const char* what) {
-  return "rank" + std::to_string(rank) + "." + what + ".hpb1";
-}
-
-void write_dump_file(const std::filesystem::path& path, std::span<const std::uint8_t> bytes) {
-  std::filesystem::path part = path;
-  part += ".part";
-  std::FILE* f = std::fopen(part.c_str(), "wb");
-  if (f == nullptr) {
-    throw Error(Errc::io, "--dump: cannot create '" + part.string() + "': " + std::strerror(errno));
-  }
-  bool ok = bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  int saved = errno;
-  if (std::fclose(f) != 0 && ok) {
-    ok = false;
-    saved = errno;
-  }
-  if (!ok || std::rename(part.c_str(), path.c_str()) != 0) {
-    if (ok) saved = errno;
-    std::remove(part.c_str());
-    throw Error(Errc::io, "--dump: cannot write '" + path.string() + "': " + std::strerror(saved));
-  }
-}
-
-void write_dump_segment(const std::filesystem::path& path, std::span<const Item> items) {
-  EncodeOptions options;
-  options.key_class = KeyClass(kDefaultKeyClass);  // keys as the Python original's SampleKey
-  write_dump_file(path, encode_segment(items, options));
-}
-
-// The batch with every tensor on the host (an accelerator world's tokens are on the GPU).
-Value host_batch(const Value& batch) {
-  std::vector<Value::Entry> entries;
-  for (const auto& [k, v] : batch.entries())
-    entries.emplace_back(k, Value::tensor(v.as_tensor().on(Device{})));
-  return Value::mapping(std::move(entries));
-}
-
 // DIR/manifest.json: the run's parameters, the data-plane ranks and every file, per step.
 void write_dump_manifest(const DemoArgs& a, int cp, std::span<const int> data_plane) {
   Json steps = Json::array();
@@ -300,10 +51,11 @@ void write_dump_manifest(const DemoArgs& a, int cp, std::span<const int> data_pl
     for (int r = 0; r < a.ranks; ++r) {
       bool member = std::find(data_plane.begin(), data_plane.end(), r) != data_plane.end();
       std::string dir = "step" + std::to_string(step) + "/";
-      ranks.push_back({{"rank", r},
-                       {"items", member ? Json(dir + rank_file(r, "items")) : Json(nullptr)},
-                       {"batch", dir + rank_file(r, "batch")},
-                       {"dispatch", dir + rank_file(r, "dispatch")}});
+      ranks.push_back(
+          {{"rank", r},
+           {"items", member ? Json(dir + scenarios::demo_rank_file(r, "items")) : Json(nullptr)},
+           {"batch", dir + scenarios::demo_rank_file(r, "batch")},
+           {"dispatch", dir + scenarios::demo_rank_file(r, "dispatch")}});
     }
     steps.push_back(
         {{"step", step}, {"plan", "step" + std::to_string(step) + "/plan.hpb1"}, {"ranks", ranks}});
@@ -321,9 +73,9 @@ void write_dump_manifest(const DemoArgs& a, int cp, std::span<const int> data_pl
             {"key_class", std::string(kDefaultKeyClass)},
             {"files", steps}};
   std::string text = dump_json(j) + "\n";
-  write_dump_file(std::filesystem::path(a.dump) / "manifest.json",
-                  std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(text.data()),
-                                                text.size()));
+  scenarios::write_demo_file(std::filesystem::path(a.dump) / "manifest.json",
+                             std::span<const std::uint8_t>(
+                                 reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
 }
 
 // Checks --dump's directory and makes it and its step folders (Error invalid_argument or io
@@ -341,7 +93,7 @@ void prepare_dump(const DemoArgs& a) {
     throw Error(Errc::invalid_argument, "--dump '" + a.dump + "' exists and is not a directory");
   }
   for (int step = -1; step < a.steps; ++step) {
-    fs::path p = step < 0 ? dir : step_dir(a.dump, step);
+    fs::path p = step < 0 ? dir : scenarios::demo_step_dir(a.dump, step);
     fs::create_directories(p, ec);
     if (ec || !fs::is_directory(p)) {
       throw Error(Errc::io, "--dump '" + a.dump + "': cannot create the directory '" + p.string() +
@@ -354,237 +106,12 @@ void prepare_dump(const DemoArgs& a) {
                 "--dump '" + a.dump + "': cannot remove the old manifest.json: " + ec.message());
 }
 
-// What the world has completed, written by rank 0 after each step's closing all-reduce:
-// the summary of a run that fails part way counts the steps before the failure. On the
-// simulator it lives in anonymous shared memory mapped before the ranks are forked.
-struct Progress {
-  std::int64_t steps = 0, passed = 0, failed = 0, bytes = 0, samples = 0;
-  double before = 0, after = 0;  // imbalance summed over the completed steps
-};
+using Progress = scenarios::DemoProgress;
 
 struct Config {
   DemoArgs args;
-  int cp = 1;
-  // The rank's accelerator ("cuda:N") on an accelerator world: groups stage through it and
-  // the context-parallel dispatch runs over the model-parallel accelerator group.
-  std::optional<std::string> device;
-  Progress* progress = nullptr;
+  scenarios::DemoConfig run;  // what each rank runs
 };
-
-std::string rank_main(Communicator& c, const Config& cfg) {
-  const DemoArgs& a = cfg.args;
-  std::vector<int> ranks(static_cast<std::size_t>(a.ranks));
-  std::iota(ranks.begin(), ranks.end(), 0);
-  DataTopology topo(TopologyInputs{{a.dp, cfg.cp}, {"dp", "cp"}, ranks, c.rank(), std::nullopt});
-  std::vector<int> readers;  // the last context-parallel rank of each replica reads
-  for (int d = 0; d < a.dp; ++d) readers.push_back(d * cfg.cp + cfg.cp - 1);
-  GroupPlanInputs plan_in;
-  plan_in.topology = &topo;
-  plan_in.reader_ranks = readers;
-  plan_in.planner_rank = 0;
-  std::string world = c.world_backend();
-  plan_in.cpu_backend = is_accelerator_backend_name(world) ? "mpi" : world;
-  plan_in.communication_device = cfg.device;
-  DataGroups groups = create_data_groups(c, plan_in);
-  std::string cp_backend = cfg.device ? world : plan_in.cpu_backend;
-  std::vector<Group> singletons;  // a one-rank context-parallel group when cp == 1
-  if (cfg.cp == 1) {
-    for (int r = 0; r < a.ranks; ++r)
-      singletons.push_back(c.new_group(std::vector<int>{r}, cp_backend));
-  }
-  const Group& cp_group = cfg.cp == 1 ? singletons[static_cast<std::size_t>(c.rank())]
-                          : groups.model_parallel_tensor ? *groups.model_parallel_tensor
-                                                         : *groups.model_parallel;
-  Device device = cp_group.memory() == MemorySpace::accelerator && cfg.device
-                      ? Device::parse(*cfg.device)
-                      : Device{};
-  TransportOptions options;
-  options.communication_device = cfg.device;
-  DataPlaneTransport data(c, groups, options);
-  ModelParallelTransport model(c, topo, groups, batch_layout(), options);
-  int reader_index =
-      static_cast<int>(std::find(readers.begin(), readers.end(), c.rank()) - readers.begin());
-  bool reader = reader_index < static_cast<int>(readers.size());
-  int k = static_cast<int>(topo.coordinate()[1]);
-  Counters total;
-  Checks check(total);
-  for (int step = 0; step < a.steps; ++step) {
-    std::int64_t bytes_before = total.bytes;
-    std::optional<Value> batch;
-    std::map<std::string, int> planned_here;
-    if (data.is_member()) {
-      std::vector<Sample> samples;
-      std::vector<Value> report;
-      if (reader) {
-        for (int i = 0; i < kSamplesPerReader; ++i)
-          samples.push_back(make_sample(a.seed, step, reader_index, i));
-        for (const Sample& s : samples)
-          report.push_back(Value::tuple({s.key, Value::integer(s.tokens)}));
-      }
-      auto gathered = data.gather_object_to_planner(Value::list(report));
-      Value plan_value;
-      if (gathered) {
-        Plan plan = balance(*gathered, topo.constructor_ranks());
-        std::vector<Value> entries;
-        for (auto& [key, target] : plan.targets)
-          entries.push_back(Value::tuple({key, Value::integer(target)}));
-        plan_value = Value::tuple(
-            {Value::list(entries), Value::floating(plan.before), Value::floating(plan.after)});
-        total.before += plan.before;
-        total.after += plan.after;
-        total.samples += static_cast<std::int64_t>(plan.targets.size());
-      }
-      plan_value = data.broadcast_from_planner(plan_value);
-      if (!a.dump.empty() && c.rank() == 0) {
-        Item plan_item{Value::string("plan"), plan_value};
-        write_dump_segment(step_dir(a.dump, step) / "plan.hpb1",
-                           std::span<const Item>(&plan_item, 1));
-      }
-      std::map<int, std::vector<Item>> outgoing;
-      for (const Value& e : plan_value.items()[0].items()) {
-        int target = static_cast<int>(e.items()[1].as_int());
-        if (target == c.rank()) planned_here[repr(e.items()[0])] = 0;
-        for (const Sample& s : samples) {
-          if (key_equal(s.key, e.items()[0])) outgoing[target].emplace_back(s.key, s.value);
-        }
-      }
-      auto prepared = data.prepare_exchange(outgoing);
-      for (std::size_t i = 0; i < prepared.input_splits.size(); ++i) {
-        if (data.ranks()[i] != c.rank())
-          total.bytes += static_cast<std::int64_t>(prepared.input_splits[i]);
-      }
-      std::vector<Item> arrived = data.exchange(std::move(prepared));
-      if (!a.dump.empty())
-        write_dump_segment(step_dir(a.dump, step) / rank_file(c.rank(), "items"), arrived);
-      // Every sample arrives exactly once, where the plan put it, with the reader's bytes.
-      bool exact = arrived.size() == planned_here.size();
-      for (const Item& item : arrived) {
-        auto it = planned_here.find(repr(item.first));
-        exact = exact && it != planned_here.end() && it->second++ == 0;
-        std::int64_t id = item.first.items()[0].as_int();
-        Sample again = make_sample(a.seed, step, static_cast<int>(id % 100000 / 1000),
-                                   static_cast<int>(id % 1000));
-        exact = exact && item.second == again.value;
-      }
-      check(exact,
-            "step " + std::to_string(step) +
-                ": the samples that arrived are not exactly the planned ones",
-            c.rank());
-      if (model.is_constructor()) batch = pack(std::move(arrived));
-    }
-    // The constructor's batch to its model-parallel peers, bit for bit.
-    std::optional<Value> got = model.broadcast(model.is_constructor() ? batch : std::nullopt);
-    check(got.has_value(), "a batch step ended as end of data", c.rank());
-    if (!a.dump.empty() && got) {
-      Item batch_item{Value::string("batch"), host_batch(*got)};
-      write_dump_segment(step_dir(a.dump, step) / rank_file(c.rank(), "batch"),
-                         std::span<const Item>(&batch_item, 1));
-    }
-    std::uint64_t digest = batch_digest(*got);
-    total.data = fnv1a64(&digest, 8, total.data);
-    std::vector<std::uint64_t> digests(static_cast<std::size_t>(cp_group.size()));
-    c.all_gather(cp_group, {&digest, 8, cp_group.memory()},
-                 {digests.data(), digests.size() * 8, cp_group.memory()})
-        .wait();
-    check(std::all_of(digests.begin(), digests.end(),
-                      [&](std::uint64_t d) { return d == digests[0]; }),
-          "model-parallel peers hold different batches", c.rank());
-    // Context-parallel dispatch of the batch's token sequence: embeddings sharded over cp.
-    const Tensor& tokens = got->entries()[0].second.as_tensor();
-    const Tensor& lens = got->entries()[1].second.as_tensor();
-    std::int64_t n_tokens = tokens.numel();
-    std::int64_t local = (n_tokens + cfg.cp - 1) / cfg.cp;
-    std::vector<std::int64_t> boundaries = {0};
-    for (std::int64_t i = 0; i < lens.numel(); ++i)
-      boundaries.push_back(boundaries.back() + lens.element<std::int64_t>(i));
-    if (local * cfg.cp > n_tokens) boundaries.push_back(local * cfg.cp);  // a padding document
-    Tensor bank = float_rows(local * cfg.cp, [&](std::int64_t row, std::int64_t j) {
-      std::int64_t token = row < n_tokens ? tokens.element<std::int64_t>(row) : 0;
-      return static_cast<float>((token * 31 + j * 7) % 1000) / 8.0f;
-    });
-    std::vector<Tensor>
-        results;  // window forward, window backward, prefix forward, prefix backward
-    dispatch_and_check(c, cp_group, k, sliding_window_routes(boundaries, local, cfg.cp, a.window),
-                       bank, a.seed, check, total, device, "sliding-window", results);
-    auto keys = compressed_document_offsets(boundaries, a.ratio);
-    Tensor compressed = float_rows(keys.back(), [&](std::int64_t block, std::int64_t j) {
-      return static_cast<float>((block * 17 + j) % 251) / 4.0f;
-    });
-    dispatch_and_check(c, cp_group, k, document_prefix_routes(boundaries, local, cfg.cp, a.ratio),
-                       compressed, a.seed, check, total, device, "document-prefix", results);
-    if (!a.dump.empty()) {
-      std::vector<Item> items;
-      const char* names[] = {"window_forward", "window_backward", "prefix_forward",
-                             "prefix_backward"};
-      for (std::size_t i = 0; i < results.size(); ++i) {
-        items.emplace_back(Value::string(names[i]), Value::tensor(results[i].on(Device{})));
-      }
-      write_dump_segment(step_dir(a.dump, step) / rank_file(c.rank(), "dispatch"), items);
-    }
-    // A progress line per step from rank 0, with the world's totals so far.
-    std::int64_t sums[3] = {total.passed, total.failed, total.bytes - bytes_before};
-    c.all_reduce(c.world(), {sums, 24, c.world().memory()}, DType::int64, ReduceOp::sum).wait();
-    if (cfg.progress != nullptr &&
-        (c.rank() == 0 || c.world_backend() != "sim")) {  // sim: one shared page
-      Progress& p = *cfg.progress;
-      p.steps = step + 1;
-      p.passed = sums[0];
-      p.failed = sums[1];
-      p.bytes += sums[2];
-      p.samples = total.samples;
-      p.before = total.before;
-      p.after = total.after;
-    }
-    if (c.rank() == 0 && !a.json) {
-      std::printf(
-          "step %d/%d: %d samples, %lld bytes exchanged, %lld tokens in rank 0's batch, imbalance "
-          "%.3f -> "
-          "%.3f, checks %lld passed, %lld failed\n",
-          step + 1, a.steps, static_cast<int>(readers.size()) * kSamplesPerReader,
-          static_cast<long long>(sums[2]), static_cast<long long>(n_tokens),
-          total.before / (step + 1), total.after / (step + 1), static_cast<long long>(sums[0]),
-          static_cast<long long>(sums[1]));
-      std::fflush(stdout);
-    }
-  }
-  std::int64_t sums[4] = {total.passed, total.failed, total.bytes, total.samples};
-  c.all_reduce(c.world(), {sums, 32, c.world().memory()}, DType::int64, ReduceOp::sum).wait();
-  std::vector<std::uint64_t> digests(static_cast<std::size_t>(c.size()));
-  c.all_gather(c.world(), {&total.data, 8, c.world().memory()},
-               {digests.data(), digests.size() * 8, c.world().memory()})
-      .wait();
-  // Every rank wrote every step's files before the closing collectives: the manifest last.
-  if (!a.dump.empty() && c.rank() == 0) write_dump_manifest(a, cfg.cp, data.ranks());
-  char text[256];
-  std::snprintf(text, sizeof text, "%lld %lld %lld %lld %.17g %.17g %016llx",
-                static_cast<long long>(sums[0]), static_cast<long long>(sums[1]),
-                static_cast<long long>(sums[2]), static_cast<long long>(sums[3]), total.before,
-                total.after,
-                static_cast<unsigned long long>(fnv1a64(digests.data(), digests.size() * 8)));
-  return text;
-}
-
-// What rank_main returns once every step completed, read back: the world's totals from
-// its closing all-reduce, the imbalance summed over the steps (the planner's, rank 0) and
-// the data checksum.
-struct Final {
-  Progress totals;
-  std::uint64_t data = 0;
-};
-
-std::optional<Final> read_final(const std::string& value, int steps) {
-  Final f;
-  long long n[4];
-  unsigned long long data = 0;
-  double before = 0, after = 0;
-  if (std::sscanf(value.c_str(), "%lld %lld %lld %lld %lf %lf %llx", &n[0], &n[1], &n[2], &n[3],
-                  &before, &after, &data) != 7) {
-    return std::nullopt;
-  }
-  f.totals = {steps, n[0], n[1], n[2], n[3], before, after};
-  f.data = data;
-  return f;
-}
 
 // How a run ended, for the report.
 struct Outcome {
@@ -604,10 +131,9 @@ struct Outcome {
 void settle(Outcome& o, const Progress& progress, const std::string* value, int steps) {
   o.progress = progress;
   if (value == nullptr) return;
-  if (auto f = read_final(*value, steps)) {
-    o.progress = f->totals;
-    o.data = f->data;
-  }
+  scenarios::DemoResult f = scenarios::read_demo_result(*value, steps);
+  o.progress = f.totals;
+  o.data = f.data;
 }
 
 Json report_json(const DemoArgs& a, const Config& cfg, const Outcome& o) {
@@ -617,7 +143,7 @@ Json report_json(const DemoArgs& a, const Config& cfg, const Outcome& o) {
               {"backend", a.backend},
               {"ranks", a.ranks},
               {"dp", a.dp},
-              {"cp", cfg.cp},
+              {"cp", cfg.run.cp},
               {"steps", a.steps},
               {"steps_completed", p.steps},
               {"samples", p.samples},
@@ -704,7 +230,7 @@ int report(const DemoArgs& a, const Config& cfg, const Outcome& o, std::ostream&
 void header(const DemoArgs& a, const Config& cfg, const std::string& what, std::ostream& out) {
   if (a.json) return;
   out << "SEED=" << a.seed << "\n"
-      << "hpref demo: " << a.ranks << " " << what << ", mesh dp=" << a.dp << " x cp=" << cfg.cp
+      << "hpref demo: " << a.ranks << " " << what << ", mesh dp=" << a.dp << " x cp=" << cfg.run.cp
       << ", " << a.steps << " steps, window " << a.window << ", ratio " << a.ratio << "\n";
   out.flush();
 }
@@ -721,7 +247,22 @@ Config configure(DemoArgs a) {
                     std::to_string(a.ratio));
   }
   prepare_dump(a);
-  return Config{a, a.ranks / a.dp, std::nullopt};
+  Config cfg{a, {}};
+  scenarios::DemoConfig& run = cfg.run;
+  run.dp = a.dp;
+  run.cp = a.ranks / a.dp;
+  run.steps = a.steps;
+  run.seed = a.seed;
+  run.window = a.window;
+  run.ratio = a.ratio;
+  run.print_steps = !a.json;
+  run.dump = a.dump;
+  if (!a.dump.empty()) {
+    run.dump_finished = [a, cp = run.cp](std::span<const int> data_plane) {
+      write_dump_manifest(a, cp, data_plane);
+    };
+  }
+  return cfg;
 }
 
 double since(std::chrono::steady_clock::time_point start) {
@@ -774,14 +315,14 @@ int run_on_simulator(DemoArgs a, std::ostream& out) {
   out.flush();
   std::fflush(stdout);
   SharedProgress progress;
-  cfg.progress = progress.get();
+  cfg.run.progress = progress.get();
   auto start = std::chrono::steady_clock::now();
   sim::Options options;
   options.seed = a.seed;
   options.faults = o.faults;
   options.turn_timeout_ms = a.turn_timeout_ms;
-  sim::RunResult r =
-      sim::Cluster::run(a.ranks, options, [&](Communicator& c) { return rank_main(c, cfg); });
+  sim::RunResult r = sim::Cluster::run(
+      a.ranks, options, [&](Communicator& c) { return scenarios::run_demo_rank(c, cfg.run); });
   o.seconds = since(start);
   // Rank errors: with the table on stdout, to stderr under --json (and into the object).
   std::ostream& errors = a.json ? std::cerr : out;
@@ -806,22 +347,6 @@ int run_on_simulator(DemoArgs a, std::ostream& out) {
   o.replay = demo_replay(a, o.faults);
   if (a.json && o.failure != sim::Failure::none) std::cerr << "replay: " << o.replay << "\n";
   return report(a, cfg, o, out);
-}
-
-#if defined(HPREF_HAVE_MPI)
-// The failure class of an error a rank raised off the simulator (by its kind).
-sim::Failure failure_of(Errc code) {
-  switch (code) {
-    case Errc::comm_mismatch:
-      return sim::Failure::mismatch;
-    case Errc::comm_deadlock:
-      return sim::Failure::deadlock;
-    case Errc::comm_peer_failed:
-    case Errc::comm_timeout:
-      return sim::Failure::peer_failure;
-    default:
-      return sim::Failure::check;
-  }
 }
 
 // Under mpirun: every rank runs the step; rank 0 prints.
@@ -857,63 +382,48 @@ Config configure_device(DemoArgs& a, int size) {
   }
   return configure(a);
 }
-#endif
-
 // Under mpirun: every rank runs the step; rank 0 prints.
 int run_on_device(DemoArgs a, std::ostream& out) {
-#if defined(HPREF_HAVE_MPI)
-  mpi::Options mpi_options;
-  mpi_options.timeout_ms = a.timeout_ms;
-  mpi::MpiCommunicator mpi(mpi_options);
+  scenarios::WorldOptions options;
+  options.timeout_ms = a.timeout_ms;
+  auto host = scenarios::open_world("mpi", options);
+  Communicator* comm = host->local()[0];
   std::ostringstream discard;
-  std::ostream& print = mpi.rank() == 0 ? out : discard;
+  std::ostream& print = comm->rank() == 0 ? out : discard;
   try {
-    check_world(a, mpi.size());
+    check_world(a, comm->size());
   } catch (const Error& e) {
     if (!a.json) throw;
     Json j = {{"backend", a.backend}, {"seed", a.seed}};
-    return json_error(j, e.kind(), e.what(), true, print);
+    return json_error(j, e, print);
   }
-  Communicator* comm = &mpi;
-  std::optional<std::string> device;
-#if defined(HPREF_HAVE_NCCL)
-  std::unique_ptr<nccl::NcclCommunicator> accel;
+  std::unique_ptr<scenarios::World> accel;
   if (a.backend == "nccl") {
-    nccl::Options nccl_options;
-    nccl_options.timeout_ms = a.timeout_ms;
-    accel = nccl::NcclCommunicator::over(mpi, nccl_options);
-    comm = accel.get();
-    device = "cuda:" + std::to_string(accel->device());
+    accel = scenarios::open_world("nccl", options, host.get());
+    comm = accel->local()[0];
   }
-#else
-  if (a.backend == "nccl") {
-    throw Error(Errc::invalid_argument,
-                "--backend nccl: this hpref was built without NCCL (HPREF_WITH_NCCL; it "
-                "needs the CUDA toolkit and NCCL at configure time)");
-  }
-#endif
   Config cfg;
   try {
     cfg = configure_device(a, comm->size());
   } catch (const Error& e) {
     if (!a.json) throw;
     Json j = {{"backend", a.backend}, {"seed", a.seed}};
-    return json_error(j, e.kind(), e.what(), true, print);
+    return json_error(j, e, print);
   }
-  cfg.device = device;
+  if (accel) cfg.run.device = accel->device();
   Progress progress;  // this process's own: every rank keeps the world's counts
-  cfg.progress = &progress;
+  cfg.run.progress = &progress;
   header(a, cfg, a.backend == "nccl" ? "NCCL ranks (one GPU each)" : "MPI ranks", print);
   auto start = std::chrono::steady_clock::now();
   Outcome o;
   std::optional<std::string> value;
   try {
-    value = rank_main(*comm, cfg);
+    value = scenarios::run_demo_rank(*comm, cfg.run);
   } catch (const Error& e) {
     std::fprintf(stderr, "rank %d did not finish: %s: %s\n", comm->rank(),
                  std::string(e.kind()).c_str(), e.what());
     std::fflush(stderr);
-    o.failure = failure_of(e.code());
+    o.failure = failure_of(e);
     o.rank_errors.push_back(
         {{"rank", comm->rank()}, {"status", "error"}, {"kind", e.kind()}, {"message", e.what()}});
   }
@@ -923,14 +433,8 @@ int run_on_device(DemoArgs a, std::ostream& out) {
     o.failure = sim::Failure::check;
   int code = report(a, cfg, o, print);
   // A timed-out request can never complete: end the whole job with this rank's class.
-  if (mpi.failed()) mpi.abort_job(code);
+  host->end_if_failed(code);
   return code;
-#else
-  (void)out;
-  throw Error(Errc::invalid_argument, "--backend " + a.backend +
-                                          ": this hpref was built without MPI (HPREF_WITH_MPI; "
-                                          "it needs libopenmpi-dev at configure time)");
-#endif
 }
 
 int run_demo(const DemoArgs& a, std::ostream& out) {
@@ -948,10 +452,8 @@ int run_cluster_demo(const DemoArgs& a, std::ostream& out) {
   Json j = {{"seed", a.seed}, {"backend", a.backend}};
   try {
     return run_demo(a, out);
-  } catch (const Error& e) {
-    return json_error(j, e.kind(), e.what(), true, out);
   } catch (const std::exception& e) {
-    return json_error(j, "internal", e.what(), false, out);
+    return json_error(j, e, out);
   }
 }
 

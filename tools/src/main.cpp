@@ -457,7 +457,7 @@ int main(int argc, char** argv) {
     }
   } catch (const Error& e) {
     std::cerr << "hpref: error [" << e.kind() << "]: " << e.what() << "\n";
-    return kExitBadInput;
+    return cli::exit_code_for(e);
   }
   return kExitBadInput;
 }

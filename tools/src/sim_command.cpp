@@ -14,24 +14,11 @@
 
 #include "hpref/cli/integer_option.hpp"
 #include "hpref/error.hpp"
+#include "hpref/scenarios/harness.hpp"
 #include "hpref/sim/cluster.hpp"
-#include "hpref/sim/scenario.hpp"
 
 namespace hpref::cli {
 namespace {
-
-const sim::Scenario& scenario_named(const std::string& name, int ranks) {
-  const sim::Scenario* s = sim::find_scenario(name);
-  if (s == nullptr) {
-    throw Error(Errc::invalid_argument, "no scenario '" + name + "' (hpref sim list shows them)");
-  }
-  if (ranks < s->min_ranks || ranks > s->max_ranks) {
-    throw Error(Errc::invalid_argument,
-                "scenario '" + name + "' runs on " + std::to_string(s->min_ranks) + " to " +
-                    std::to_string(s->max_ranks) + " ranks, not " + std::to_string(ranks));
-  }
-  return *s;
-}
 
 std::string replay_line(const SimArgs& a, std::uint64_t seed,
                         const std::vector<sim::Fault>& faults) {
@@ -44,13 +31,15 @@ std::string replay_line(const SimArgs& a, std::uint64_t seed,
   return line;
 }
 
-sim::RunResult run_once(const sim::Scenario& s, const SimArgs& a, std::uint64_t seed,
+using scenarios::Scenario;
+
+sim::RunResult run_once(const Scenario& s, const SimArgs& a, std::uint64_t seed,
                         const std::vector<sim::Fault>& faults) {
   sim::Options options;
   options.seed = seed;
   options.faults = faults;
   options.turn_timeout_ms = a.turn_timeout_ms;
-  sim::ScenarioContext ctx{seed, a.ranks};
+  scenarios::ScenarioContext ctx{seed, a.ranks};
   return sim::Cluster::run(a.ranks, options, [&](Communicator& c) { return s.fn(c, ctx); });
 }
 
@@ -67,7 +56,7 @@ const char* status_name(sim::RankOutcome::Status s) {
 }
 
 // The object `sim run --json` prints (and `sim explore --json` once per seed).
-Json run_json(const sim::Scenario& s, const SimArgs& a, std::uint64_t seed,
+Json run_json(const Scenario& s, const SimArgs& a, std::uint64_t seed,
               const std::vector<sim::Fault>& faults, const sim::RunResult& r, double ms) {
   Json outcomes = Json::array();
   for (std::size_t i = 0; i < r.outcomes.size(); ++i) {
@@ -92,10 +81,11 @@ Json run_json(const sim::Scenario& s, const SimArgs& a, std::uint64_t seed,
 }
 
 // Adds the verdict of a run to its object: failure class, exit code, replay line.
-void add_verdict(Json& j, const sim::Scenario& s, sim::Failure failure, const std::string& replay) {
+void add_verdict(Json& j, const Scenario& s, sim::Failure failure, const std::string& replay) {
   j["failure"] = failure_key(failure);
   j["exit_code"] = sim::exit_code(failure);
-  j["expect"] = s.expect.empty() ? Json(nullptr) : Json(s.expect);
+  std::string_view expect = expect_name(s.on_simulator);
+  j["expect"] = expect.empty() ? Json(nullptr) : Json(expect);
   j["replay"] = failure == sim::Failure::none ? Json(nullptr) : Json(replay);
   j["ok"] = failure == sim::Failure::none;
 }
@@ -140,7 +130,7 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 }
 
 int cmd_run(const SimArgs& a, Json& j) {
-  const sim::Scenario& s = scenario_named(a.scenario, a.ranks);
+  const Scenario& s = scenarios::scenario_for(a.scenario, a.ranks);
   auto faults = faults_for(a.faults, a.seed, a.ranks);
   if (!a.json) {
     std::cout << "SEED=" << a.seed << "\n";
@@ -182,8 +172,10 @@ int cmd_run(const SimArgs& a, Json& j) {
     std::cout << dump_json(j) << "\n";
   } else {
     std::cout << "result: " << sim::failure_name(failure);
-    if (!s.expect.empty())
-      std::cout << " (this scenario is broken on purpose; expected: " << s.expect << ")";
+    if (s.broken()) {
+      std::cout << " (this scenario is broken on purpose; expected: " << expect_name(s.on_simulator)
+                << ")";
+    }
     std::cout << "\n";
     if (failure != sim::Failure::none) std::cout << "replay: " << replay << "\n";
   }
@@ -192,7 +184,7 @@ int cmd_run(const SimArgs& a, Json& j) {
 }
 
 int cmd_explore(const SimArgs& a, Json& j) {
-  const sim::Scenario& s = scenario_named(a.scenario, a.ranks);
+  const Scenario& s = scenarios::scenario_for(a.scenario, a.ranks);
   auto [first, last] = parse_seeds(a.seeds);
   if (!a.json)
     std::cout << "exploring " << s.name << " on " << a.ranks << " ranks, seeds " << first << ".."
@@ -230,9 +222,10 @@ int cmd_explore(const SimArgs& a, Json& j) {
 }
 
 int cmd_list() {
-  for (const sim::Scenario& s : sim::scenarios()) {
+  for (const Scenario& s : scenarios::scenarios()) {
     std::cout << s.name << " (" << s.min_ranks << "-" << s.max_ranks << " ranks"
-              << (s.expect.empty() ? "" : ", expect " + s.expect) << "): " << s.description << "\n";
+              << (s.broken() ? ", expect " + std::string(expect_name(s.on_simulator)) : "")
+              << "): " << s.description << "\n";
   }
   return 0;
 }
@@ -292,15 +285,41 @@ Json faults_json(const std::vector<sim::Fault>& faults) {
   return out;
 }
 
-int json_error(Json& object, std::string_view kind, std::string_view message, bool usage,
-               std::ostream& out) {
-  std::cerr << "hpref: error [" << kind << "]: " << message << "\n";
+sim::Failure failure_of(const Error& e) noexcept {
+  switch (e.code()) {
+    case Errc::comm_mismatch:
+      return sim::Failure::mismatch;
+    case Errc::comm_deadlock:
+      return sim::Failure::deadlock;
+    case Errc::comm_peer_failed:
+    case Errc::comm_timeout:
+      return sim::Failure::peer_failure;
+    default:
+      return sim::Failure::check;
+  }
+}
+
+int exit_code_for(const std::exception& e) noexcept {
+  const auto* error = dynamic_cast<const Error*>(&e);
+  if (error == nullptr) return 1;
+  sim::Failure failure = failure_of(*error);
+  if (failure != sim::Failure::check || error->code() == Errc::scenario_check)
+    return sim::exit_code(failure);
+  return 2;
+}
+
+int json_error(Json& object, const std::exception& e, std::ostream& out) {
+  const auto* error = dynamic_cast<const Error*>(&e);
+  std::string_view kind = error != nullptr ? error->kind() : "internal";
+  std::cerr << "hpref: error [" << kind << "]: " << e.what() << "\n";
   if (!object.is_object()) object = Json::object();
-  int code = usage ? 2 : 1;
+  int code = exit_code_for(e);
   object["ok"] = false;
-  object["failure"] = usage ? "usage" : "internal";
+  object["failure"] = code == 2          ? std::string_view("usage")
+                      : error == nullptr ? std::string_view("internal")
+                                         : failure_key(failure_of(*error));
   object["exit_code"] = code;
-  object["error"] = {{"kind", kind}, {"message", message}};
+  object["error"] = {{"kind", kind}, {"message", e.what()}};
   out << dump_json(object) << "\n";
   out.flush();
   return code;
@@ -405,12 +424,9 @@ int run_sim(const SimCommands& c, const SimArgs& a) {
   Json j;
   try {
     return c.explore->parsed() ? cmd_explore(a, j) : cmd_run(a, j);
-  } catch (const Error& e) {
-    if (!a.json) throw;
-    return json_error(j, e.kind(), e.what(), true, std::cout);
   } catch (const std::exception& e) {
     if (!a.json) throw;
-    return json_error(j, "internal", e.what(), false, std::cout);
+    return json_error(j, e, std::cout);
   }
 }
 

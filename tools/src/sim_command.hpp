@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <exception>
 #include <iosfwd>
 #include <string>
 #include <string_view>
@@ -13,6 +14,9 @@
 
 #include "hpref/cli/json_value.hpp"
 
+namespace hpref {
+class Error;
+}
 namespace hpref::sim {
 struct Fault;
 struct RunResult;
@@ -61,11 +65,19 @@ std::string_view failure_key(sim::Failure f) noexcept;
 Json rank_errors_json(const sim::RunResult& r);
 // The faults as their specs ("crash:3@12").
 Json faults_json(const std::vector<sim::Fault>& faults);
+// The failure class of an error a rank raised during a run off the simulator, by its kind:
+// mismatch, deadlock, peer failure (a timeout too), else a failed check.
+sim::Failure failure_of(const Error& e) noexcept;
+// The exit status of every subcommand for the error that ended it: an error of a rank's
+// communication by its class (3 mismatch, 4 deadlock, 5 peer failure or timeout), a
+// scenario's failed check 1, any other hpref::Error (bad usage or input) 2, any other
+// exception 1 (internal).
+int exit_code_for(const std::exception& e) noexcept;
 // The JSON object of an error that ended a command before or after its run:
-// {"ok": false, "failure": "usage" (exit 2) or "internal" (exit 1), "exit_code", "error":
-// {"kind", "message"}} on `out`, the error on stderr too; returns the exit code.
-int json_error(Json& object, std::string_view kind, std::string_view message, bool usage,
-               std::ostream& out);
+// {"ok": false, "failure": "usage" (exit 2), "internal" (exit 1) or the class,
+// "exit_code": exit_code_for(e), "error": {"kind", "message"}} on `out`, the error on
+// stderr too; returns the exit code.
+int json_error(Json& object, const std::exception& e, std::ostream& out);
 // Writes the trace lines to `path`; Error io naming the path and the reason when it cannot
 // be opened, written, flushed or closed (`--trace /dev/full`).
 // Writes the trace lines to `path`: one line each (format "text") or as Chrome trace-event

@@ -681,7 +681,7 @@ int run_verify(const VerifyArgs& args, std::ostream& out) {
   } catch (const Error& e) {
     if (!args.json) throw;
     Json object = Json::object();
-    return json_error(object, e.kind(), e.what(), true, out);
+    return json_error(object, e, out);
   }
 }
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "hpref/communicator.hpp"
-#include "hpref/sim/splitmix64.hpp"
+#include "hpref/splitmix64.hpp"
 
 namespace hpref::sim {
 

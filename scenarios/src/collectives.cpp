@@ -5,10 +5,10 @@
 #include <cstring>
 #include <numeric>
 
-#include "hpref/sim/scenario.hpp"
-#include "hpref/sim/splitmix64.hpp"
+#include "hpref/scenarios/scenario.hpp"
+#include "hpref/splitmix64.hpp"
 
-namespace hpref::sim {
+namespace hpref::scenarios {
 namespace {
 
 enum class Kind { all_gather, broadcast, all_reduce, all_to_all_v, barrier };
@@ -399,67 +399,79 @@ std::string free_interleaving(Communicator& c, const ScenarioContext&) {
   return "ok total=" + std::to_string(total);
 }
 
-}  // namespace
-
-void register_collective_scenarios(std::vector<Scenario>& out) {
+std::vector<Scenario> collective_scenarios() {
   auto program = [](std::vector<Kind> kinds) {
     return
         [kinds](Communicator& c, const ScenarioContext& ctx) { return run_program(c, ctx, kinds); };
   };
   std::vector<Kind> all = {Kind::all_gather, Kind::broadcast, Kind::all_reduce, Kind::all_to_all_v,
                            Kind::barrier};
-  out.push_back(
-      make_scenario("collectives",
-                    "every collective on the world and two random subgroups, random sizes, "
-                    "several outstanding, waited in per-rank random orders, checked",
-                    program(all)));
+  std::vector<Scenario> out;
+  out.push_back({.name = "collectives",
+                 .description = "every collective on the world and two random subgroups, random "
+                                "sizes, several outstanding, waited in per-rank random orders, "
+                                "checked",
+                 .fn = program(all)});
   for (Kind k : all) {
-    out.push_back(make_scenario(kind_name(k),
-                                std::string("random ") + kind_name(k) + " operations, checked",
-                                program({k})));
+    out.push_back({.name = kind_name(k),
+                   .description = std::string("random ") + kind_name(k) + " operations, checked",
+                   .fn = program({k})});
   }
-  out.push_back(
-      make_scenario("all_reduce_order",
-                    "float all_reduce sums of values of very different magnitudes equal the "
-                    "group-order sum bit for bit (SPEC 9.1)",
-                    all_reduce_order));
-  out.push_back(make_scenario("free_interleaving",
-                              "pairs of ranks reduce on their own groups (the schedule depends on "
-                              "the seed, the results do not)",
-                              free_interleaving));
-  out.push_back(make_scenario(
-      "planted_bug",
-      "BROKEN on purpose: an all_to_all_v edge case sends a byte too many for "
-      "some seeds; `hpref sim explore` must find one",
-      [](Communicator& c, const ScenarioContext& ctx) {
-        return run_program(c, ctx, {Kind::all_to_all_v}, true);
-      },
-      2, "mismatch", /*simulator_only=*/true));  // found by exploring the simulator's schedules
-  // device_expect: what MPI in checked mode with a short deadline reports instead ("":
-  // the detection is the simulator's own).
+  out.push_back({.name = "all_reduce_order",
+                 .description = "float all_reduce sums of values of very different magnitudes "
+                                "equal the group-order sum bit for bit (SPEC 9.1)",
+                 .fn = all_reduce_order});
+  out.push_back({.name = "free_interleaving",
+                 .description = "pairs of ranks reduce on their own groups (the schedule depends "
+                                "on the seed, the results do not)",
+                 .fn = free_interleaving});
+  // Found by exploring the simulator's schedules.
+  out.push_back({.name = "planted_bug",
+                 .description = "BROKEN on purpose: an all_to_all_v edge case sends a byte too "
+                                "many for some seeds; `hpref sim explore` must find one",
+                 .fn =
+                     [](Communicator& c, const ScenarioContext& ctx) {
+                       return run_program(c, ctx, {Kind::all_to_all_v}, true);
+                     },
+                 .min_ranks = 2,
+                 .on_simulator = Expect::mismatch,
+                 .simulator_only = true});
+  // on_device: what MPI in checked mode with a short deadline reports instead (none: the
+  // detection is the simulator's own, and the scenario runs there only).
   auto broken = [&out](const char* name, const char* what, ScenarioFn fn, int min_ranks,
-                       const char* expect, const char* device_expect) {
-    out.push_back(make_scenario(name, std::string("BROKEN on purpose: ") + what, std::move(fn),
-                                min_ranks, expect, *device_expect == 0, device_expect));
+                       Expect on_simulator, Expect on_device) {
+    out.push_back({.name = name,
+                   .description = std::string("BROKEN on purpose: ") + what,
+                   .fn = std::move(fn),
+                   .min_ranks = min_ranks,
+                   .on_simulator = on_simulator,
+                   .on_device = on_device,
+                   .simulator_only = on_device == Expect::none});
   };
+  using enum Expect;
   broken("mismatch_kind", "rank 0 calls barrier where the others call all_reduce", mismatch_kind, 2,
-         "mismatch", "mismatch");
-  broken("mismatch_root", "broadcast roots disagree", mismatch_root, 2, "mismatch", "mismatch");
-  broken("mismatch_count", "all_gather byte counts disagree", mismatch_count, 2, "mismatch",
-         "mismatch");
-  broken("mismatch_reduce", "all_reduce ops disagree", mismatch_reduce, 2, "mismatch", "mismatch");
+         mismatch, mismatch);
+  broken("mismatch_root", "broadcast roots disagree", mismatch_root, 2, mismatch, mismatch);
+  broken("mismatch_count", "all_gather byte counts disagree", mismatch_count, 2, mismatch,
+         mismatch);
+  broken("mismatch_reduce", "all_reduce ops disagree", mismatch_reduce, 2, mismatch, mismatch);
   broken("a2av_asymmetric", "all_to_all_v counts i->j and j<-i disagree", a2av_asymmetric, 2,
-         "mismatch", "mismatch");
+         mismatch, mismatch);
   broken("new_group_mismatch", "ranks create different groups in the same new_group",
-         new_group_mismatch, 2, "mismatch", "mismatch");
-  broken("deadlock_cycle", "barriers on two groups in opposite orders", deadlock_cycle, 2,
-         "deadlock", "timeout");
+         new_group_mismatch, 2, mismatch, mismatch);
+  broken("deadlock_cycle", "barriers on two groups in opposite orders", deadlock_cycle, 2, deadlock,
+         timeout);
   broken("rank_exits_early", "rank 0 returns while the others enter a barrier", rank_exits_early, 2,
-         "peer failure", "timeout");
+         peer_failure, timeout);
   broken("mutated_send_buffer", "rank 0 writes its all_reduce buffer before waiting",
-         mutated_send_buffer, 1, "check failed", "");
+         mutated_send_buffer, 1, check_failed, none);
   broken("host_buffer_on_accelerator", "a host buffer on an nccl group", host_buffer_on_accelerator,
-         1, "check failed", "check failed");
+         1, check_failed, check_failed);
+  return out;
 }
 
-}  // namespace hpref::sim
+const Registration registered(1, collective_scenarios());
+
+}  // namespace
+
+}  // namespace hpref::scenarios

@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-namespace hpref::sim {
+namespace hpref {
 
 class SplitMix64 {
  public:
@@ -19,4 +19,4 @@ class SplitMix64 {
   std::uint64_t state_;
 };
 
-}  // namespace hpref::sim
+}  // namespace hpref

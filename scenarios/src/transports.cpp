@@ -11,20 +11,44 @@
 #include "hpref/op_signature.hpp"
 #include "hpref/oracle.hpp"
 #include "hpref/sample_key.hpp"
-#include "hpref/sim/scenario.hpp"
-#include "hpref/sim/splitmix64.hpp"
+#include "hpref/scenarios/scenario.hpp"
+#include "hpref/splitmix64.hpp"
+#include "mesh.hpp"
 
-namespace hpref::sim {
+namespace hpref::scenarios {
+
+DataTopology topology_of(const Mesh& m, int rank) {
+  return DataTopology(TopologyInputs{{m.dp, m.mp}, {"dp", "cp"}, m.rank_list, rank, std::nullopt});
+}
+
+DataGroups groups_for(Communicator& c, const Mesh& m, const DataTopology& t, int planner,
+                      std::optional<std::string> device) {
+  GroupPlanInputs in;
+  in.topology = &t;
+  in.reader_ranks = m.readers;
+  in.planner_rank = planner;
+  in.cpu_backend = host_backend(c);
+  in.communication_device = std::move(device);
+  in.enable_payload_exchange = true;
+  return create_data_groups(c, in);
+}
+
+FixedMesh fixed_mesh(Communicator& c, int dp, std::vector<int> readers,
+                     std::optional<std::string> device) {
+  Mesh m;
+  m.dp = dp;
+  m.mp = c.size() / dp;
+  m.rank_list.resize(static_cast<std::size_t>(c.size()));
+  std::iota(m.rank_list.begin(), m.rank_list.end(), 0);
+  m.readers = readers.empty() ? m.rank_list : std::move(readers);
+  DataTopology t = topology_of(m, c.rank());
+  DataGroups groups = groups_for(c, m, t, 0, std::move(device));
+  return {std::move(m), std::move(t), std::move(groups)};
+}
+
 namespace {
 
 // ---- a random mesh, the same on every rank --------------------------------------------
-
-struct Mesh {
-  int dp = 1, mp = 1;
-  std::vector<int> rank_list;
-  std::vector<int> readers;
-  int planner = 0;
-};
 
 Mesh make_mesh(std::uint64_t seed, int n) {
   SplitMix64 g(seed ^ 0x6d657368ULL);
@@ -47,45 +71,12 @@ Mesh make_mesh(std::uint64_t seed, int n) {
   return m;
 }
 
-DataTopology topology_of(const Mesh& m, int rank) {
-  return DataTopology(TopologyInputs{{m.dp, m.mp}, {"dp", "cp"}, m.rank_list, rank, std::nullopt});
-}
-
 std::vector<int> data_plane(const Mesh& m, const DataTopology& t) {
   std::vector<int> plane = m.readers;
   plane.insert(plane.end(), t.constructor_ranks().begin(), t.constructor_ranks().end());
   std::sort(plane.begin(), plane.end());
   plane.erase(std::unique(plane.begin(), plane.end()), plane.end());
   return plane;
-}
-
-DataGroups groups_for(Communicator& c, const Mesh& m, const DataTopology& t, int planner) {
-  GroupPlanInputs in;
-  in.topology = &t;
-  in.reader_ranks = m.readers;
-  in.planner_rank = planner;
-  in.cpu_backend = host_backend(c);
-  in.enable_payload_exchange = true;
-  return create_data_groups(c, in);
-}
-
-// A fixed mesh over every rank in order: dp x mp = size, the given readers, planner 0.
-struct FixedMesh {
-  Mesh mesh;
-  DataTopology topology;
-  DataGroups groups;
-};
-
-FixedMesh fixed_mesh(Communicator& c, int dp, std::vector<int> readers) {
-  Mesh m;
-  m.dp = dp;
-  m.mp = c.size() / dp;
-  m.rank_list.resize(static_cast<std::size_t>(c.size()));
-  std::iota(m.rank_list.begin(), m.rank_list.end(), 0);
-  m.readers = readers.empty() ? m.rank_list : std::move(readers);
-  DataTopology t = topology_of(m, c.rank());
-  DataGroups groups = groups_for(c, m, t, 0);
-  return {std::move(m), std::move(t), std::move(groups)};
 }
 
 // ---- payloads ---------------------------------------------------------------------------
@@ -546,70 +537,76 @@ std::string exchange_mutated_send(Communicator& c, const ScenarioContext&) {
   return "unreachable on rank 0";
 }
 
-// Registers a scenario whose groups include host groups (Scenario::host_groups).
-void host_groups(std::vector<Scenario>& out, Scenario s) {
-  s.host_groups = true;
-  out.push_back(std::move(s));
-}
+// The data-plane and model-parallel scenarios use host groups; the dispatch runs on the
+// world's own backend.
+const Registration registered(
+    2,
+    {
+        {.name = "data_plane",
+         .description = "a random mesh, readers and planner: control collectives and the payload "
+                        "exchange, every item arriving exactly once where it was sent",
+         .fn = data_plane_scenario,
+         .needs_host_groups = true},
+        {.name = "exchange_refusals",
+         .description = "targets outside the data plane and oversized announced sizes are refused "
+                        "on every rank, before anything is allocated",
+         .fn = exchange_refusals,
+         .min_ranks = 2,
+         .needs_host_groups = true},
+        {.name = "exchange_sender_refuses",
+         .description = "one sender's own segment is over max_message_bytes: it alone refuses, "
+                        "every other rank is told who refused, nobody enters the byte exchange",
+         .fn = exchange_sender_refuses,
+         .min_ranks = 2,
+         .needs_host_groups = true},
+        {.name = "exchange_receiver_refuses",
+         .description = "rank 0's segment for one receiver is over max_message_bytes: sender "
+                        "and receiver refuse, every bystander is told who refused",
+         .fn = exchange_receiver_refuses,
+         .min_ranks = 3,
+         .needs_host_groups = true},
+        {.name = "transport_limit_mismatch",
+         .description = "one rank configures another max_message_bytes: every rank refuses "
+                        "at construction, naming the ranks and their values",
+         .fn = transport_limit_mismatch,
+         .min_ranks = 2,
+         .needs_host_groups = true},
+        {.name = "batch_limit_mismatch",
+         .description = "one model-parallel rank configures another max_message_bytes: every "
+                        "rank refuses at construction",
+         .fn = batch_limit_mismatch,
+         .min_ranks = 2,
+         .needs_host_groups = true},
+        {.name = "object_all_gather_unequal",
+         .description = "all_gather_object of values of unequal pickled sizes, padded to the "
+                        "largest and decoded from each prefix",
+         .fn = object_all_gather_unequal,
+         .needs_host_groups = true},
+        {.name = "batch_broadcast",
+         .description = "model-parallel batches identical on every peer, end of data, and a "
+                        "constructor failure that ends every peer before any field broadcast",
+         .fn = batch_broadcast,
+         .needs_host_groups = true},
+        {.name = "dispatch",
+         .description = "sequence dispatch forward and backward for window and prefix routes, "
+                        "random row widths, dtypes and sequence dims, against the oracle",
+         .fn = dispatch_scenario},
+        {.name = "batch_spec_mismatch",
+         .description = "BROKEN on purpose: one rank declares another batch spec",
+         .fn = batch_spec_mismatch,
+         .min_ranks = 2,
+         .on_simulator = Expect::check_failed,
+         .on_device = Expect::check_failed},
+        // MPI's checked mode compares send checksums too.
+        {.name = "exchange_mutated_send",
+         .description = "BROKEN on purpose: rank 0 writes the exchange's send buffer before "
+                        "waiting",
+         .fn = exchange_mutated_send,
+         .min_ranks = 2,
+         .on_simulator = Expect::check_failed,
+         .on_device = Expect::check_failed},
+    });
 
 }  // namespace
 
-void register_transport_scenarios(std::vector<Scenario>& out) {
-  host_groups(
-      out, make_scenario(
-               "data_plane",
-               "a random mesh, readers and planner: control collectives and the payload exchange, "
-               "every item arriving exactly once where it was sent",
-               data_plane_scenario));
-  host_groups(
-      out, make_scenario("exchange_refusals",
-                         "targets outside the data plane and oversized announced sizes are refused "
-                         "on every rank, before anything is allocated",
-                         exchange_refusals, 2));
-  host_groups(out,
-              make_scenario("exchange_sender_refuses",
-                            "one sender's own segment is over max_message_bytes: it alone refuses, "
-                            "every other rank is told who refused, nobody enters the byte exchange",
-                            exchange_sender_refuses, 2));
-  host_groups(out,
-              make_scenario("exchange_receiver_refuses",
-                            "rank 0's segment for one receiver is over max_message_bytes: sender "
-                            "and receiver refuse, every bystander is told who refused",
-                            exchange_receiver_refuses, 3));
-  host_groups(out,
-              make_scenario("transport_limit_mismatch",
-                            "one rank configures another max_message_bytes: every rank refuses "
-                            "at construction, naming the ranks and their values",
-                            transport_limit_mismatch, 2));
-  host_groups(
-      out, make_scenario("batch_limit_mismatch",
-                         "one model-parallel rank configures another max_message_bytes: every rank "
-                         "refuses at construction",
-                         batch_limit_mismatch, 2));
-  host_groups(out,
-              make_scenario("object_all_gather_unequal",
-                            "all_gather_object of values of unequal pickled sizes, padded to the "
-                            "largest and decoded from each prefix",
-                            object_all_gather_unequal));
-  host_groups(out,
-              make_scenario(
-                  "batch_broadcast",
-                  "model-parallel batches identical on every peer, end of data, and a constructor "
-                  "failure that ends every peer before any field broadcast",
-                  batch_broadcast));
-  out.push_back(make_scenario(
-      "dispatch",
-      "sequence dispatch forward and backward for window and prefix routes, random row "
-      "widths, dtypes and sequence dims, against the oracle",
-      dispatch_scenario));
-  out.push_back(make_scenario("batch_spec_mismatch",
-                              "BROKEN on purpose: one rank declares another batch spec",
-                              batch_spec_mismatch, 2, "check failed", false, "check failed"));
-  out.push_back(
-      make_scenario("exchange_mutated_send",
-                    "BROKEN on purpose: rank 0 writes the exchange's send buffer before waiting",
-                    exchange_mutated_send, 2, "check failed", false,
-                    "check failed"));  // MPI's checked mode compares send checksums too
-}
-
-}  // namespace hpref::sim
+}  // namespace hpref::scenarios
