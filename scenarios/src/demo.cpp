@@ -289,8 +289,8 @@ class DemoRank {
  private:
   Communicator& c_;
   const DemoConfig& cfg_;
-  std::vector<int> readers_;  // the last context-parallel rank of each replica reads
-  FixedMesh mesh_;            // the transport scenarios' set-up: dp x cp, planner 0
+  std::vector<int> readers_;       // the last context-parallel rank of each replica reads
+  FixedMesh mesh_;                 // the transport scenarios' set-up: dp x cp, planner 0
   std::vector<Group> singletons_;  // a one-rank context-parallel group when cp == 1
   const Group* cp_group_;
   Device device_;
@@ -371,7 +371,8 @@ std::optional<Value> DemoRank::exchange(int step, StepStats& stats) {
   plan_value = data_.broadcast_from_planner(plan_value);
   if (!cfg_.dump.empty() && c_.rank() == 0) {
     Item plan_item{Value::string("plan"), plan_value};
-    write_dump_segment(demo_step_dir(cfg_.dump, step) / "plan.hpb1", std::span<const Item>(&plan_item, 1));
+    write_dump_segment(demo_step_dir(cfg_.dump, step) / "plan.hpb1",
+                       std::span<const Item>(&plan_item, 1));
   }
   std::map<std::string, int> planned_here;
   std::map<int, std::vector<Item>> outgoing;
@@ -390,7 +391,8 @@ std::optional<Value> DemoRank::exchange(int step, StepStats& stats) {
   total_.bytes += stats.bytes;
   std::vector<Item> arrived = data_.exchange(std::move(prepared));
   if (!cfg_.dump.empty())
-    write_dump_segment(demo_step_dir(cfg_.dump, step) / demo_rank_file(c_.rank(), "items"), arrived);
+    write_dump_segment(demo_step_dir(cfg_.dump, step) / demo_rank_file(c_.rank(), "items"),
+                       arrived);
   // Every sample arrives exactly once, where the plan put it, with the reader's bytes.
   bool exact = arrived.size() == planned_here.size();
   for (const Item& item : arrived) {
@@ -446,8 +448,8 @@ void DemoRank::dispatch(int step, const Value& batch) {
   });
   std::vector<Tensor> results;  // window forward, window backward, prefix forward, backward
   dispatch_and_check(c_, *cp_group_, k_,
-                     sliding_window_routes(boundaries, local, cfg_.cp, cfg_.window), bank, cfg_.seed,
-                     check_, total_, device_, "sliding-window", results);
+                     sliding_window_routes(boundaries, local, cfg_.cp, cfg_.window), bank,
+                     cfg_.seed, check_, total_, device_, "sliding-window", results);
   auto keys = compressed_document_offsets(boundaries, cfg_.ratio);
   Tensor compressed = float_rows(keys.back(), [&](std::int64_t block, std::int64_t j) {
     return static_cast<float>((block * 17 + j) % 251) / 4.0f;
@@ -563,7 +565,6 @@ void write_demo_file(const std::filesystem::path& path, std::span<const std::uin
   }
 }
 
-
 namespace {
 
 // The scenario: the demo's step on any world size (dp 2 when the size is even), 2 steps;
@@ -578,9 +579,9 @@ std::string demo_scenario(Communicator& c, const ScenarioContext& ctx) {
   check(r.totals.failed == 0, std::to_string(r.totals.failed) + " checks failed");
   char data[24];
   std::snprintf(data, sizeof data, "%016llx", static_cast<unsigned long long>(r.data));
-  return "checks=" + std::to_string(r.totals.passed) + " samples=" +
-         std::to_string(r.totals.samples) + " bytes=" + std::to_string(r.totals.bytes) +
-         " data=" + data;
+  return "checks=" + std::to_string(r.totals.passed) +
+         " samples=" + std::to_string(r.totals.samples) +
+         " bytes=" + std::to_string(r.totals.bytes) + " data=" + data;
 }
 
 const Registration registered(
