@@ -62,58 +62,48 @@ def cxx_rows(max_bytes: int) -> dict:
     return rows
 
 
+def timed_us(op, barrier, n: int) -> float:
+    """us per call of op() over n calls on this rank's clock, after 3 warm-up calls (pages
+    copied on first write, as bench_sim_collectives warms up), between barriers; a last
+    barrier keeps every rank (a process teardown on the shared CPU) out of rank 0's clock."""
+    for _ in range(3):
+        op()
+    barrier()
+    start = time.perf_counter()
+    for _ in range(n):
+        op()
+    barrier()
+    elapsed = time.perf_counter() - start
+    barrier()
+    return elapsed / n * 1e6
+
+
 def torch_all_to_all(rank: int, nbytes: int) -> float:
     """us per all_to_all_single of nbytes per rank (nbytes / 8 to each peer), rank 0's clock."""
     send = torch.full((nbytes,), rank, dtype=torch.uint8)
     recv = torch.empty(nbytes, dtype=torch.uint8)
-    n = iterations(nbytes)
-    for _ in range(3):  # warm up, as bench_sim_collectives does (pages copied on first write)
-        dist.all_to_all_single(recv, send)
-    dist.barrier()
-    start = time.perf_counter()
-    for _ in range(n):
-        dist.all_to_all_single(recv, send)
-    dist.barrier()
-    elapsed = time.perf_counter() - start
-    dist.barrier()  # no rank exits (a process teardown on the shared CPU) before rank 0's clock
+    us = timed_us(lambda: dist.all_to_all_single(recv, send), dist.barrier, iterations(nbytes))
     assert recv[:: nbytes // WORLD].tolist() == list(range(WORLD))
-    return elapsed / n * 1e6
+    return us
 
 
 def raw_all_to_all(rank: int, nbytes: int) -> float:
+    """The same on the simulator's communicator from Python, without torch."""
     c = sim.communicator()
     w = c.world()
     send = np.full(nbytes, rank, dtype=np.uint8)
     recv = np.zeros(nbytes, dtype=np.uint8)
     counts = [nbytes // WORLD] * WORLD
-    n = iterations(nbytes)
-    for _ in range(3):
-        c.all_to_all_v(w, send.ctypes.data, counts, recv.ctypes.data, counts).wait()
-    c.barrier(w).wait()
-    start = time.perf_counter()
-    for _ in range(n):
-        c.all_to_all_v(w, send.ctypes.data, counts, recv.ctypes.data, counts).wait()
-    c.barrier(w).wait()
-    elapsed = time.perf_counter() - start
-    c.barrier(w).wait()
-    return elapsed / n * 1e6
+    return timed_us(lambda: c.all_to_all_v(w, send.ctypes.data, counts, recv.ctypes.data, counts).wait(),
+                    lambda: c.barrier(w).wait(), iterations(nbytes))
 
 
 def torch_all_gather_object(rank: int) -> float:
     item = {"rank": rank, "tokens": 1024 + rank, "source": f"shard-{rank:05d}", "ok": True}
     out = [None] * WORLD
-    n = 50
-    for _ in range(3):
-        dist.all_gather_object(out, item)
-    dist.barrier()
-    start = time.perf_counter()
-    for _ in range(n):
-        dist.all_gather_object(out, item)
-    dist.barrier()
-    elapsed = time.perf_counter() - start
-    dist.barrier()
+    us = timed_us(lambda: dist.all_gather_object(out, item), dist.barrier, 50)
     assert [o["rank"] for o in out] == list(range(WORLD))
-    return elapsed / n * 1e6
+    return us
 
 
 def on_sim(fn, *args) -> float:
