@@ -56,6 +56,7 @@ struct Slot {
   std::uint64_t stage_bytes;  // launch / finish: bytes to stage
   std::uint64_t checksum;     // launch_staged: checksum of the staged bytes
   std::int32_t inline_data;   // launch_staged: the bytes are in `data` (not yet staged)
+  std::int32_t in_spare;      // launch_staged: the bytes are in the spare area (below)
   unsigned char data[kInlineBytes];
   Finish finish;             // finish_staged: how the rank function ended
   std::int32_t finish_code;  // Finish::error: the Errc
@@ -71,6 +72,11 @@ struct Slot {
   std::int32_t npieces;
   Piece pieces[kMaxRanks];
   std::int64_t flip_byte;  // wait: flip this byte of what was received (-1: none)
+  // A staging area the monitor keeps for this rank's next launch (0: none): a launch whose
+  // send data fits copies it here and launches in one round trip instead of two. Only the
+  // monitor changes it, while the rank waits for its turn.
+  std::uint64_t spare;
+  std::uint64_t spare_bytes;
 };
 
 struct Control {
