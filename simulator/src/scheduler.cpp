@@ -328,7 +328,7 @@ void Scheduler::on_staged(int r) {
   trace_.launch(r, key.group, key.seq, matcher_.op(key).sigs[static_cast<std::size_t>(m)],
                 s.checksum);
   // Its next launch of as many bytes will need one round trip, not two.
-  if (!s.inline_data) delivery_.refill_spare(r, s.stage_bytes);
+  if (!s.inline_data && s.stage_bytes <= kSpareBytes) delivery_.refill_spare(r, s.stage_bytes);
   advance(key);
   // Members already gone will never consume their share (this may free the op: last).
   for (std::size_t i = 0; i < g.group.ranks().size(); ++i) {
