@@ -1,11 +1,14 @@
 // bench/sim_collectives: the simulator's all_to_all_v, all_gather and broadcast (2, 4, 8
-// ranks, 1 KiB ... 64 MiB per rank) in nccl-tests' rows, with a last column comparing
-// OpenMPI's MPI_Alltoallv on the same machine: bench_mpi_alltoallv, launched here under
-// mpirun with the same sizes and schedule. Not Google Benchmark: each row is timed inside
-// a simulated cluster (rank 0 between barriers), as nccl-tests time inside their ranks.
+// ranks, 1 KiB ... 64 MiB per rank) in nccl-tests' rows, with two last columns: the
+// one-copy limit (one memcpy, in this process, of the bytes that cross ranks, timed in the
+// same run) and OpenMPI's MPI_Alltoallv / MPI_Allgather / MPI_Bcast on the same machine:
+// bench_mpi_alltoallv, launched here under mpirun with the same sizes and schedule. Not
+// Google Benchmark: each row is timed inside a simulated cluster (rank 0 between barriers),
+// as nccl-tests time inside their ranks.
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -51,12 +54,24 @@ bench::Side measure(Op op, int n, std::size_t bytes, const bench::Schedule& sche
   });
 }
 
-// MPI_Alltoallv's rows by size for n ranks, from one mpirun of the peer with the same
-// sizes and schedule; empty if it did not run.
-std::map<std::size_t, bench::Side> measure_mpi(const std::string& peer, int n,
-                                               std::size_t max_bytes,
-                                               const bench::Schedule& schedule) {
-  std::map<std::size_t, bench::Side> out;
+// The one-copy limit: one memcpy of the (n - 1) * bytes that cross ranks in every one of
+// these operations (all_to_all_v and all_gather: (n - 1) / n of each rank's bytes; broadcast:
+// the root's bytes to n - 1 ranks), into a buffer of this process, on the same schedule.
+double measure_one_copy(int n, std::size_t bytes, const bench::Schedule& schedule) {
+  std::size_t crossing = bytes * static_cast<std::size_t>(n - 1);
+  std::vector<std::uint8_t> src(crossing, 1), dst(crossing);
+  return schedule.time_us(
+      bytes, [&] { std::memcpy(dst.data(), src.data(), crossing); }, [] {});
+}
+
+using PeerRows = std::map<Op, std::map<std::size_t, bench::Side>>;
+
+// MPI_Alltoallv's, MPI_Allgather's and MPI_Bcast's rows by size for n ranks, from one
+// mpirun of the peer with the same sizes and schedule; empty if it did not run.
+PeerRows measure_mpi(const std::string& peer, int n, std::size_t max_bytes,
+                     const bench::Schedule& schedule) {
+  PeerRows out;
+  Op section = Op::all_to_all_v;
   std::string cmd = "mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(n) + " " +
                     peer + " --max-bytes " + std::to_string(max_bytes) + " --iters " +
                     std::to_string(schedule.iters);
@@ -65,9 +80,14 @@ std::map<std::size_t, bench::Side> measure_mpi(const std::string& peer, int n,
   while (pipe && std::fgets(line, sizeof line, pipe)) {
     unsigned long long bytes = 0;
     bench::Side side;
+    if (std::strncmp(line, "# MPI_", 6) == 0) {
+      section = std::strncmp(line, "# MPI_Allgather", 15) == 0 ? Op::all_gather
+                : std::strncmp(line, "# MPI_Bcast", 11) == 0   ? Op::broadcast
+                                                               : Op::all_to_all_v;
+    }
     if (line[0] != '#' &&
         std::sscanf(line, "%llu %*s %*s %lf %*s %*s %lld", &bytes, &side.us, &side.wrong) == 3) {
-      out[bytes] = side;
+      out[section][bytes] = side;
     }
   }
   if (pipe) pclose(pipe);
@@ -83,7 +103,8 @@ int main(int argc, char** argv) {
   bench::Schedule schedule;
   bench::parse(&argc, argv,
                "The simulator's all_to_all_v, all_gather and broadcast, 1 KiB to --max-bytes "
-               "per rank (doubling),\nagainst OpenMPI's MPI_Alltoallv (bench_mpi_alltoallv).",
+               "per rank (doubling),\nagainst one memcpy of the bytes that cross ranks and "
+               "OpenMPI's MPI_Alltoallv,\nMPI_Allgather and MPI_Bcast (bench_mpi_alltoallv).",
                {{"--max-bytes N", "largest bytes per rank (default 64M)", &max_bytes},
                 {"--ranks P,P,...", "simulated cluster sizes (default 2,4,8)", &rank_counts},
                 {"--no-mpi", "leave out the OpenMPI column", &no_mpi},
@@ -98,25 +119,31 @@ int main(int argc, char** argv) {
       "# hpref simulator collectives; sizes are bytes per rank; busbw as nccl-tests "
       "(all_to_all_v, all_gather: algbw*(n-1)/n; broadcast: algbw)\n");
   std::printf(
-      "# last column: OpenMPI MPI_Alltoallv time / simulator time on the same sizes "
-      "(> 1: the simulator is faster), mpirun --oversubscribe on this machine\n");
-  bench::Report report({""}, {"vs OpenMPI"});
+      "# one-copy: simulator time / one memcpy in this process of the (ranks - 1) * size bytes "
+      "that cross ranks (1.0: the limit), and that memcpy's time\n"
+      "# vs OpenMPI: OpenMPI's time (MPI_Alltoallv, MPI_Allgather, MPI_Bcast) / simulator time "
+      "on the same sizes (> 1: the simulator is faster), mpirun --oversubscribe on this "
+      "machine\n");
+  bench::Report report({""}, {"vs one-copy", "vs OpenMPI"});
   for (int n : rank_counts) {
-    auto peer_rows =
-        no_mpi ? std::map<std::size_t, bench::Side>{} : measure_mpi(peer, n, max_bytes, schedule);
+    PeerRows peer_rows = no_mpi ? PeerRows{} : measure_mpi(peer, n, max_bytes, schedule);
     for (Op op : {Op::all_to_all_v, Op::all_gather, Op::broadcast}) {
       const char* name[] = {"all_to_all_v", "all_gather", "broadcast"};
       report.header(name[static_cast<int>(op)] + (", " + std::to_string(n)) + " ranks");
       for (std::size_t bytes = 1024; bytes <= max_bytes; bytes *= 2) {
         bench::Side ours = measure(op, n, bytes, schedule);
-        auto it = op == Op::all_to_all_v ? peer_rows.find(bytes) : peer_rows.end();
+        double limit = measure_one_copy(n, bytes, schedule);
+        char copy[64];
+        std::snprintf(copy, sizeof copy, "%.1fx (%.2fus)", ours.us / limit, limit);
+        auto it = peer_rows[op].find(bytes);
         char vs[64] = "-";
-        if (it != peer_rows.end()) {  // the peer's wrong bytes count too
+        if (it != peer_rows[op].end()) {  // the peer's wrong bytes count too
           report.add_wrong(it->second.wrong);
           std::snprintf(vs, sizeof vs, "%.2fx (%.1fus%s)", it->second.us / ours.us, it->second.us,
                         it->second.wrong ? ", WRONG BYTES" : "");
         }
-        report.row(bytes, bytes, "uint8", op == Op::broadcast ? 1.0 : (n - 1.0) / n, {ours}, {vs});
+        report.row(bytes, bytes, "uint8", op == Op::broadcast ? 1.0 : (n - 1.0) / n, {ours},
+                   {copy, vs});
       }
     }
   }

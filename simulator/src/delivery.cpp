@@ -22,18 +22,25 @@ void respond_error(Slot& s, const CommError& e) {
 }
 
 Delivery::Delivery(boost::interprocess::managed_shared_memory& segment, std::size_t segment_bytes,
-                   Matcher& matcher, const Groups& groups, int ranks)
+                   Matcher& matcher, const Groups& groups, Control* control, int ranks)
     : segment_(segment),
       base_(static_cast<char*>(segment.get_address())),
       segment_bytes_(segment_bytes),
       matcher_(matcher),
       groups_(groups),
+      control_(control),
       stage_(static_cast<std::size_t>(ranks), 0),
+      spare_(static_cast<std::size_t>(ranks), 0),
+      spare_bytes_(static_cast<std::size_t>(ranks), 0),
       held_(static_cast<std::size_t>(ranks)) {}
 
 std::uint64_t Delivery::allocate(std::uint64_t bytes) {
   if (bytes == 0) return 0;
   void* p = segment_.allocate(bytes, std::nothrow);
+  if (p == nullptr) {  // the spares are only a speed-up: room for data comes first
+    for (std::size_t r = 0; r < spare_.size(); ++r) set_spare(static_cast<int>(r), 0, 0);
+    p = segment_.allocate(bytes, std::nothrow);
+  }
   if (p == nullptr) {
     throw CommError(Errc::comm_resource, "the simulator segment has no room for " +
                                              std::to_string(bytes) +
@@ -56,7 +63,38 @@ std::uint64_t Delivery::take_stage(int r) {
   return std::exchange(stage_[static_cast<std::size_t>(r)], 0);
 }
 
-void Delivery::drop_stage(int r) { deallocate(stage_[static_cast<std::size_t>(r)]); }
+void Delivery::drop_stage(int r) {
+  deallocate(stage_[static_cast<std::size_t>(r)]);
+  set_spare(r, 0, 0);
+}
+
+// Frees r's spare (unless it is `handle`, now in use elsewhere) and records the new one.
+void Delivery::set_spare(int r, std::uint64_t handle, std::uint64_t bytes) {
+  auto i = static_cast<std::size_t>(r);
+  if (spare_[i] != handle) deallocate(spare_[i]);
+  spare_[i] = handle;
+  spare_bytes_[i] = bytes;
+  control_->slots[r].spare = handle;
+  control_->slots[r].spare_bytes = bytes;
+}
+
+bool Delivery::use_spare(int r, std::uint64_t bytes) {
+  auto i = static_cast<std::size_t>(r);
+  if (spare_[i] == 0 || bytes > spare_bytes_[i]) return false;
+  deallocate(stage_[i]);
+  stage_[i] = spare_[i];
+  spare_[i] = 0;  // now the staging area: not freed below
+  set_spare(r, 0, 0);
+  return true;
+}
+
+void Delivery::refill_spare(int r, std::uint64_t bytes) {
+  auto i = static_cast<std::size_t>(r);
+  if (spare_[i] != 0 && spare_bytes_[i] >= bytes) return;
+  set_spare(r, 0, 0);
+  void* p = segment_.allocate(bytes, std::nothrow);
+  if (p != nullptr) set_spare(r, static_cast<std::uint64_t>(static_cast<char*>(p) - base_), bytes);
+}
 
 std::string Delivery::take_text(int r, std::uint64_t bytes) {
   std::uint64_t handle = take_stage(r);

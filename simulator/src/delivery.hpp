@@ -18,13 +18,19 @@ void respond_error(Slot& s, const CommError& e);
 class Delivery {
  public:
   Delivery(boost::interprocess::managed_shared_memory& segment, std::size_t segment_bytes,
-           Matcher& matcher, const Groups& groups, int ranks);
+           Matcher& matcher, const Groups& groups, Control* control, int ranks);
   char* at(std::uint64_t handle) const { return base_ + handle; }
   // A staging area for rank r's next launch or outcome (0 bytes: none). CommError
   // comm_resource when the segment is full.
   std::uint64_t stage(int r, std::uint64_t bytes);
   std::uint64_t take_stage(int r);  // now the operation's
-  void drop_stage(int r);
+  void drop_stage(int r);           // and r's spare: r is gone
+  // Rank r's spare area (Slot::spare): use_spare makes it r's staging area for a launch of
+  // `bytes` (false if r has none that large); refill_spare gives r one of at least `bytes`
+  // for its next launch, if the segment has room (none is no error: that launch then asks
+  // for a staging area first).
+  bool use_spare(int r, std::uint64_t bytes);
+  void refill_spare(int r, std::uint64_t bytes);
   // The `bytes` rank r staged (its outcome) as text; the area is freed.
   std::string take_text(int r, std::uint64_t bytes);
   // all_reduce: the members' data reduced in member order (CommError comm_resource).
@@ -39,7 +45,8 @@ class Delivery {
   void consume_all(int r);  // r is gone: its share of every operation
 
  private:
-  std::uint64_t allocate(std::uint64_t bytes);
+  std::uint64_t allocate(std::uint64_t bytes);  // drops every spare before failing
+  void set_spare(int r, std::uint64_t handle, std::uint64_t bytes);
   void deallocate(std::uint64_t& handle);
 
   boost::interprocess::managed_shared_memory& segment_;
@@ -47,8 +54,10 @@ class Delivery {
   std::size_t segment_bytes_;
   Matcher& matcher_;
   const Groups& groups_;
-  std::vector<std::uint64_t> stage_;        // per rank: handed out, not yet launched
-  std::vector<std::vector<WorkRef>> held_;  // per rank
+  Control* control_;
+  std::vector<std::uint64_t> stage_;                // per rank: handed out, not yet launched
+  std::vector<std::uint64_t> spare_, spare_bytes_;  // per rank; the slots show copies
+  std::vector<std::vector<WorkRef>> held_;          // per rank
 };
 
 }  // namespace hpref::sim::detail

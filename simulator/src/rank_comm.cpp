@@ -104,10 +104,14 @@ Work RankComm::launch(const Launch& l) {
   s.stage_bytes = l.send.bytes;
   auto work = std::make_shared<SimWork>();
   // The data is taken at launch: small sends travel in the slot, larger ones are copied
-  // into a staging area the monitor hands out first.
+  // into the spare staging area the monitor keeps for this rank when they fit, else into
+  // one it hands out first (a second round trip).
   s.inline_data = l.send.bytes <= kInlineBytes;
+  s.in_spare = !s.inline_data && l.send.bytes <= s.spare_bytes;
   if (s.inline_data) {
     work->send_sum = copy_with_checksum(s.data, l.send.data, l.send.bytes);
+  } else if (s.in_spare) {
+    work->send_sum = copy_with_checksum(base_ + s.spare, l.send.data, l.send.bytes);
   } else {
     call();
     if (s.status != 0) throw_response();

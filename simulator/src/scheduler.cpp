@@ -33,7 +33,7 @@ Scheduler::Scheduler(Control* control, boost::interprocess::managed_shared_memor
       faults_(options.faults, ranks, options.seed),
       groups_(ranks, options.world_backend),
       matcher_(groups_),
-      delivery_(segment, options.segment_bytes, matcher_, groups_, ranks) {
+      delivery_(segment, options.segment_bytes, matcher_, groups_, control, ranks) {
   HPREF_CHECK_EQ(signature_wire_bytes(kMaxRanks), kSignatureBytes);
   for (int r = 0; r < n_; ++r) ranks_[r].pid = pids[r];
 }
@@ -316,6 +316,9 @@ void Scheduler::on_staged(int r) {
   if (s.inline_data && s.stage_bytes > 0) {
     if (!stage(r)) return;
     std::memcpy(delivery_.at(s.handle), s.data, s.stage_bytes);
+  } else if (s.in_spare && !delivery_.use_spare(r, s.stage_bytes)) {
+    kill_rank(r, "launched from a spare staging area it was not given, and was killed");
+    return;
   }
   const GroupInfo& g = groups_[s.group];
   s.status = 0;
@@ -324,6 +327,8 @@ void Scheduler::on_staged(int r) {
   OpKey key = matcher_.work(s.work_id).key;
   trace_.launch(r, key.group, key.seq, matcher_.op(key).sigs[static_cast<std::size_t>(m)],
                 s.checksum);
+  // Its next launch of as many bytes will need one round trip, not two.
+  if (!s.inline_data && s.stage_bytes <= kSpareBytes) delivery_.refill_spare(r, s.stage_bytes);
   advance(key);
   // Members already gone will never consume their share (this may free the op: last).
   for (std::size_t i = 0; i < g.group.ranks().size(); ++i) {
