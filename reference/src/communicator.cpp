@@ -111,17 +111,24 @@ template <bool Copy>
 std::uint64_t checksum_pass(void* dst, const void* src, std::size_t bytes) noexcept {
   const auto* p = static_cast<const unsigned char*>(src);
   auto* q = static_cast<unsigned char*>(dst);
-  std::uint64_t a[4] = {1, 2, 3, 4}, b[4] = {0, 0, 0, 0};
+  // The four lanes in named locals: kept in registers (as an array they went through the
+  // stack, a store-to-load forward every 32 bytes: 6 GB/s instead of ~20).
+  std::uint64_t a0 = 1, a1 = 2, a2 = 3, a3 = 4, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
   std::size_t i = 0;
   for (; i + 32 <= bytes; i += 32) {
     std::uint64_t w[4];
     std::memcpy(w, p + i, 32);
     if constexpr (Copy) std::memcpy(q + i, w, 32);
-    for (int k = 0; k < 4; ++k) {
-      a[k] += w[k];
-      b[k] += a[k];
-    }
+    a0 += w[0];
+    a1 += w[1];
+    a2 += w[2];
+    a3 += w[3];
+    b0 += a0;
+    b1 += a1;
+    b2 += a2;
+    b3 += a3;
   }
+  std::uint64_t a[4] = {a0, a1, a2, a3}, b[4] = {b0, b1, b2, b3};
   std::uint64_t h = bytes;
   for (int k = 0; k < 4; ++k) h = (h ^ a[k]) * 0x100000001b3ULL ^ b[k];
   if constexpr (Copy) {
