@@ -165,6 +165,7 @@ class CheckedComm:
         # Where the signatures are exchanged: the inner communicator's device (an nccl group
         # moves device memory only).
         self._device = getattr(inner, "device", None)
+        self._to_host = getattr(inner, "to_host", None)  # accelerator memory to a host copy
         self._seq: Dict[int, int] = {}
         self._labels: Dict[int, Tuple[int, Tuple[int, ...]]] = {}
         self._log = None
@@ -299,10 +300,9 @@ class CheckedComm:
     def _checksum(self, addr: int, nbytes: int, space: str) -> int:
         """buffer_checksum of a send buffer; accelerator memory is first copied to the host
         (the inner communicator's to_host: a device sync)."""
-        to_host = getattr(self._inner, "to_host", None)
-        if space == "host" or to_host is None:  # no to_host: accelerator groups of host memory (simulator)
+        if space == "host" or self._to_host is None:  # no to_host: accelerator groups of host memory (simulator)
             return _core.buffer_checksum(addr, nbytes)
-        return _core.buffer_checksum(to_host(addr, nbytes).data_ptr(), nbytes)
+        return _core.buffer_checksum(self._to_host(addr, nbytes).data_ptr(), nbytes)
 
     def _wait(self, work: Any, what: str) -> None:
         start = time.monotonic()

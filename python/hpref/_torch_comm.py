@@ -181,10 +181,10 @@ class TorchComm:
         self._store = store if store is not None else self._torch_store(inner_group)
         self._timeout = timeout
         self._device = torch.device(device)
-        on_host = self._device.type == "cpu"
-        self._backend = "gloo" if on_host else "nccl"
+        self._on_host = self._device.type == "cpu"
+        self._backend = "gloo" if self._on_host else "nccl"
         self._world = CommGroup(0, tuple(range(self._size)), self._rank, self._backend,
-                                "host" if on_host else "accelerator")
+                                "host" if self._on_host else "accelerator")
         self._members: Dict[int, Any] = {0: inner_group}
         self._next_id = 1
 
@@ -194,13 +194,13 @@ class TorchComm:
         return self._device
 
     def _view(self, addr: int, nbytes: int, dtype: Any = None) -> Any:
-        return _bytes_view(addr, nbytes, dtype, self._device)
+        return _bytes_view(addr, nbytes, dtype, None if self._on_host else self._device)
 
     def to_host(self, addr: int, nbytes: int) -> Any:
         """A host copy of ``nbytes`` bytes at ``addr`` (device memory: waits for the device's
         current stream); host memory is returned as a view, uncopied."""
         view = self._view(addr, nbytes)
-        return view if self._device.type == "cpu" else view.cpu()
+        return view if self._on_host else view.cpu()
 
     @staticmethod
     def _torch_store(inner_group: Any) -> Any:
