@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstdio>
 #include <map>
 #include <optional>
 #include <set>
@@ -12,33 +11,15 @@
 #include <utility>
 #include <vector>
 
+#include "hpref/utf8.hpp"
+
 namespace hpref::sim {
 namespace {
 
 std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned char>(c));
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
+  std::string out;
+  append_json_string(out, s);
+  return out;
 }
 
 // The number after `prefix` at the start of `word` ("r3" with prefix 'r' -> 3).

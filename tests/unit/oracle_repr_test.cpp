@@ -940,7 +940,20 @@ BOOST_AUTO_TEST_CASE(agrees_with_python_decode) {
     auto b = unhex(c.hex);
     std::string_view s(reinterpret_cast<const char*>(b.data()), b.size());
     BOOST_TEST(is_valid_utf8(s) == c.valid, c.hex);
+    // The JSON writer keeps well-formed text byte for byte and replaces every byte of a
+    // malformed sequence, so its output is valid UTF-8 either way.
+    std::string json;
+    append_json_string(json, s);
+    BOOST_TEST(is_valid_utf8(json), c.hex);
+    BOOST_TEST((json == "\"" + std::string(s) + "\"") == c.valid, c.hex << " -> " << json);
+    BOOST_TEST((json.find("\\ufffd") != std::string::npos) == !c.valid, c.hex);
   }
+}
+
+BOOST_AUTO_TEST_CASE(json_strings_escape_quotes_backslashes_and_controls) {
+  std::string out;
+  append_json_string(out, std::string_view("q\"b\\n\n r\r t\t b\b f\f\x01\x1f\0\x7f", 22));
+  BOOST_TEST(out == "\"q\\\"b\\\\n\\n r\\r t\\t b\\b f\\f\\u0001\\u001f\\u0000\x7f\"");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -11,6 +11,7 @@
 #include "hpref/error.hpp"
 #include "hpref/repr.hpp"
 #include "hpref/sample_key.hpp"
+#include "hpref/utf8.hpp"
 
 namespace hpref::cli {
 namespace {
@@ -86,78 +87,6 @@ Value tensor_from_json(const Json& t) {
 
 // --- writer ------------------------------------------------------------------
 
-// The length of the well-formed UTF-8 sequence at s[i], or 0 if it is not one (overlong
-// forms, surrogates and code points past U+10FFFF are not well formed).
-std::size_t utf8_sequence(std::string_view s, std::size_t i) {
-  auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
-  unsigned char c = byte(i);
-  if (c < 0x80) return 1;
-  std::size_t n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
-  if (n == 0 || c > 0xf4 || i + n > s.size()) return 0;
-  for (std::size_t k = 1; k < n; ++k) {
-    if ((byte(i + k) & 0xc0) != 0x80) return 0;
-  }
-  unsigned char c1 = byte(i + 1);
-  if (c == 0xe0 && c1 < 0xa0) return 0;   // overlong
-  if (c == 0xed && c1 >= 0xa0) return 0;  // surrogate
-  if (c == 0xf0 && c1 < 0x90) return 0;   // overlong
-  if (c == 0xf4 && c1 >= 0x90) return 0;  // past U+10FFFF
-  return n;
-}
-
-// A JSON string; bytes that are not well-formed UTF-8 (an error message quoting the
-// input, say) are written as U+FFFD so that every answer is valid UTF-8.
-void dump_string(std::string& out, std::string_view s) {
-  out.push_back('"');
-  for (std::size_t i = 0; i < s.size();) {
-    auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x80) {
-      std::size_t n = utf8_sequence(s, i);
-      if (n == 0) {
-        out += "\\ufffd";
-        ++i;
-      } else {
-        out.append(s, i, n);
-        i += n;
-      }
-      continue;
-    }
-    ++i;
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
-    }
-  }
-  out.push_back('"');
-}
-
 void dump_to(std::string& out, const Json& j) {
   switch (j.type()) {
     case Json::value_t::null:
@@ -176,7 +105,7 @@ void dump_to(std::string& out, const Json& j) {
       out += float_repr(j.get<double>());
       return;
     case Json::value_t::string:
-      dump_string(out, j.get_ref<const std::string&>());
+      append_json_string(out, j.get_ref<const std::string&>());
       return;
     case Json::value_t::array: {
       out.push_back('[');
@@ -195,7 +124,7 @@ void dump_to(std::string& out, const Json& j) {
       for (auto it = j.begin(); it != j.end(); ++it) {
         if (!first) out += ", ";
         first = false;
-        dump_string(out, it.key());
+        append_json_string(out, it.key());
         out += ": ";
         dump_to(out, it.value());
       }
@@ -521,7 +450,7 @@ class ValueWriter {
 
   void string(std::string_view s) {
     scratch_.clear();
-    dump_string(scratch_, s);
+    append_json_string(scratch_, s);
     raw(scratch_);
   }
 
