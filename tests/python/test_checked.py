@@ -70,7 +70,11 @@ def _rank_main(rank, tmp, checked, timeout_s, log_dir, fn, args, world, library)
     except BaseException as e:  # noqa: BLE001 - reported per rank
         out.update(status="error", type=type(e).__name__, kind=getattr(e, "kind", None), message=str(e),
                    where=traceback.format_exc()[-2000:])
-    torch.save(out, os.path.join(tmp, f"rank{rank}.pt"))
+    # Written whole or not at all: a rank killed at run4's deadline while saving (a plain
+    # run's hang) must read as "died", not as a truncated file that torch.load refuses.
+    path = os.path.join(tmp, f"rank{rank}.pt")
+    torch.save(out, path + ".part")
+    os.replace(path + ".part", path)
     os._exit(0)  # a rank whose peers failed must not wait in gloo's teardown
 
 
