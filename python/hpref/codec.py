@@ -237,7 +237,8 @@ def encode(items: Any, *, key_class: Union[None, str, type, KeyClass] = None) ->
                         key_class=None if kc is None else kc._core_spec(),
                         raw_type=RawTensor, convert=_convert_value,
                         torch_tensor=_torch_tensor_type(),
-                        convert_key=kc.values if kc is not None and _importable(kc) else None)
+                        key_type=kc.type if kc is not None and _importable(kc) else None,
+                        key_fields=list(kc.fields) if kc is not None else [])
 
 
 def _torch_tensor_type():

@@ -232,12 +232,47 @@ struct HeldObject {
   }
 };
 
+// Attribute and method names looked up on every tensor and key, made (and hashed) once:
+// PyObject_GetAttrString would build and hash a fresh str per lookup.
+struct Names {
+  PyObject* dtype = PyUnicode_InternFromString("dtype");
+  PyObject* is_cpu = PyUnicode_InternFromString("is_cpu");
+  PyObject* is_neg = PyUnicode_InternFromString("is_neg");
+  PyObject* is_conj = PyUnicode_InternFromString("is_conj");
+  PyObject* is_contiguous = PyUnicode_InternFromString("is_contiguous");
+  PyObject* shape = PyUnicode_InternFromString("shape");
+  PyObject* data_ptr = PyUnicode_InternFromString("data_ptr");
+};
+const Names& names() {
+  static const Names* n = new Names();  // never freed: the interpreter owns interned strs
+  return *n;
+}
+
+nb::object get_attr(nb::handle o, PyObject* name) {
+  PyObject* r = PyObject_GetAttr(o.ptr(), name);
+  if (r == nullptr) throw nb::python_error();
+  return nb::steal(r);
+}
+
+nb::object call_method(nb::handle o, PyObject* name) {
+  PyObject* r = PyObject_CallMethodNoArgs(o.ptr(), name);
+  if (r == nullptr) throw nb::python_error();
+  return nb::steal(r);
+}
+
+bool truth(const nb::object& o) {
+  int t = PyObject_IsTrue(o.ptr());
+  if (t < 0) throw nb::python_error();
+  return t == 1;
+}
+
 // A CPU, contiguous, non-quantized torch tensor's bytes read in place through data_ptr()
-// (a Python-level conversion costs ~7 us a tensor, this ~1); nullopt for any other tensor,
-// which then takes the general path (hpref._tensors.to_raw).
+// (a Python-level conversion costs ~7 us a tensor, this well under 1); nullopt for any other
+// tensor, which then takes the general path (hpref._tensors.to_raw).
 std::optional<Value> torch_tensor_in_place(nb::handle o) {
   static std::unordered_map<PyObject*, std::optional<DType>> dtypes;  // torch dtypes are singletons
-  nb::object dtype_object = o.attr("dtype");
+  const Names& n = names();
+  nb::object dtype_object = get_attr(o, n.dtype);
   auto found = dtypes.find(dtype_object.ptr());
   if (found == dtypes.end()) {
     std::string name = nb::cast<std::string>(nb::str(dtype_object));
@@ -252,24 +287,31 @@ std::optional<Value> torch_tensor_in_place(nb::handle o) {
   }
   if (!found->second) return std::nullopt;
   DType dtype = *found->second;
-  if (!nb::cast<bool>(o.attr("is_cpu")) || nb::cast<bool>(o.attr("is_neg")()) ||
+  if (!truth(get_attr(o, n.is_cpu)) || truth(call_method(o, n.is_neg)) ||
       ((dtype == DType::complex32 || dtype == DType::complex64 || dtype == DType::complex128) &&
-       nb::cast<bool>(o.attr("is_conj")()))) {
+       truth(call_method(o, n.is_conj)))) {
     return std::nullopt;
   }
-  nb::object contiguous = nb::steal(PyObject_CallMethod(o.ptr(), "is_contiguous", nullptr));
-  if (!contiguous.is_valid()) {  // sparse and other layouts have no strides
+  PyObject* contiguous = PyObject_CallMethodNoArgs(o.ptr(), n.is_contiguous);
+  if (contiguous == nullptr) {  // sparse and other layouts have no strides
     PyErr_Clear();
     return std::nullopt;
   }
-  if (!PyObject_IsTrue(contiguous.ptr())) return std::nullopt;
-  std::vector<std::int64_t> shape;
-  for (nb::handle d : o.attr("shape")) shape.push_back(nb::cast<std::int64_t>(d));
+  if (!truth(nb::steal(contiguous))) return std::nullopt;
+  nb::object dims = get_attr(o, n.shape);  // torch.Size: a tuple of ints
+  if (!PyTuple_Check(dims.ptr())) return std::nullopt;
+  std::vector<std::int64_t> shape(static_cast<std::size_t>(PyTuple_GET_SIZE(dims.ptr())));
   std::size_t numel = 1;
-  for (std::int64_t d : shape) numel *= static_cast<std::size_t>(d);
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    shape[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(dims.ptr(), static_cast<Py_ssize_t>(i)));
+    if (shape[i] == -1 && PyErr_Occurred()) throw nb::python_error();
+    numel *= static_cast<std::size_t>(shape[i]);
+  }
   std::size_t size = numel * element_size(dtype);
   if (size == 0) return Value::tensor(Tensor(dtype, std::move(shape), SharedBytes()));
-  auto address = nb::cast<std::uintptr_t>(o.attr("data_ptr")());
+  nb::object address_object = call_method(o, n.data_ptr);
+  auto address = static_cast<std::uintptr_t>(PyLong_AsUnsignedLongLong(address_object.ptr()));
+  if (PyErr_Occurred()) throw nb::python_error();
   auto held = std::make_shared<HeldObject>(o);
   SharedBytes bytes(std::move(held), {reinterpret_cast<const std::uint8_t*>(address), size});
   return Value::tensor(Tensor(dtype, std::move(shape), std::move(bytes)));
@@ -282,6 +324,39 @@ struct FromPython {
   nb::handle raw_type;
   nb::handle convert;
   nb::handle torch_tensor;  // torch.Tensor, or None when torch is not imported
+  // Mapping-key strs already converted, by object: the same key str in every item's dict
+  // becomes one shared Value (no copy, no UTF-8 check, no allocation per item). Each entry
+  // holds a reference, so no address is reused by another str during the call.
+  mutable std::unordered_map<PyObject*, Value> key_strs{};
+
+  FromPython(nb::handle raw, nb::handle conv, nb::handle torch)
+      : raw_type(raw), convert(conv), torch_tensor(torch) {}
+  FromPython(const FromPython&) = delete;
+  FromPython& operator=(const FromPython&) = delete;
+  ~FromPython() {
+    for (auto& [object, value] : key_strs) Py_DECREF(object);
+  }
+
+  Value str(PyObject* p) const {
+    Py_ssize_t size = 0;
+    const char* utf8 = PyUnicode_AsUTF8AndSize(p, &size);
+    if (!utf8) {
+      PyErr_Clear();
+      throw Error(Errc::invalid_utf8,
+                  "a str that is not valid UTF-8 (a lone surrogate) cannot be encoded");
+    }
+    return Value::string(std::string_view(utf8, static_cast<std::size_t>(size)));
+  }
+
+  Value key(PyObject* k, int depth) const {
+    if (!PyUnicode_CheckExact(k)) return (*this)(k, depth);
+    auto found = key_strs.find(k);
+    if (found != key_strs.end()) return found->second;
+    Value v = str(k);
+    Py_INCREF(k);
+    key_strs.emplace(k, v);
+    return v;
+  }
 
   Value operator()(nb::handle o, int depth) const {
     if (depth > 1000) throw Error(Errc::depth_limit, "value nests deeper than 1000 levels");
@@ -298,16 +373,7 @@ struct FromPython {
       return Value::integer(v);
     }
     if (PyFloat_Check(p)) return Value::floating(PyFloat_AsDouble(p));
-    if (PyUnicode_Check(p)) {
-      Py_ssize_t size = 0;
-      const char* utf8 = PyUnicode_AsUTF8AndSize(p, &size);
-      if (!utf8) {
-        PyErr_Clear();
-        throw Error(Errc::invalid_utf8,
-                    "a str that is not valid UTF-8 (a lone surrogate) cannot be encoded");
-      }
-      return Value::string(std::string_view(utf8, static_cast<std::size_t>(size)));
-    }
+    if (PyUnicode_Check(p)) return str(p);
     if (PyBytes_Check(p)) {
       return Value::bytes(
           std::string_view(PyBytes_AS_STRING(p), static_cast<std::size_t>(PyBytes_GET_SIZE(p))));
@@ -329,8 +395,15 @@ struct FromPython {
     }
     if (PyDict_Check(p)) {
       std::vector<Value::Entry> entries;
-      for (auto [k, v] : nb::borrow<nb::dict>(o))
-        entries.emplace_back((*this)(k, depth + 1), (*this)(v, depth + 1));
+      entries.reserve(static_cast<std::size_t>(PyDict_Size(p)));
+      Py_ssize_t pos = 0;
+      PyObject* k = nullptr;
+      PyObject* v = nullptr;
+      while (PyDict_Next(p, &pos, &k, &v)) {
+        nb::object held_key = nb::borrow(k), held_value = nb::borrow(v);  // `convert` may edit
+        Value converted_key = key(k, depth + 1);
+        entries.emplace_back(std::move(converted_key), (*this)(held_value, depth + 1));
+      }
       return Value::mapping(std::move(entries));
     }
     if (!torch_tensor.is_none() &&
@@ -344,6 +417,30 @@ struct FromPython {
                                                "bytearray, tuple, list, dict, tensors)");
     }
     return (*this)(converted, depth);
+  }
+};
+
+// An instance of the user's key class as the tuple of its field values (SPEC 1.4), read as
+// hpref.codec.KeyClass.values reads them (isinstance, then getattr of each field, in order);
+// nullopt for anything that is not an instance.
+struct KeyFields {
+  nb::handle type;                 // None: no key class
+  std::vector<nb::object> fields;  // interned field names
+
+  KeyFields(nb::handle key_type, const std::vector<std::string>& names) : type(key_type) {
+    for (const std::string& f : names)
+      fields.push_back(nb::steal(PyUnicode_InternFromString(f.c_str())));
+  }
+
+  std::optional<Value> operator()(nb::handle key, const FromPython& from) const {
+    if (type.is_none() || PyTuple_Check(key.ptr())) return std::nullopt;
+    int is = PyObject_IsInstance(key.ptr(), type.ptr());
+    if (is < 0) throw nb::python_error();
+    if (is == 0) return std::nullopt;
+    std::vector<Value> values;
+    values.reserve(fields.size());
+    for (const nb::object& f : fields) values.push_back(from(get_attr(key, f.ptr()), 1));
+    return Value::tuple(std::move(values));
   }
 };
 
@@ -455,37 +552,48 @@ void bind_codec(nb::module_& m) {
   m.def(
       "encode",
       [](nb::handle items, nb::object key_class, nb::handle raw_type, nb::handle convert,
-         nb::handle convert_key, nb::handle torch_tensor) {
-        FromPython from{raw_type, convert, torch_tensor};
+         nb::handle key_type, const std::vector<std::string>& key_fields, nb::handle torch_tensor) {
+        FromPython from(raw_type, convert, torch_tensor);
+        KeyFields key_of(key_type, key_fields);
         std::vector<Item> pairs;
-        std::size_t index = 0;
-        for (nb::handle pair : items) {
-          if (!PyTuple_Check(pair.ptr()) || PyTuple_GET_SIZE(pair.ptr()) != 2) {
-            throw Error(Errc::invalid_argument, "items[" + std::to_string(index) +
-                                                    "] must be a (key, value) pair, got " +
-                                                    nb::cast<std::string>(nb::repr(pair)));
+        {
+          GcPause pause;  // conversion makes many short-lived objects (torch.Size, ints)
+          std::size_t index = 0;
+          for (nb::handle pair : items) {
+            if (!PyTuple_Check(pair.ptr()) || PyTuple_GET_SIZE(pair.ptr()) != 2) {
+              throw Error(Errc::invalid_argument, "items[" + std::to_string(index) +
+                                                      "] must be a (key, value) pair, got " +
+                                                      nb::cast<std::string>(nb::repr(pair)));
+            }
+            nb::handle key = PyTuple_GET_ITEM(pair.ptr(), 0);
+            std::optional<Value> fields = key_of(key, from);
+            pairs.emplace_back(fields ? std::move(*fields) : from(key, 0),
+                               from(PyTuple_GET_ITEM(pair.ptr(), 1), 0));
+            ++index;
           }
-          nb::object key = nb::borrow(PyTuple_GET_ITEM(pair.ptr(), 0));
-          if (!convert_key.is_none() && !PyTuple_Check(key.ptr())) {
-            // An instance of the key class: its field values as a tuple (SPEC 1.4).
-            nb::object fields = convert_key(key);
-            if (!fields.is_none()) key = fields;
-          }
-          pairs.emplace_back(from(key, 0), from(PyTuple_GET_ITEM(pair.ptr(), 1), 0));
-          ++index;
         }
         EncodeOptions options;
         if (!key_class.is_none()) options.key_class = key_class_from_python(key_class);
-        std::vector<std::uint8_t> out;
+        // Planned, then written once, straight into the bytes object returned (an 8 MiB
+        // segment was written to a vector and copied into the bytes: two fresh buffers).
+        std::optional<SegmentPlan> plan;
         {
           nb::gil_scoped_release release;
-          out = encode_segment(pairs, options);
+          plan = plan_segment(pairs, options);
         }
-        return nb::bytes(out.data(), out.size());
+        PyObject* out = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(plan->size()));
+        if (out == nullptr) throw nb::python_error();
+        nb::object bytes = nb::steal(out);
+        {
+          nb::gil_scoped_release release;
+          plan->write_to({reinterpret_cast<std::uint8_t*>(PyBytes_AS_STRING(out)), plan->size()});
+        }
+        return bytes;
       },
       nb::arg("items"), nb::arg("key_class").none(), nb::arg("raw_type"), nb::arg("convert"),
-      nb::arg("convert_key").none(), nb::arg("torch_tensor").none(),
-      "Encodes (key, value) pairs as one HPB1 payload segment (SPEC 2).");
+      nb::arg("key_type").none(), nb::arg("key_fields"), nb::arg("torch_tensor").none(),
+      "Encodes (key, value) pairs as one HPB1 payload segment (SPEC 2); keys that are "
+      "instances of `key_type` are written as the tuple of their `key_fields`.");
 
   m.def(
       "inspect",
