@@ -3,7 +3,8 @@
 // moved and as a ratio to copying the same rows in one process (memcpy, same schedule, same
 // run). A third side is the bare all_to_all_v of the same counts from and into buffers kept
 // across steps: what the simulator alone costs, so that dispatch's own share is the
-// difference. The route is a sliding window as long as a shard, so every rank but the first
+// difference. Dispatch keeps one DispatchBuffers across steps (--fresh: the calls without
+// it). The route is a sliding window as long as a shard, so every rank but the first
 // receives its predecessor's whole shard forward and sends it back in the backward pass.
 // Checked: the forward rows against the pattern, the backward sums against the gradients
 // sent, the bare exchange's rows against the pattern.
@@ -44,7 +45,8 @@ long long wrong_sums(const std::vector<Route>& routes, std::int64_t first, std::
 }
 
 // Microseconds per operation `op` on rank 0 between barriers, and the wrong values.
-bench::Side measure(Op op, int p, std::size_t bank_bytes, const bench::Schedule& schedule) {
+bench::Side measure(Op op, int p, std::size_t bank_bytes, const bench::Schedule& schedule,
+                    bool fresh) {
   std::int64_t local = static_cast<std::int64_t>(bank_bytes) / kRowBytes / p;
   auto routes = sliding_window_routes(std::vector<std::int64_t>{0, local * p}, local, p, local);
   return bench::simulate(p, bank_bytes * 4, [&](Communicator& c) {
@@ -54,13 +56,15 @@ bench::Side measure(Op op, int p, std::size_t bank_bytes, const bench::Schedule&
     bench::fill_pattern(bytes, 0, static_cast<std::uint64_t>(first * kRowBytes));
     Tensor shard(DType::float32, {local, kWidth}, SharedBytes::adopt(std::move(bytes)));
     auto barrier = [&] { c.barrier(c.world()).wait(); };
+    DispatchBuffers buffers;  // kept across steps, as a training loop keeps it
     if (op == Op::forward) {
       Tensor out;
       double us = schedule.time_us(
           bank_bytes,
           [&] {
             out = Tensor();  // freed before the next step allocates, as a step's own would be
-            out = sequence_dispatch(c, c.world(), shard, 0, route);
+            out = fresh ? sequence_dispatch(c, c.world(), shard, 0, route)
+                        : sequence_dispatch(c, c.world(), shard, 0, route, buffers);
           },
           barrier);
       return bench::Side{us, bench::count_wrong(out.bytes(), 0, route.global_start * kRowBytes)};
@@ -77,7 +81,8 @@ bench::Side measure(Op op, int p, std::size_t bank_bytes, const bench::Schedule&
           bank_bytes,
           [&] {
             back = Tensor();
-            back = sequence_dispatch_backward(c, c.world(), grad, 0, route);
+            back = fresh ? sequence_dispatch_backward(c, c.world(), grad, 0, route)
+                         : sequence_dispatch_backward(c, c.world(), grad, 0, route, buffers);
           },
           barrier);
       return bench::Side{us, wrong_sums(routes, first, local, back)};
@@ -132,13 +137,16 @@ double copy_us(std::size_t bytes, std::size_t bank_bytes, const bench::Schedule&
 int main(int argc, char** argv) {
   std::size_t max_bytes = std::size_t{64} << 20;
   std::vector<int> rank_counts = {2, 4, 8};
-  bench::Schedule schedule{.warmup = 2, .by_size = {8, 8, 3}};
+  bool fresh = false;
+  bench::Schedule schedule;
   bench::parse(&argc, argv,
                "Sequence dispatch forward and backward on the simulator, each alone, and the bare\n"
                "all_to_all_v of the same counts, banks of 1 MiB to --max-bytes (x4), against\n"
                "memcpy of the moved bytes.",
                {{"--max-bytes N", "largest global bank (default 64M)", &max_bytes},
                 {"--ranks P,P,...", "simulated cluster sizes (default 2,4,8)", &rank_counts},
+                {"--fresh", "dispatch without DispatchBuffers (fresh memory every step)", &fresh},
+                {"--warmup N", "untimed operations before each side (default 3)", &schedule.warmup},
                 schedule.flag()});
   std::printf(
       "# sequence dispatch on the simulator; bank = global rows x %lld float32 columns\n"
@@ -153,7 +161,7 @@ int main(int argc, char** argv) {
       std::size_t moved = moved_bytes(p, bytes);
       std::vector<bench::Side> sides;
       for (Op op : {Op::forward, Op::backward, Op::exchange})
-        sides.push_back(measure(op, p, bytes, schedule));
+        sides.push_back(measure(op, p, bytes, schedule, fresh));
       double copy = copy_us(moved, bytes, schedule);
       std::vector<std::string> extra = {std::to_string(bytes)};
       for (const bench::Side& side : sides) {
