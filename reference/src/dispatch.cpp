@@ -238,14 +238,6 @@ DispatchBuffers& DispatchBuffers::operator=(DispatchBuffers&&) noexcept = defaul
 
 std::size_t DispatchBuffers::count() const noexcept { return pool_ ? pool_->blocks.size() : 0; }
 
-std::size_t DispatchBuffers::capacity_bytes() const noexcept {
-  std::size_t sum = 0;
-  if (pool_) {
-    for (const BlockPtr& b : pool_->blocks) sum += b->capacity;
-  }
-  return sum;
-}
-
 Tensor move_axis_to_front(const Tensor& t, std::size_t axis) {
   if (axis == 0) return t;
   auto s = t.shape();
@@ -430,7 +422,7 @@ Tensor sequence_dispatch_backward(Communicator& comm, const Group& group, const 
                                            " rows but the route's interval has " +
                                            std::to_string(rows));
   }
-  DispatchBuffers::Pool& pool = DispatchAccess::pool(buffers);
+  auto& pool = DispatchAccess::pool(buffers);
   Tensor g = move_axis_to_front(grad, axis);
   std::size_t row = row_bytes(g);
   std::size_t first = static_cast<std::size_t>(route.local_output_start) * row;

@@ -51,8 +51,8 @@ Tensor sequence_dispatch_backward(Communicator& comm, const Group& group, const 
 // by thresholds it moves as blocks are freed). An output is a tensor viewing one of these
 // buffers: a later call writes that buffer again only once no tensor views it any more,
 // else it takes another, so outputs a caller keeps are never changed. At most
-// kMaxBuffers are kept. Not thread-safe: one per thread (concurrent async dispatches
-// on one object are fine, each takes its own buffers).
+// kMaxBuffers are kept. Not thread-safe: one per thread (several async dispatches in
+// flight on one object are fine, each holds its own buffers until its wait).
 class DispatchBuffers {
  public:
   static constexpr std::size_t kMaxBuffers = 8;
@@ -60,14 +60,12 @@ class DispatchBuffers {
   ~DispatchBuffers();
   DispatchBuffers(DispatchBuffers&&) noexcept;
   DispatchBuffers& operator=(DispatchBuffers&&) noexcept;
-  // Buffers kept, and their bytes, whether a tensor still views them or not.
+  // Buffers kept, whether a tensor still views them or not.
   std::size_t count() const noexcept;
-  std::size_t capacity_bytes() const noexcept;
-
-  struct Pool;
 
  private:
   friend struct DispatchAccess;
+  struct Pool;
   std::unique_ptr<Pool> pool_;
 };
 
