@@ -1,6 +1,7 @@
 // SPEC 8: forward dispatch with a single-use handle, and its exact adjoint.
 #include "hpref/dispatch.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -88,7 +89,154 @@ std::int64_t rows_sent(const Route& route) {
   return rows;
 }
 
+// The bytes of one buffer of a DispatchBuffers pool: default-initialised (a buffer is
+// always written whole before it is read, so no zero fill).
+struct Block {
+  explicit Block(std::size_t bytes) : data(new std::uint8_t[bytes]), capacity(bytes) {}
+  std::unique_ptr<std::uint8_t[]> data;
+  std::size_t capacity;
+};
+using BlockPtr = std::shared_ptr<Block>;
+
+// A tensor of `like`'s dtype, row shape and device with `rows` rows in the front of `block`
+// (which it keeps alive).
+Tensor rows_in(const Tensor& like, std::int64_t rows, std::size_t bytes, const BlockPtr& block) {
+  std::vector<std::int64_t> shape(like.shape().begin(), like.shape().end());
+  shape[0] = rows;
+  SharedBytes view(std::shared_ptr<const void>(block, block->data.get()),
+                   {block->data.get(), bytes});
+  return Tensor(like.dtype(), std::move(shape), std::move(view), like.device());
+}
+
+// dst[i] = a[i] + b[i] for `count` elements of T (float, double, or an unsigned integer:
+// wrapping sums), 64 bytes a step in GCC's generic vectors: each lane is the scalar sum, so
+// the result is bitwise the scalar loop's. dst may be a (in place).
+template <class T>
+void add_vectors(std::uint8_t* dst, const std::uint8_t* a, const std::uint8_t* b,
+                 std::size_t count) {
+  typedef T Lanes __attribute__((vector_size(64)));
+  constexpr std::size_t kLanes = 64 / sizeof(T);
+  std::size_t i = 0;
+  for (; i + kLanes <= count; i += kLanes) {
+    Lanes x, y;
+    std::memcpy(&x, a + i * sizeof(T), sizeof x);
+    std::memcpy(&y, b + i * sizeof(T), sizeof y);
+    x += y;
+    std::memcpy(dst + i * sizeof(T), &x, sizeof x);
+  }
+  for (; i < count; ++i) {
+    T x, y;
+    std::memcpy(&x, a + i * sizeof(T), sizeof x);
+    std::memcpy(&y, b + i * sizeof(T), sizeof y);
+    x = static_cast<T>(x + y);
+    std::memcpy(dst + i * sizeof(T), &x, sizeof x);
+  }
+}
+
+// dst = a + b (dst may be a) for `count` elements of `dtype`, exactly as add_elements
+// (oracle.hpp) adds b into a: its vectorisable dtypes here, the others through it.
+void add_rows(DType dtype, std::uint8_t* dst, const std::uint8_t* a, const std::uint8_t* b,
+              std::size_t count) {
+  switch (dtype) {
+    case DType::float32:
+      return add_vectors<float>(dst, a, b, count);
+    case DType::float64:
+      return add_vectors<double>(dst, a, b, count);
+    case DType::complex64:
+      return add_vectors<float>(dst, a, b, 2 * count);
+    case DType::complex128:
+      return add_vectors<double>(dst, a, b, 2 * count);
+    case DType::int64:
+    case DType::uint64:
+      return add_vectors<std::uint64_t>(dst, a, b, count);
+    case DType::int32:
+    case DType::uint32:
+      return add_vectors<std::uint32_t>(dst, a, b, count);
+    case DType::int16:
+    case DType::uint16:
+      return add_vectors<std::uint16_t>(dst, a, b, count);
+    case DType::int8:
+    case DType::uint8:
+      return add_vectors<std::uint8_t>(dst, a, b, count);
+    default:
+      if (dst != a) std::memmove(dst, a, count * element_size(dtype));
+      return add_elements(dtype, dst, b, count);
+  }
+}
+
+// SPEC 8.2's sum into `out` (rows x row bytes): the owner's own block, then each peer's
+// received rows (consecutive in `received`, ascending rank) added at its send offset. One
+// pass per row range: a row's first sum is written as own + received, later ones are added
+// in place, rows no peer sent are copied; the same additions in the same order as copying
+// the block and adding each peer in turn.
+void sum_gradient(DType dtype, std::size_t row, const std::uint8_t* own, std::size_t rows,
+                  const std::uint8_t* received, const Route& route, std::uint8_t* out) {
+  std::size_t per_row = row / element_size(dtype);
+  std::vector<std::pair<std::size_t, std::size_t>> covered;  // sorted, disjoint [start, end)
+  const std::uint8_t* peer = received;
+  auto add = [&](std::size_t from, std::size_t to, std::size_t start, bool first) {
+    add_rows(dtype, out + from * row, (first ? own : out) + from * row, peer + (from - start) * row,
+             (to - from) * per_row);
+  };
+  for (auto [offset, count] : route.owner_ranges()) {
+    if (count == 0) continue;
+    std::size_t a = static_cast<std::size_t>(offset), b = a + static_cast<std::size_t>(count);
+    auto it = std::lower_bound(covered.begin(), covered.end(), a,
+                               [](const auto& r, std::size_t x) { return r.second < x; });
+    std::size_t at = a, lo = a, hi = b;
+    auto first = it;
+    for (; it != covered.end() && it->first <= b; ++it) {  // overlapping or adjacent ranges
+      if (at < std::min(it->first, b)) add(at, std::min(it->first, b), a, true);
+      at = std::max(at, it->first);
+      if (at < std::min(it->second, b)) add(at, std::min(it->second, b), a, false);
+      at = std::max(at, std::min(it->second, b));
+      lo = std::min(lo, it->first);
+      hi = std::max(hi, it->second);
+    }
+    if (at < b) add(at, b, a, true);
+    it = covered.erase(first, it);
+    covered.insert(it, {lo, hi});
+    peer += static_cast<std::size_t>(count) * row;
+  }
+  std::size_t at = 0;
+  for (auto [start, end] : covered) {
+    if (at < start) std::memcpy(out + at * row, own + at * row, (start - at) * row);
+    at = end;
+  }
+  if (at < rows) std::memcpy(out + at * row, own + at * row, (rows - at) * row);
+}
+
 }  // namespace
+
+struct DispatchBuffers::Pool {
+  std::vector<BlockPtr> blocks;
+
+  // A buffer of at least `bytes` that no tensor views: the smallest free one that holds
+  // them, else the largest free one grown, else a new one (dropping from the pool, not
+  // freeing, a buffer a tensor still views when kMaxBuffers are kept).
+  BlockPtr take(std::size_t bytes) {
+    BlockPtr* fit = nullptr;
+    BlockPtr* largest = nullptr;
+    for (BlockPtr& b : blocks) {
+      if (b.use_count() != 1) continue;
+      if (b->capacity >= bytes && (!fit || b->capacity < (*fit)->capacity)) fit = &b;
+      if (!largest || b->capacity > (*largest)->capacity) largest = &b;
+    }
+    if (fit) return *fit;
+    if (largest) return *largest = std::make_shared<Block>(bytes);
+    if (blocks.size() >= kMaxBuffers) {
+      blocks.erase(blocks.begin());  // every kept buffer is viewed: the oldest leaves
+    }
+    return blocks.emplace_back(std::make_shared<Block>(bytes));
+  }
+};
+
+DispatchBuffers::DispatchBuffers() : pool_(std::make_unique<Pool>()) {}
+DispatchBuffers::~DispatchBuffers() = default;
+DispatchBuffers::DispatchBuffers(DispatchBuffers&&) noexcept = default;
+DispatchBuffers& DispatchBuffers::operator=(DispatchBuffers&&) noexcept = default;
+
+std::size_t DispatchBuffers::count() const noexcept { return pool_ ? pool_->blocks.size() : 0; }
 
 Tensor move_axis_to_front(const Tensor& t, std::size_t axis) {
   if (axis == 0) return t;
@@ -117,55 +265,106 @@ Tensor move_front_to_axis(const Tensor& t, std::size_t axis) {
 }
 
 struct DispatchHandle::State {
-  Tensor local;  // the owner shard, sequence axis first
-  Route route;
+  Tensor local;              // the owner shard, sequence axis first
+  std::int64_t rows = 0;     // of the assembled interval
+  std::size_t before = 0;    // bytes received from ranks before this one
+  std::size_t received = 0;  // bytes received in all
   std::size_t axis = 0;
   std::size_t row = 0;  // bytes per row
   Work work;
-  std::vector<std::uint8_t> send, received;
+  BlockPtr send;  // the packed send rows (none when they are sent from `local` itself)
+  BlockPtr out;   // the assembled interval; the exchange receives into its front
   bool exchange = false;
   bool waited = false;
 };
 
+struct DispatchAccess {
+  static DispatchBuffers::Pool& pool(DispatchBuffers& buffers) {
+    if (!buffers.pool_) buffers.pool_ = std::make_unique<DispatchBuffers::Pool>();
+    return *buffers.pool_;
+  }
+
+  // SPEC 8.1's launch. The rows go out in peer order, one memcpy per contiguous run; with
+  // `send_in_place` and every run back to back, straight from the shard (the caller waits
+  // before it can change it, or the shard is this dispatch's own copy).
+  static DispatchHandle launch(Communicator& comm, const Group& group, const Tensor& tensor,
+                               int sequence_dim, const Route& route, DispatchBuffers::Pool& pool,
+                               bool send_in_place) {
+    check_group(group, route);
+    check_route(group, route);
+    std::size_t axis = normalize_axis(sequence_dim, tensor.dim());
+    if (tensor.shape()[axis] != route.local_length) {
+      throw Error(Errc::dispatch_length, "sequence axis " + std::to_string(axis) + " has " +
+                                             std::to_string(tensor.shape()[axis]) +
+                                             " rows but the route's owner shard has " +
+                                             std::to_string(route.local_length));
+    }
+    auto state = std::make_shared<DispatchHandle::State>();
+    state->local = move_axis_to_front(tensor, axis);
+    state->axis = axis;
+    state->row = row_bytes(state->local);
+    state->exchange = route.needs_exchange;
+    if (state->exchange)
+      launch_exchange(comm, group, route, pool, send_in_place || axis != 0, *state);
+    DispatchHandle handle;
+    handle.state_ = std::move(state);
+    return handle;
+  }
+
+  static void launch_exchange(Communicator& comm, const Group& group, const Route& route,
+                              DispatchBuffers::Pool& pool, bool send_in_place,
+                              DispatchHandle::State& s) {
+    std::size_t row = s.row, sent = checked_bytes(rows_sent(route), row, "rows to send");
+    s.rows = route.global_end - route.global_start;
+    std::size_t total = checked_bytes(s.rows, row, "assembled interval");
+    const std::uint8_t* shard = s.local.bytes().data();
+    std::vector<std::size_t> in_counts, out_counts;
+    std::vector<std::pair<std::size_t, std::size_t>> runs;  // (first byte, bytes) in the shard
+    for (auto [offset, count] : route.owner_ranges()) {
+      std::size_t first = static_cast<std::size_t>(offset) * row;
+      std::size_t bytes = static_cast<std::size_t>(count) * row;
+      in_counts.push_back(bytes);
+      if (bytes == 0) continue;
+      if (!runs.empty() && runs.back().first + runs.back().second == first) {
+        runs.back().second += bytes;
+      } else {
+        runs.emplace_back(first, bytes);
+      }
+    }
+    const std::uint8_t* send = nullptr;
+    if (runs.size() == 1 && send_in_place) {
+      send = shard + runs[0].first;
+    } else if (!runs.empty()) {
+      s.send = pool.take(sent);
+      std::uint8_t* at = s.send->data.get();
+      for (auto [first, bytes] : runs)
+        at = static_cast<std::uint8_t*>(std::memcpy(at, shard + first, bytes)) + bytes;
+      send = s.send->data.get();
+    }
+    for (std::int64_t n : route.output_splits) {
+      out_counts.push_back(static_cast<std::size_t>(n) * row);
+      s.received += out_counts.back();
+    }
+    s.before = static_cast<std::size_t>(route.local_output_start) * row;
+    s.out = pool.take(total);
+    MemorySpace space = space_of(s.local);
+    s.work = comm.all_to_all_v(group, {send, sent, space}, in_counts,
+                               {s.out->data.get(), s.received, space}, out_counts);
+  }
+};
+
 DispatchHandle async_sequence_dispatch(Communicator& comm, const Group& group, const Tensor& tensor,
                                        int sequence_dim, const Route& route) {
-  check_group(group, route);
-  check_route(group, route);
-  std::size_t axis = normalize_axis(sequence_dim, tensor.dim());
-  if (tensor.shape()[axis] != route.local_length) {
-    throw Error(Errc::dispatch_length, "sequence axis " + std::to_string(axis) + " has " +
-                                           std::to_string(tensor.shape()[axis]) +
-                                           " rows but the route's owner shard has " +
-                                           std::to_string(route.local_length));
-  }
-  auto state = std::make_shared<DispatchHandle::State>();
-  state->local = move_axis_to_front(tensor, axis);
-  state->route = route;
-  state->axis = axis;
-  state->row = row_bytes(state->local);
-  state->exchange = route.needs_exchange;
-  if (state->exchange) {
-    std::vector<std::size_t> in_counts, out_counts;
-    state->send.reserve(checked_bytes(rows_sent(route), state->row, "rows to send"));
-    checked_bytes(route.global_end - route.global_start, state->row, "assembled interval");
-    for (auto [offset, count] : route.owner_ranges()) {
-      const std::uint8_t* rows =
-          state->local.bytes().data() + static_cast<std::size_t>(offset) * state->row;
-      state->send.insert(state->send.end(), rows,
-                         rows + static_cast<std::size_t>(count) * state->row);
-      in_counts.push_back(static_cast<std::size_t>(count) * state->row);
-    }
-    for (std::int64_t n : route.output_splits)
-      out_counts.push_back(static_cast<std::size_t>(n) * state->row);
-    state->received.resize(std::accumulate(out_counts.begin(), out_counts.end(), std::size_t{0}));
-    MemorySpace space = space_of(tensor);
-    state->work =
-        comm.all_to_all_v(group, {state->send.data(), state->send.size(), space}, in_counts,
-                          {state->received.data(), state->received.size(), space}, out_counts);
-  }
-  DispatchHandle handle;
-  handle.state_ = std::move(state);
-  return handle;
+  DispatchBuffers fresh;
+  return DispatchAccess::launch(comm, group, tensor, sequence_dim, route,
+                                DispatchAccess::pool(fresh), false);
+}
+
+DispatchHandle async_sequence_dispatch(Communicator& comm, const Group& group, const Tensor& tensor,
+                                       int sequence_dim, const Route& route,
+                                       DispatchBuffers& buffers) {
+  return DispatchAccess::launch(comm, group, tensor, sequence_dim, route,
+                                DispatchAccess::pool(buffers), false);
 }
 
 Tensor DispatchHandle::wait() {
@@ -177,27 +376,42 @@ Tensor DispatchHandle::wait() {
   s.waited = true;
   if (!s.exchange) return move_front_to_axis(s.local, s.axis);
   s.work.wait();
-  std::size_t before = static_cast<std::size_t>(s.route.local_output_start) * s.row;
-  std::vector<std::uint8_t> out;
-  out.reserve(s.received.size() + s.local.nbytes());
-  out.insert(out.end(), s.received.begin(),
-             s.received.begin() + static_cast<std::ptrdiff_t>(before));
-  out.insert(out.end(), s.local.bytes().begin(), s.local.bytes().end());
-  out.insert(out.end(), s.received.begin() + static_cast<std::ptrdiff_t>(before), s.received.end());
-  std::int64_t rows = s.route.global_end - s.route.global_start;
-  Tensor assembled = rows_like(s.local, rows, std::move(out));
-  s.send = {};  // the exchange is over: release both buffers, not just their contents
-  s.received = {};
+  s.send = nullptr;  // the exchange is over: the send rows go back to the pool
+  // received[:before] ++ local ++ received[before:]: the rows after this rank's move up
+  // past the shard's place.
+  std::uint8_t* out = s.out->data.get();
+  std::size_t local = s.local.nbytes();
+  if (s.received > s.before)
+    std::memmove(out + s.before + local, out + s.before, s.received - s.before);
+  if (local) std::memcpy(out + s.before, s.local.bytes().data(), local);
+  Tensor assembled = rows_in(s.local, s.rows, s.received + local, s.out);
+  s.out = nullptr;
   return move_front_to_axis(assembled, s.axis);
 }
 
 Tensor sequence_dispatch(Communicator& comm, const Group& group, const Tensor& tensor,
                          int sequence_dim, const Route& route) {
-  return async_sequence_dispatch(comm, group, tensor, sequence_dim, route).wait();
+  DispatchBuffers fresh;
+  return sequence_dispatch(comm, group, tensor, sequence_dim, route, fresh);
+}
+
+Tensor sequence_dispatch(Communicator& comm, const Group& group, const Tensor& tensor,
+                         int sequence_dim, const Route& route, DispatchBuffers& buffers) {
+  // Waited before returning: the shard cannot change in between, so its rows may go out
+  // from where they are.
+  return DispatchAccess::launch(comm, group, tensor, sequence_dim, route,
+                                DispatchAccess::pool(buffers), true)
+      .wait();
 }
 
 Tensor sequence_dispatch_backward(Communicator& comm, const Group& group, const Tensor& grad,
                                   int sequence_dim, const Route& route) {
+  DispatchBuffers fresh;
+  return sequence_dispatch_backward(comm, group, grad, sequence_dim, route, fresh);
+}
+
+Tensor sequence_dispatch_backward(Communicator& comm, const Group& group, const Tensor& grad,
+                                  int sequence_dim, const Route& route, DispatchBuffers& buffers) {
   check_group(group, route);
   check_route(group, route);
   std::size_t axis = normalize_axis(sequence_dim, grad.dim());
@@ -208,41 +422,43 @@ Tensor sequence_dispatch_backward(Communicator& comm, const Group& group, const 
                                            " rows but the route's interval has " +
                                            std::to_string(rows));
   }
+  auto& pool = DispatchAccess::pool(buffers);
   Tensor g = move_axis_to_front(grad, axis);
   std::size_t row = row_bytes(g);
   std::size_t first = static_cast<std::size_t>(route.local_output_start) * row;
-  std::size_t last = first + static_cast<std::size_t>(route.local_length) * row;
-  std::vector<std::uint8_t> local(g.bytes().begin() + static_cast<std::ptrdiff_t>(first),
-                                  g.bytes().begin() + static_cast<std::ptrdiff_t>(last));
-  if (route.needs_exchange) {
-    std::vector<std::uint8_t> send(g.bytes().begin(),
-                                   g.bytes().begin() + static_cast<std::ptrdiff_t>(first));
-    send.insert(send.end(), g.bytes().begin() + static_cast<std::ptrdiff_t>(last), g.bytes().end());
-    std::vector<std::size_t> in_counts, out_counts;  // the forward splits, swapped
-    checked_bytes(rows_sent(route), row, "rows sent back");
-    for (std::int64_t n : route.output_splits)
-      in_counts.push_back(static_cast<std::size_t>(n) * row);
-    for (std::int64_t n : route.input_splits)
-      out_counts.push_back(static_cast<std::size_t>(n) * row);
-    std::vector<std::uint8_t> received(
-        std::accumulate(out_counts.begin(), out_counts.end(), std::size_t{0}));
-    MemorySpace space = space_of(grad);
-    comm.all_to_all_v(group, {send.data(), send.size(), space}, in_counts,
-                      {received.data(), received.size(), space}, out_counts)
-        .wait();
-    std::size_t cursor = 0;  // own block first, then peers in ascending rank (SPEC 8.2)
-    std::size_t elems_per_row = row / element_size(g.dtype());
-    for (auto [offset, count] :
-         route.owner_ranges()) {  // a peer's rows are contiguous: one add each
-      std::size_t n = static_cast<std::size_t>(count);
-      if (n > 0) {
-        add_elements(g.dtype(), local.data() + static_cast<std::size_t>(offset) * row,
-                     received.data() + cursor, n * elems_per_row);
-      }
-      cursor += n * row;
-    }
+  std::size_t local = static_cast<std::size_t>(route.local_length) * row;
+  const std::uint8_t* bytes = g.bytes().data();
+  BlockPtr out = pool.take(local);
+  if (!route.needs_exchange) {
+    if (local) std::memcpy(out->data.get(), bytes + first, local);
+    return move_front_to_axis(rows_in(g, route.local_length, local, out), axis);
   }
-  return move_front_to_axis(rows_like(g, route.local_length, std::move(local)), axis);
+  // The rows outside the own block go back, from where they are when they are one run.
+  std::size_t after = g.nbytes() - first - local;
+  BlockPtr packed;
+  const std::uint8_t* send = first == 0 ? bytes + local : bytes;
+  if (first > 0 && after > 0) {
+    packed = pool.take(first + after);
+    std::memcpy(packed->data.get(), bytes, first);
+    std::memcpy(packed->data.get() + first, bytes + first + local, after);
+    send = packed->data.get();
+  }
+  std::vector<std::size_t> in_counts, out_counts;  // the forward splits, swapped
+  checked_bytes(rows_sent(route), row, "rows sent back");
+  for (std::int64_t n : route.output_splits) in_counts.push_back(static_cast<std::size_t>(n) * row);
+  std::size_t received = 0;
+  for (std::int64_t n : route.input_splits) {
+    out_counts.push_back(static_cast<std::size_t>(n) * row);
+    received += out_counts.back();
+  }
+  BlockPtr in = pool.take(received);
+  MemorySpace space = space_of(grad);
+  comm.all_to_all_v(group, {send, first + after, space}, in_counts,
+                    {in->data.get(), received, space}, out_counts)
+      .wait();
+  sum_gradient(g.dtype(), row, bytes + first, static_cast<std::size_t>(route.local_length),
+               in->data.get(), route, out->data.get());
+  return move_front_to_axis(rows_in(g, route.local_length, local, out), axis);
 }
 
 }  // namespace hpref

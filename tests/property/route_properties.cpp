@@ -6,6 +6,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -115,6 +116,18 @@ Tensor bank(std::int64_t rows, std::int64_t width, std::uint64_t seed, DType dty
     } else {
       std::memcpy(bytes.data() + i * 8, &v, 8);
     }
+  }
+  return Tensor(dtype, {rows, width}, SharedBytes::adopt(std::move(bytes)));
+}
+
+// bank() in `dtype`: int64, float64, or float32 (the float64 values rounded).
+Tensor typed_bank(std::int64_t rows, std::int64_t width, std::uint64_t seed, DType dtype) {
+  if (dtype != DType::float32) return bank(rows, width, seed, dtype);
+  Tensor wide = bank(rows, width, seed, DType::float64);
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(rows * width) * 4);
+  for (std::int64_t i = 0; i < rows * width; ++i) {
+    auto x = static_cast<float>(wide.element<double>(i));
+    std::memcpy(bytes.data() + i * 4, &x, 4);
   }
   return Tensor(dtype, {rows, width}, SharedBytes::adopt(std::move(bytes)));
 }
@@ -250,6 +263,102 @@ RC_BOOST_PROP(theorem5_backward_adjoint_spec_8_2, ()) {
     RC_ASSERT(floats.backward[r].bytes().size() == float_oracle[r].bytes().size());
     RC_ASSERT(std::equal(floats.backward[r].bytes().begin(), floats.backward[r].bytes().end(),
                          float_oracle[r].bytes().begin()));
+  }
+}
+
+// DispatchBuffers (dispatch.hpp): a rank that keeps one across steps of changing row
+// widths and dtypes gets, every step, exactly the fresh calls' forward and backward, which
+// equal the oracle's (the backward bit for bit over float32 and float64, where the order of
+// the sums shows), forward by the blocking call or by two async dispatches in flight at
+// once; and the outputs it kept from earlier steps are never written again.
+RC_BOOST_PROP(dispatch_with_reused_buffers_equals_fresh_dispatch_spec_8, ()) {
+  Config c = *any_config();
+  RC_TAG(c.kind);
+  auto owners = route_owner_offsets(c.routes);
+  struct Step {
+    DType dtype;
+    std::int64_t width;
+    std::uint64_t seed;
+    bool async, keep;
+    std::vector<Tensor> shards, grads;
+  };
+  std::vector<Step> steps(*rc::gen::inRange<std::size_t>(1, 6));
+  for (Step& s : steps) {
+    s.dtype = *rc::gen::element(DType::int64, DType::float64, DType::float32);
+    s.width = *rc::gen::inRange<std::int64_t>(1, 4);
+    s.seed = *rc::gen::arbitrary<std::uint64_t>();
+    s.async = *rc::gen::arbitrary<bool>();
+    s.keep = *rc::gen::arbitrary<bool>();
+    for (std::size_t r = 0; r < c.routes.size(); ++r) {
+      std::int64_t rows = c.routes[r].global_end - c.routes[r].global_start;
+      s.shards.push_back(typed_bank(c.routes[r].local_length, s.width, s.seed + r, s.dtype));
+      s.grads.push_back(typed_bank(rows, s.width, s.seed * 31 + r + 1, s.dtype));
+    }
+  }
+  std::size_t peers = c.routes.size();
+  // [rank][step]: reused forward, a second async forward, reused backward, and fresh ones.
+  std::vector<std::vector<std::array<Tensor, 5>>> got(
+      peers, std::vector<std::array<Tensor, 5>>(steps.size()));
+  std::vector<std::vector<std::string>> kept_bytes(peers);
+  auto errors = hpref::test::run_loopback(static_cast<int>(peers), [&](Communicator& c_) {
+    auto r = static_cast<std::size_t>(c_.rank());
+    const Route& route = c.singles[r];
+    DispatchBuffers buffers;
+    std::vector<Tensor> kept;
+    for (std::size_t k = 0; k < steps.size(); ++k) {
+      const Step& s = steps[k];
+      auto& out = got[r][k];
+      if (s.async) {  // two in flight on one DispatchBuffers: each its own send and output
+        DispatchHandle a = async_sequence_dispatch(c_, c_.world(), s.shards[r], 0, route, buffers);
+        DispatchHandle b = async_sequence_dispatch(c_, c_.world(), s.shards[r], -2, route, buffers);
+        out[0] = a.wait();
+        out[1] = b.wait();
+      } else {
+        out[0] = sequence_dispatch(c_, c_.world(), s.shards[r], 0, route, buffers);
+        out[1] = out[0];
+      }
+      out[2] = sequence_dispatch_backward(c_, c_.world(), s.grads[r], 0, route, buffers);
+      out[3] = sequence_dispatch(c_, c_.world(), s.shards[r], 0, route);
+      out[4] = sequence_dispatch_backward(c_, c_.world(), s.grads[r], 0, route);
+      if (s.keep) {
+        for (int i : {0, 2}) {
+          kept.push_back(out[i]);
+          kept_bytes[r].emplace_back(out[i].bytes().begin(), out[i].bytes().end());
+        }
+      }
+      for (int i : {0, 1, 2}) {  // copies: the step's outputs are released but for the kept
+        std::vector<std::int64_t> shape(out[i].shape().begin(), out[i].shape().end());
+        out[i] = Tensor::copy_of(out[i].dtype(), std::move(shape), out[i].bytes());
+      }
+      if (buffers.count() > DispatchBuffers::kMaxBuffers) {
+        throw Error(Errc::internal, std::to_string(buffers.count()) + " buffers kept");
+      }
+    }
+    for (std::size_t i = 0; i < kept.size(); ++i) {
+      if (std::string(kept[i].bytes().begin(), kept[i].bytes().end()) != kept_bytes[r][i]) {
+        throw Error(Errc::internal, "a kept output was written again");
+      }
+    }
+  });
+  for (std::size_t r = 0; r < peers; ++r) {
+    if (errors[r]) RC_FAIL("rank " + std::to_string(r) + ": " + hpref::test::describe(errors[r]));
+  }
+  for (std::size_t k = 0; k < steps.size(); ++k) {
+    std::vector<std::uint8_t> bytes;  // the shards in rank order
+    for (const Tensor& shard : steps[k].shards)
+      bytes.insert(bytes.end(), shard.bytes().begin(), shard.bytes().end());
+    Tensor global(steps[k].dtype, {owners.back(), steps[k].width},
+                  SharedBytes::adopt(std::move(bytes)));
+    auto forward = oracle_forward(global, c.routes);
+    auto backward = oracle_backward(steps[k].grads, c.routes);
+    for (std::size_t r = 0; r < peers; ++r) {
+      const auto& out = got[r][k];
+      RC_ASSERT(out[0] == out[3]);
+      RC_ASSERT(out[1] == out[3]);
+      RC_ASSERT(out[2] == out[4]);
+      RC_ASSERT(out[3] == forward[r]);
+      RC_ASSERT(out[4] == backward[r]);
+    }
   }
 }
 

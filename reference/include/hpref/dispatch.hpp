@@ -4,6 +4,7 @@
 // any row width and dtype forward; backward sums need arithmetic on the dtype.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 
 #include "hpref/communicator.hpp"
@@ -20,8 +21,7 @@ class DispatchHandle {
   Tensor wait();
 
  private:
-  friend DispatchHandle async_sequence_dispatch(Communicator&, const Group&, const Tensor&, int,
-                                                const Route&);
+  friend struct DispatchAccess;  // dispatch.cpp's launch
   struct State;
   std::shared_ptr<State> state_;
 };
@@ -43,6 +43,42 @@ Tensor sequence_dispatch(Communicator& comm, const Group& group, const Tensor& t
 // same errors as the forward (dispatch_length: axis length != the route's interval).
 Tensor sequence_dispatch_backward(Communicator& comm, const Group& group, const Tensor& grad,
                                   int sequence_dim, const Route& route);
+
+// Memory that dispatch reuses from one call to the next: the packed send rows, the
+// backward's received rows and the outputs. Without it every call takes fresh memory, whose
+// first touch costs a page fault per 4 KiB (more than copying the page), and how many of
+// those a step pays depends on the allocator's history (glibc trims or maps large blocks
+// by thresholds it moves as blocks are freed). An output is a tensor viewing one of these
+// buffers: a later call writes that buffer again only once no tensor views it any more,
+// else it takes another, so outputs a caller keeps are never changed. At most
+// kMaxBuffers are kept. Not thread-safe: one per thread (several async dispatches in
+// flight on one object are fine, each holds its own buffers until its wait).
+class DispatchBuffers {
+ public:
+  static constexpr std::size_t kMaxBuffers = 8;
+  DispatchBuffers();
+  ~DispatchBuffers();
+  DispatchBuffers(DispatchBuffers&&) noexcept;
+  DispatchBuffers& operator=(DispatchBuffers&&) noexcept;
+  // Buffers kept, whether a tensor still views them or not.
+  std::size_t count() const noexcept;
+
+ private:
+  friend struct DispatchAccess;
+  struct Pool;
+  std::unique_ptr<Pool> pool_;
+};
+
+// The same operations writing into `buffers` (same results, same errors, same
+// communication): a loop that passes one DispatchBuffers every step touches warm memory
+// only, once its outputs of the step before are released.
+DispatchHandle async_sequence_dispatch(Communicator& comm, const Group& group, const Tensor& tensor,
+                                       int sequence_dim, const Route& route,
+                                       DispatchBuffers& buffers);
+Tensor sequence_dispatch(Communicator& comm, const Group& group, const Tensor& tensor,
+                         int sequence_dim, const Route& route, DispatchBuffers& buffers);
+Tensor sequence_dispatch_backward(Communicator& comm, const Group& group, const Tensor& grad,
+                                  int sequence_dim, const Route& route, DispatchBuffers& buffers);
 
 // Layout helpers: the tensor with `axis` moved to the front / from the front back to
 // `axis` (contiguous copies; the inverse of each other).
