@@ -194,7 +194,9 @@ def test_a_mismatched_all_to_all_names_the_pair_on_every_rank(tmp_path):
 
 
 def test_plain_gloo_returns_wrong_data_or_fails_on_the_same_bug(tmp_path):
-    clean = run4(tmp_path, "clean", _a2a_clean, checked=False, timeout_s=PLAIN_TIMEOUT_S)
+    # The clean run must succeed: the generous deadline (a loaded host's gloo connect),
+    # only the buggy run's hang is cut short.
+    clean = run4(tmp_path, "clean", _a2a_clean, checked=False)
     plain = run4(tmp_path, "plain", _a2a_pair_bug, checked=False, timeout_s=PLAIN_TIMEOUT_S)
     assert all(r["status"] == "ok" for r in clean)
     # Gloo does not know the pair: a rank either gets wrong data or fails without naming it.
