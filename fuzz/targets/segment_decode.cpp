@@ -3,17 +3,61 @@
 // plain decoding accepts, with equal items, and refuses the rest only for their layout;
 // whatever decodes re-encodes (unless the format cannot carry it: depth) and SPEC 2.6
 // holds for the encoder's bytes, decode(encode(decode(s))) == decode(s), including with
-// the Python key-class shim on the writing side.
+// the Python key-class shim on the writing side. Issue 15: decode_segment (its fast path
+// first) and the general decoder agree on every input: the same items, or the same refusal,
+// kind and message; the fast path alone declines or returns the general decoder's items.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <string>
 
 #include "fuzz_check.hpp"
 #include "hpref/codec.hpp"
+#include "hpref/detail/codec_paths.hpp"
 #include "hpref/sample_key.hpp"
 
 using namespace hpref;
 using namespace hpref::fuzz;
+
+namespace {
+
+struct Result {
+  std::optional<std::vector<Item>> items;
+  std::string refusal;  // "kind: message"
+};
+
+template <class F>
+Result result_of(F&& decode) {
+  try {
+    return {decode(), ""};
+  } catch (const Error& e) {
+    return {std::nullopt, std::string(errc_name(e.code())) + ": " + e.what()};
+  }
+}
+
+void check_fast_path(std::span<const std::uint8_t> bytes, const DecodeOptions& options) {
+  SharedBytes segment = SharedBytes::copy_of(bytes);
+  Result general = result_of([&] { return detail::decode_segment_general(segment, options); });
+  Result combined = result_of([&] { return decode_segment(segment, options); });
+  auto fast = detail::decode_segment_fast(segment, options);
+  if (fast) {
+    HPREF_FUZZ_REQUIRE(general.items, "the fast path decoded what the general decoder refused: " +
+                                          general.refusal);
+    HPREF_FUZZ_REQUIRE(items_equal(*fast, *general.items),
+                       "the fast path and the general decoder disagree");
+  }
+  if (general.items) {
+    HPREF_FUZZ_REQUIRE(combined.items && items_equal(*combined.items, *general.items),
+                       "decode_segment and the general decoder disagree");
+  } else {
+    HPREF_FUZZ_REQUIRE(combined.refusal == general.refusal,
+                       "decode_segment refused with '" + combined.refusal +
+                           "', the general decoder with '" + general.refusal + "'");
+  }
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   RssBound rss("segment_decode", size);
@@ -25,6 +69,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto loose = attempt("decode_segment", [&] { return decode_segment(segment, loose_options); });
   auto strict =
       attempt("decode_segment(strict)", [&] { return decode_segment(segment, strict_options); });
+
+  check_fast_path(segment, loose_options);
+  check_fast_path(segment, strict_options);
 
   // SPEC 2.4: strict only adds the layout rule.
   if (strict) {

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "hpref/codec.hpp"
+#include "hpref/detail/codec_paths.hpp"
 #include "hpref/detail/value_access.hpp"
 #include "hpref/error.hpp"
 #include "hpref/repr.hpp"
@@ -322,7 +323,9 @@ SegmentHeader read_segment_header(std::span<const std::uint8_t> segment) {
   return h;
 }
 
-std::vector<Item> decode_segment(const SharedBytes& segment, const DecodeOptions& options) {
+namespace detail {
+
+std::vector<Item> decode_segment_general(const SharedBytes& segment, const DecodeOptions& options) {
   SegmentHeader h = read_segment_header(segment.span());
   switch (h.kind) {
     case SegmentHeader::Kind::empty:
@@ -353,6 +356,15 @@ std::vector<Item> decode_segment(const SharedBytes& segment, const DecodeOptions
     decoder.finish_layout();
   }
   return out;
+}
+
+}  // namespace detail
+
+// The fast path (codec_fast.cpp) decodes what it fully understands; everything else, and
+// every refusal, is the general decoder's.
+std::vector<Item> decode_segment(const SharedBytes& segment, const DecodeOptions& options) {
+  if (auto items = detail::decode_segment_fast(segment, options)) return std::move(*items);
+  return detail::decode_segment_general(segment, options);
 }
 
 std::vector<Item> decode_segment(std::span<const std::uint8_t> segment,

@@ -21,8 +21,27 @@ namespace hpref {
 struct Value::Node {
   std::vector<Value> items;    // tuple, list
   std::vector<Entry> entries;  // mapping
+  // A node made whole (ValueAccess::make_sequence / make_mapping): its `fixed` items or
+  // entries follow it in its one allocation and never grow; the vectors stay empty.
+  Value* fixed_items = nullptr;
+  Entry* fixed_entries = nullptr;
+  std::size_t fixed = 0;
   std::uint64_t nodes = 1;
   int depth = 1;
+
+  Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  ~Node() {
+    for (std::size_t i = 0; i < fixed; ++i) {
+      if (fixed_items != nullptr) {
+        fixed_items[i].~Value();
+      } else {
+        fixed_entries[i].~Entry();
+      }
+    }
+  }
+  bool growable() const noexcept { return fixed_items == nullptr && fixed_entries == nullptr; }
 };
 
 namespace {
@@ -195,12 +214,16 @@ const Tensor& Value::as_tensor() const {
 
 std::span<const Value> Value::items() const {
   HPREF_CHECK(kind_ == ValueKind::tuple || kind_ == ValueKind::list);
-  return static_cast<const Node*>(ptr_.get())->items;
+  const auto* node = static_cast<const Node*>(ptr_.get());
+  if (node->fixed_items != nullptr) return {node->fixed_items, node->fixed};
+  return node->items;
 }
 
 std::span<const Value::Entry> Value::entries() const {
   HPREF_CHECK(kind_ == ValueKind::mapping);
-  return static_cast<const Node*>(ptr_.get())->entries;
+  const auto* node = static_cast<const Node*>(ptr_.get());
+  if (node->fixed_entries != nullptr) return {node->fixed_entries, node->fixed};
+  return node->entries;
 }
 
 std::uint64_t Value::node_count() const noexcept {
@@ -234,8 +257,84 @@ const void* Value::node_identity() const noexcept { return is_container() ? ptr_
 
 namespace detail {
 
+namespace {
+
+// Allocates the shared_ptr control block (with its node) and `tail_bytes` more after it in
+// one block, and says where the tail starts: a container and its items in one allocation.
+template <class T>
+struct TailAllocator {
+  using value_type = T;
+  std::size_t tail_bytes;
+  void** tail;
+  TailAllocator(std::size_t bytes, void** where) noexcept : tail_bytes(bytes), tail(where) {}
+  template <class U>
+  TailAllocator(const TailAllocator<U>& other) noexcept  // NOLINT: rebinding
+      : tail_bytes(other.tail_bytes), tail(other.tail) {}
+  T* allocate(std::size_t n) {
+    static_assert(alignof(T) >= alignof(Value::Entry));  // the tail is aligned for items
+    std::size_t head = n * sizeof(T);
+    auto* p = static_cast<char*>(::operator new(head + tail_bytes));
+    *tail = p + head;
+    return reinterpret_cast<T*>(p);
+  }
+  void deallocate(T* p, std::size_t) noexcept { ::operator delete(p); }
+  template <class U>
+  bool operator==(const TailAllocator<U>&) const noexcept {
+    return true;
+  }
+};
+
+}  // namespace
+
+Value ValueAccess::make_sequence(ValueKind kind, std::span<Value> items) {
+  HPREF_CHECK(kind == ValueKind::tuple || kind == ValueKind::list);
+  void* tail = nullptr;
+  auto node = std::allocate_shared<Value::Node>(
+      TailAllocator<Value::Node>(items.size() * sizeof(Value), &tail));
+  auto* out = static_cast<Value*>(tail);
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    node->nodes = saturating_add(node->nodes, items[i].node_count());
+    node->depth = std::max(node->depth, items[i].depth() + 1);
+    new (out + i) Value(std::move(items[i]));
+  }
+  node->fixed_items = out;
+  node->fixed = items.size();
+  Value v;
+  v.kind_ = kind;
+  v.ptr_ = std::move(node);
+  return v;
+}
+
+Value ValueAccess::adopt_tensor(std::shared_ptr<const Tensor> tensor) noexcept {
+  Value v;
+  v.kind_ = ValueKind::tensor;
+  v.ptr_ = std::const_pointer_cast<Tensor>(std::move(tensor));
+  return v;
+}
+
+Value ValueAccess::make_mapping(std::span<Value::Entry> entries) {
+  void* tail = nullptr;
+  auto node = std::allocate_shared<Value::Node>(
+      TailAllocator<Value::Node>(entries.size() * sizeof(Value::Entry), &tail));
+  auto* out = static_cast<Value::Entry*>(tail);
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const Value& key = entries[i].first;
+    const Value& value = entries[i].second;
+    node->nodes = saturating_add(node->nodes, saturating_add(key.node_count(), value.node_count()));
+    node->depth = std::max({node->depth, key.depth() + 1, value.depth() + 1});
+    new (out + i) Value::Entry(std::move(entries[i]));
+  }
+  node->fixed_entries = out;
+  node->fixed = entries.size();
+  Value v;
+  v.kind_ = ValueKind::mapping;
+  v.ptr_ = std::move(node);
+  return v;
+}
+
 void ValueAccess::append(Value& container, Value child) {
   auto* node = static_cast<Value::Node*>(container.ptr_.get());
+  HPREF_CHECK(node->growable());
   node->nodes = saturating_add(node->nodes, child.node_count());
   node->depth = std::max(node->depth, child.depth() + 1);
   node->items.push_back(std::move(child));
@@ -243,6 +342,7 @@ void ValueAccess::append(Value& container, Value child) {
 
 void ValueAccess::add_entry(Value& mapping, Value key, Value value) {
   auto* node = static_cast<Value::Node*>(mapping.ptr_.get());
+  HPREF_CHECK(node->growable());
   node->nodes = saturating_add(node->nodes, saturating_add(key.node_count(), value.node_count()));
   node->depth = std::max({node->depth, key.depth() + 1, value.depth() + 1});
   node->entries.emplace_back(std::move(key), std::move(value));
@@ -250,6 +350,7 @@ void ValueAccess::add_entry(Value& mapping, Value key, Value value) {
 
 void ValueAccess::reserve(Value& container, std::size_t more) {
   auto* node = static_cast<Value::Node*>(container.ptr_.get());
+  HPREF_CHECK(node->growable());
   if (container.kind_ == ValueKind::mapping) {
     node->entries.reserve(node->entries.size() + more);
   } else {

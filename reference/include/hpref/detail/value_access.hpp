@@ -2,6 +2,8 @@
 // can fill a list or dict that is already memoized (SPEC 2.3). Not for users.
 #pragma once
 
+#include <span>
+
 #include "hpref/value.hpp"
 
 namespace hpref::detail {
@@ -15,6 +17,13 @@ struct ValueAccess {
   static void reserve(Value& container, std::size_t more);
   // Count of owners of a container node (1: only its parent holds it).
   static long use_count(const Value& v) noexcept;
+  // A tuple or list (`kind`), or a mapping, made in one allocation from `items` / `entries`
+  // (moved from); it cannot grow. The caller has checked the keys (hashable, distinct).
+  static Value make_sequence(ValueKind kind, std::span<Value> items);
+  static Value make_mapping(std::span<Value::Entry> entries);
+  // A tensor Value of a Tensor its caller owns through `tensor` (which may share a larger
+  // allocation's ownership).
+  static Value adopt_tensor(std::shared_ptr<const Tensor> tensor) noexcept;
 };
 
 }  // namespace hpref::detail
