@@ -157,6 +157,9 @@ def tensor_maker(tensors: str, dtypes: Optional[FrozenSet[str]] = None):
             return empty(shape, dtype=kind)
         t = frombuffer(data, dtype=kind)
         return t if len(shape) == 1 else t.reshape(shape)
+    # The decoder (python/src/codec.cpp) makes the tensors of known dtypes itself with these,
+    # as make_torch does (no Python frame per tensor); empty ones and refusals come here.
+    make_torch._hpref_torch = (frombuffer, kinds)  # type: ignore[attr-defined]
     return make_torch
 
 

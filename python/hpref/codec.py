@@ -169,7 +169,8 @@ def _decode_args(key_class, tensors, torch_version):
     if kc is None:
         return dict(key_class=DEFAULT_KEY_CLASS, make_tensor=make_tensor, make_key=Key,
                     key_arity=2, sample_key_rule=True)
-    return dict(key_class=kc._core_spec(), make_tensor=make_tensor, make_key=kc.make,
+    # The KeyClass itself: the decoder makes its instances as KeyClass.make does, in C.
+    return dict(key_class=kc._core_spec(), make_tensor=make_tensor, make_key=kc,
                 key_arity=len(kc.fields), sample_key_rule=kc.fields == _DEFAULT_FIELDS)
 
 

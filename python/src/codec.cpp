@@ -141,21 +141,57 @@ struct Converter {
   }
 };
 
-// How item keys come back (SPEC 1.4): `make_key(*fields)` for a key that is a tuple of
-// `arity` items (for the default fields, only a valid SampleKey), else as decoded.
+// How item keys come back (SPEC 1.4), for a key that is a tuple of `arity` items (for the
+// default fields, only a valid SampleKey); other keys as decoded. `make`:
+//   None                      keys as decoded;
+//   a tuple subclass (Key)    tuple.__new__(make, fields), what a NamedTuple's __new__ does;
+//   a KeyClass                object.__new__(cls) and object.__setattr__ per field, in field
+//                             order: KeyClass.make's way (pickle's NEWOBJ + BUILD), in C;
+//                             cls is read from its `type` when the first key needs it.
 struct KeyMaker {
-  nb::object make;  // None: keys as decoded
+  nb::object make;
   std::size_t arity = 2;
   bool sample_key_rule = true;
+  mutable nb::object cls{};                  // the KeyClass's class, once resolved
+  mutable std::vector<nb::object> fields{};  // its field names, interned
 
   nb::object operator()(const Value& key, const Converter& c) const;
+  nb::object instance(const nb::object& values) const;
 };
+
+nb::object KeyMaker::instance(const nb::object& values) const {
+  if (!cls.is_valid()) {
+    cls = make.attr("type");
+    if (!PyType_Check(cls.ptr())) throw Error(Errc::internal, "KeyClass.type is not a class");
+    for (nb::handle f : make.attr("fields")) {
+      PyObject* name = f.ptr();
+      Py_INCREF(name);
+      PyUnicode_InternInPlace(&name);
+      fields.push_back(nb::steal(name));
+    }
+  }
+  static PyObject* no_args = PyTuple_New(0);
+  nb::object obj = nb::steal(
+      PyBaseObject_Type.tp_new(reinterpret_cast<PyTypeObject*>(cls.ptr()), no_args, nullptr));
+  if (!obj.is_valid()) throw nb::python_error();
+  for (std::size_t i = 0; i < fields.size() && i < arity; ++i) {
+    if (PyObject_GenericSetAttr(obj.ptr(), fields[i].ptr(),
+                                PyTuple_GET_ITEM(values.ptr(), static_cast<Py_ssize_t>(i))) != 0) {
+      throw nb::python_error();
+    }
+  }
+  return obj;
+}
 
 nb::object KeyMaker::operator()(const Value& key, const Converter& c) const {
   if (!make.is_none() && key.is(ValueKind::tuple) && key.items().size() == arity &&
       (!sample_key_rule || SampleKey::from_value(key))) {
-    nb::object fields = c(key);
-    PyObject* made = PyObject_CallObject(make.ptr(), fields.ptr());
+    nb::object values = c(key);
+    if (!PyType_Check(make.ptr())) return instance(values);
+    nb::object args = nb::steal(PyTuple_Pack(1, values.ptr()));
+    if (!args.is_valid()) throw nb::python_error();
+    PyObject* made =
+        PyTuple_Type.tp_new(reinterpret_cast<PyTypeObject*>(make.ptr()), args.ptr(), nullptr);
     if (made == nullptr) throw nb::python_error();
     return nb::steal(made);
   }
@@ -473,8 +509,33 @@ nb::object TensorViews::operator()(const Tensor& t) {
   nb::object dims = nb::steal(PyTuple_New(static_cast<Py_ssize_t>(t.dim())));
   Py_ssize_t i = 0;
   for (std::int64_t d : t.shape()) PyTuple_SET_ITEM(dims.ptr(), i++, PyLong_FromLongLong(d));
-  std::string_view name = dtype_name(t.dtype());
-  return make_(nb::str(name.data(), name.size()), dims, data);
+  auto index = static_cast<std::size_t>(t.dtype());  // the SPEC 1.3 table order (dtype_at)
+  if (torch_ && storage.size() != 0) {
+    // make_torch's own steps, called from here: torch.frombuffer(data, dtype=kind), reshaped
+    // unless one-dimensional. A dtype it lacks goes to make_torch, which names it.
+    if (!kind_looked_[index]) {
+      std::string_view name = dtype_name(t.dtype());
+      PyObject* kind = PyDict_GetItemString(kinds_.ptr(), std::string(name).c_str());
+      kinds_of_[index] = kind == nullptr ? nb::object() : nb::borrow(kind);
+      kind_looked_[index] = true;
+    }
+    if (kinds_of_[index].is_valid()) {
+      PyObject* args[2] = {data.ptr(), kinds_of_[index].ptr()};
+      nb::object flat = nb::steal(PyObject_Vectorcall(frombuffer_.ptr(), args, 1, dtype_kw_.ptr()));
+      if (!flat.is_valid()) throw nb::python_error();
+      if (t.dim() == 1) return flat;
+      PyObject* reshape_args[2] = {flat.ptr(), dims.ptr()};
+      nb::object shaped = nb::steal(PyObject_VectorcallMethod(
+          reshape_name_.ptr(), reshape_args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
+      if (!shaped.is_valid()) throw nb::python_error();
+      return shaped;
+    }
+  }
+  if (!name_of_[index].is_valid()) {
+    std::string_view name = dtype_name(t.dtype());
+    name_of_[index] = nb::str(name.data(), name.size());
+  }
+  return make_(name_of_[index], dims, data);
 }
 
 TensorViews::TensorViews(nb::handle make, const SharedBytes* buffer) : make_(make) {
@@ -483,6 +544,16 @@ TensorViews::TensorViews(nb::handle make, const SharedBytes* buffer) : make_(mak
     base_ = buffer->data();
     size_ = buffer->size();
     whole_ = byte_view(*buffer);
+  }
+  // hpref._tensors' torch maker says what it calls (its _hpref_torch attribute: torch.frombuffer
+  // and its dtype table), so that tensors are made here without a Python frame per tensor.
+  if (nb::hasattr(make, "_hpref_torch")) {
+    nb::tuple how = nb::borrow<nb::tuple>(make.attr("_hpref_torch"));
+    frombuffer_ = how[0];
+    kinds_ = how[1];
+    dtype_kw_ = nb::make_tuple("dtype");
+    reshape_name_ = nb::str("reshape");
+    torch_ = true;
   }
 }
 

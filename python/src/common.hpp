@@ -6,6 +6,9 @@
 
 #include <nanobind/nanobind.h>
 
+#include <array>
+
+#include "hpref/dtype.hpp"
 #include "hpref/shared_bytes.hpp"
 #include "hpref/tensor.hpp"
 
@@ -36,6 +39,12 @@ class TensorViews {
   const std::uint8_t* base_ = nullptr;
   std::size_t size_ = 0;
   nb::object whole_;
+  // Per dtype (table order): its name as a str, and, for the torch maker, its torch dtype.
+  std::array<nb::object, kDTypeCount> name_of_{};
+  std::array<nb::object, kDTypeCount> kinds_of_{};
+  std::array<bool, kDTypeCount> kind_looked_{};
+  bool torch_ = false;  // make_ is hpref._tensors' torch maker: call torch.frombuffer here
+  nb::object frombuffer_, kinds_, dtype_kw_, reshape_name_;
 };
 
 // A RawTensor-like object (attributes dtype, shape, data; data exposing a C-contiguous
