@@ -131,9 +131,9 @@ std::uint64_t checksum(const void* src, std::size_t bytes) noexcept {
   return buffer_checksum(src, bytes);
 }
 
-void copy(void* dst, const void* src, std::size_t bytes) noexcept {
+void copy(void* dst, const void* src, std::size_t bytes, bool stream) noexcept {
 #ifdef HPREF_SIM_AVX2
-  if (bytes >= kStreamBytes && has_avx2()) {
+  if (stream && bytes >= 4096 && has_avx2()) {
     avx2_stream_copy(static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src),
                      bytes);
     return;

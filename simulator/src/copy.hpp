@@ -17,10 +17,11 @@ std::uint64_t checksum_copy(void* dst, const void* src, std::size_t bytes,
                             std::size_t skip_begin = 0, std::size_t skip_end = 0) noexcept;
 // buffer_checksum(src, bytes).
 std::uint64_t checksum(const void* src, std::size_t bytes) noexcept;
-// memcpy (the ranges do not overlap).
-void copy(void* dst, const void* src, std::size_t bytes) noexcept;
+// memcpy (the ranges do not overlap), with streaming stores if `stream` (and AVX2).
+void copy(void* dst, const void* src, std::size_t bytes, bool stream) noexcept;
 
-// Copies of at least this many bytes use streaming stores (when AVX2 is there).
+// Copies of at least this many bytes use streaming stores (when AVX2 is there); a wait's
+// copies out of staging do when they add up to that much.
 inline constexpr std::size_t kStreamBytes = std::size_t{2} << 20;
 
 }  // namespace hpref::sim::detail

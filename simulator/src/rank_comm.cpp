@@ -173,9 +173,10 @@ void RankComm::wait_work(SimWork& w) {
       std::memmove(out + p.dst, static_cast<const char*>(w.send.data) + p.offset, p.bytes);
     }
   }
+  bool stream = w.recv.bytes >= kStreamBytes;
   for (std::int32_t i = 0; i < s.npieces; ++i) {
     const Piece& p = s.pieces[i];
-    if (p.bytes && p.handle != 0) copy(out + p.dst, base_ + p.handle + p.offset, p.bytes);
+    if (p.bytes && p.handle != 0) copy(out + p.dst, base_ + p.handle + p.offset, p.bytes, stream);
   }
   if (s.flip_byte >= 0 && static_cast<std::size_t>(s.flip_byte) < w.recv.bytes) {
     out[s.flip_byte] = static_cast<char>(out[s.flip_byte] ^ 0xff);
