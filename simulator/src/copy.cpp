@@ -4,7 +4,9 @@
 // one AVX2 register holds the four lanes of a, one those of b.
 #include "copy.hpp"
 
+#if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cstring>
