@@ -24,13 +24,15 @@ struct Section {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::size_t max_bytes = std::size_t{64} << 20;
+  std::size_t min_bytes = 1024, max_bytes = std::size_t{64} << 20;
   hpref::bench::Schedule schedule;
   hpref::bench::parse(
       &argc, argv,
-      "OpenMPI's MPI_Alltoallv, MPI_Allgather and MPI_Bcast, 1 KiB to --max-bytes "
+      "OpenMPI's MPI_Alltoallv, MPI_Allgather and MPI_Bcast, --min-bytes to --max-bytes "
       "per rank (doubling),\nunder mpirun: the peer of bench_sim_collectives.",
-      {{"--max-bytes N", "largest bytes per rank (default 64M)", &max_bytes}, schedule.flag()});
+      {{"--min-bytes N", "smallest bytes per rank (default 1K)", &min_bytes},
+       {"--max-bytes N", "largest bytes per rank (default 64M)", &max_bytes},
+       schedule.flag()});
   MPI_Init(&argc, &argv);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -86,7 +88,7 @@ int main(int argc, char** argv) {
     if (rank == 0)
       report.header(std::string(section.name) + ", " + std::to_string(size) + " ranks");
     bool bcast = std::string(section.name) == "MPI_Bcast";
-    for (std::size_t total = 1024; total <= max_bytes; total *= 2) {
+    for (std::size_t total = min_bytes; total <= max_bytes; total *= 2) {
       auto [op, count_wrong] = section.make(total);
       double us = schedule.time_us(total, op, [] { MPI_Barrier(MPI_COMM_WORLD); });
       long long wrong = count_wrong(), all_wrong = 0;

@@ -24,7 +24,7 @@ enum class Op { all_to_all_v, all_gather, broadcast };
 
 // Times `op` with `bytes` per rank on a fresh simulated cluster of n ranks.
 bench::Side measure(Op op, int n, std::size_t bytes, const bench::Schedule& schedule) {
-  return bench::simulate(n, bytes * static_cast<std::size_t>(n) * 3, [&](Communicator& c) {
+  return bench::simulate(n, bytes * static_cast<std::size_t>(n) * 4, [&](Communicator& c) {
     std::size_t chunk = bytes / static_cast<std::size_t>(n);
     bench::AllToAll a(op == Op::all_to_all_v ? bytes : 0, c.rank(), n);
     std::vector<std::uint8_t> send(op == Op::all_gather ? chunk : 0);
@@ -68,13 +68,13 @@ using PeerRows = std::map<Op, std::map<std::size_t, bench::Side>>;
 
 // MPI_Alltoallv's, MPI_Allgather's and MPI_Bcast's rows by size for n ranks, from one
 // mpirun of the peer with the same sizes and schedule; empty if it did not run.
-PeerRows measure_mpi(const std::string& peer, int n, std::size_t max_bytes,
+PeerRows measure_mpi(const std::string& peer, int n, std::size_t min_bytes, std::size_t max_bytes,
                      const bench::Schedule& schedule) {
   PeerRows out;
   Op section = Op::all_to_all_v;
   std::string cmd = "mpirun --allow-run-as-root --oversubscribe -np " + std::to_string(n) + " " +
-                    peer + " --max-bytes " + std::to_string(max_bytes) + " --iters " +
-                    std::to_string(schedule.iters);
+                    peer + " --min-bytes " + std::to_string(min_bytes) + " --max-bytes " +
+                    std::to_string(max_bytes) + " --iters " + std::to_string(schedule.iters);
   FILE* pipe = popen((cmd + " 2>/dev/null").c_str(), "r");
   char line[512];
   while (pipe && std::fgets(line, sizeof line, pipe)) {
@@ -97,17 +97,21 @@ PeerRows measure_mpi(const std::string& peer, int n, std::size_t max_bytes,
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::size_t max_bytes = std::size_t{64} << 20;
+  std::size_t min_bytes = 1024, max_bytes = std::size_t{64} << 20;
   std::vector<int> rank_counts = {2, 4, 8};
-  bool no_mpi = false;
+  bool no_mpi = false, only_a2a = false, only_gather = false, only_bcast = false;
   bench::Schedule schedule;
   bench::parse(&argc, argv,
                "The simulator's all_to_all_v, all_gather and broadcast, 1 KiB to --max-bytes "
                "per rank (doubling),\nagainst one memcpy of the bytes that cross ranks and "
                "OpenMPI's MPI_Alltoallv,\nMPI_Allgather and MPI_Bcast (bench_mpi_alltoallv).",
-               {{"--max-bytes N", "largest bytes per rank (default 64M)", &max_bytes},
+               {{"--min-bytes N", "smallest bytes per rank (default 1K)", &min_bytes},
+                {"--max-bytes N", "largest bytes per rank (default 64M)", &max_bytes},
                 {"--ranks P,P,...", "simulated cluster sizes (default 2,4,8)", &rank_counts},
                 {"--no-mpi", "leave out the OpenMPI column", &no_mpi},
+                {"--all-to-all-v", "only all_to_all_v (with the two below: those)", &only_a2a},
+                {"--all-gather", "only all_gather", &only_gather},
+                {"--broadcast", "only broadcast", &only_bcast},
                 schedule.flag()});
   std::string self = argv[0];
   std::string peer = self.substr(0, self.rfind('/') + 1) + "bench_mpi_alltoallv";
@@ -124,13 +128,23 @@ int main(int argc, char** argv) {
       "# vs OpenMPI: OpenMPI's time (MPI_Alltoallv, MPI_Allgather, MPI_Bcast) / simulator time "
       "on the same sizes (> 1: the simulator is faster), mpirun --oversubscribe on this "
       "machine\n");
+  if (min_bytes < 1 || min_bytes > max_bytes) {
+    std::fprintf(stderr, "--min-bytes %zu must be at least 1 and at most --max-bytes %zu\n",
+                 min_bytes, max_bytes);
+    return 2;
+  }
+  std::vector<Op> ops;
+  bool all = !only_a2a && !only_gather && !only_bcast;
+  if (all || only_a2a) ops.push_back(Op::all_to_all_v);
+  if (all || only_gather) ops.push_back(Op::all_gather);
+  if (all || only_bcast) ops.push_back(Op::broadcast);
   bench::Report report({""}, {"vs one-copy", "vs OpenMPI"});
   for (int n : rank_counts) {
-    PeerRows peer_rows = no_mpi ? PeerRows{} : measure_mpi(peer, n, max_bytes, schedule);
-    for (Op op : {Op::all_to_all_v, Op::all_gather, Op::broadcast}) {
+    PeerRows peer_rows = no_mpi ? PeerRows{} : measure_mpi(peer, n, min_bytes, max_bytes, schedule);
+    for (Op op : ops) {
       const char* name[] = {"all_to_all_v", "all_gather", "broadcast"};
       report.header(name[static_cast<int>(op)] + (", " + std::to_string(n)) + " ranks");
-      for (std::size_t bytes = 1024; bytes <= max_bytes; bytes *= 2) {
+      for (std::size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
         bench::Side ours = measure(op, n, bytes, schedule);
         double limit = measure_one_copy(n, bytes, schedule);
         char copy[64];

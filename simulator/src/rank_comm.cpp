@@ -11,6 +11,8 @@
 #include <numeric>
 #include <optional>
 
+#include "copy.hpp"
+
 #ifdef HPREF_GCOV_DUMP
 // Coverage builds (HPREF_COVERAGE): a rank ends with _exit, which skips gcov's atexit writer.
 extern "C" void __gcov_dump(void);
@@ -24,6 +26,8 @@ struct RankComm::Launch {
   OpSignature sig;
   ConstBuffer send;  // staged at launch, checked unchanged at wait
   MutableBuffer recv;
+  // all_to_all_v: the bytes the rank sends itself, not staged (copied at its wait).
+  std::size_t self_begin = 0, self_end = 0;
 };
 
 struct RankComm::SimWork final : Work::State {
@@ -109,13 +113,15 @@ Work RankComm::launch(const Launch& l) {
   s.inline_data = l.send.bytes <= kInlineBytes;
   s.in_spare = !s.inline_data && l.send.bytes <= s.spare_bytes;
   if (s.inline_data) {
-    work->send_sum = copy_with_checksum(s.data, l.send.data, l.send.bytes);
+    work->send_sum = checksum_copy(s.data, l.send.data, l.send.bytes, l.self_begin, l.self_end);
   } else if (s.in_spare) {
-    work->send_sum = copy_with_checksum(base_ + s.spare, l.send.data, l.send.bytes);
+    work->send_sum =
+        checksum_copy(base_ + s.spare, l.send.data, l.send.bytes, l.self_begin, l.self_end);
   } else {
     call();
     if (s.status != 0) throw_response();
-    work->send_sum = copy_with_checksum(base_ + s.handle, l.send.data, l.send.bytes);
+    work->send_sum =
+        checksum_copy(base_ + s.handle, l.send.data, l.send.bytes, l.self_begin, l.self_end);
   }
   s.checksum = work->send_sum;
   s.req = Req::launch_staged;
@@ -149,7 +155,7 @@ void RankComm::wait_work(SimWork& w) {
       throw;
     }
   }
-  if (w.send.bytes && buffer_checksum(w.send.data, w.send.bytes) != w.send_sum) {
+  if (w.send.bytes && checksum(w.send.data, w.send.bytes) != w.send_sum) {
     w.error =
         CommError(Errc::comm_buffer_mutated,
                   std::string("rank ") + std::to_string(rank_) + " changed its send buffer of " +
@@ -159,9 +165,18 @@ void RankComm::wait_work(SimWork& w) {
     throw *w.error;
   }
   auto* out = static_cast<char*>(w.recv.data);
+  // A piece from the rank's own send buffer (just found unchanged) first: the output may
+  // overlap the send buffer, and the other pieces come from staging.
   for (std::int32_t i = 0; i < s.npieces; ++i) {
     const Piece& p = s.pieces[i];
-    if (p.bytes) std::memcpy(out + p.dst, base_ + p.handle + p.offset, p.bytes);
+    if (p.bytes && p.handle == 0) {
+      std::memmove(out + p.dst, static_cast<const char*>(w.send.data) + p.offset, p.bytes);
+    }
+  }
+  bool stream = w.recv.bytes >= kStreamBytes;
+  for (std::int32_t i = 0; i < s.npieces; ++i) {
+    const Piece& p = s.pieces[i];
+    if (p.bytes && p.handle != 0) copy(out + p.dst, base_ + p.handle + p.offset, p.bytes, stream);
   }
   if (s.flip_byte >= 0 && static_cast<std::size_t>(s.flip_byte) < w.recv.bytes) {
     out[s.flip_byte] = static_cast<char>(out[s.flip_byte] ^ 0xff);
@@ -188,7 +203,10 @@ Work RankComm::all_to_all_v(const Group& group, ConstBuffer in,
   OpSignature sig = check_all_to_all_v(group, rank_, in, in_counts, out, out_counts);
   std::size_t received = std::accumulate(out_counts.begin(), out_counts.end(), std::size_t{0});
   ConstBuffer send{in.data, sig.bytes, in.space};
-  return launch({group, std::move(sig), send, {out.data, received, out.space}});
+  auto m = static_cast<std::size_t>(group.index_of(rank_));
+  std::size_t self = std::accumulate(in_counts.begin(), in_counts.begin() + m, std::size_t{0});
+  return launch(
+      {group, std::move(sig), send, {out.data, received, out.space}, self, self + in_counts[m]});
 }
 
 Work RankComm::barrier(const Group& group) {

@@ -327,7 +327,8 @@ void Scheduler::on_staged(int r) {
   OpKey key = matcher_.work(s.work_id).key;
   trace_.launch(r, key.group, key.seq, matcher_.op(key).sigs[static_cast<std::size_t>(m)],
                 s.checksum);
-  // Its next launch of as many bytes will need one round trip, not two.
+  // Its next launch of as many bytes will need one round trip, not two (the spare comes
+  // from r's pool of areas it wrote before when one fits: no fresh pages).
   if (!s.inline_data && s.stage_bytes <= kSpareBytes) delivery_.refill_spare(r, s.stage_bytes);
   advance(key);
   // Members already gone will never consume their share (this may free the op: last).

@@ -18,9 +18,9 @@ inline constexpr std::size_t kNameBytes = 128;
 // Send data up to this size travels in the slot itself: one round trip per launch.
 inline constexpr std::size_t kInlineBytes = 4096;
 // Send data up to this size goes into the rank's spare staging area (Slot::spare): one round
-// trip per launch too. Larger launches ask for a staging area first: a spare that large,
-// allocated while the last operation's areas still live, cost more in page faults (4 ranks
-// x 8 MiB: 1522 minor faults per all_to_all_v against 685) than the round trip it saves.
+// trip per launch too. Larger launches ask for a staging area first (from the rank's pool,
+// delivery.hpp): the round trip costs less than the copy, and a spare that large would be one
+// more area per rank in rotation, each fresh page of it a fault (~4 us here).
 inline constexpr std::size_t kSpareBytes = 256 * 1024;
 
 // An operation's signature in its wire form (write_signature over the group's size, at
@@ -42,7 +42,7 @@ enum class Finish : std::int32_t { ok, error, exception };
 
 // A copy a rank makes at wait(): bytes from a staged area into its output buffer.
 struct Piece {
-  std::uint64_t handle;  // segment handle of the staged area
+  std::uint64_t handle;  // segment handle of the staged area; 0: the rank's own send buffer
   std::uint64_t offset;  // within it
   std::uint64_t bytes;
   std::uint64_t dst;  // offset in the rank's output buffer
