@@ -195,8 +195,8 @@ void bind_checked(nb::module_& m) {
         return buffer_checksum(reinterpret_cast<const void*>(address), nbytes);
       },
       nb::arg("address"), nb::arg("nbytes"), nb::call_guard<nb::gil_scoped_release>(),
-      "hpref::buffer_checksum (four-lane Fletcher-style sums folded with FNV-1a, ~11 GB/s on one "
-      "core) "
+      "hpref::buffer_checksum (four lanes of sums, sums of sums and products of 64-bit words, "
+      "folded with splitmix64's finalizer; ~48 GB/s on one core with AVX2, ~13 without) "
       "of `nbytes` bytes of host memory at `address`: the send-buffer checksum compared at wait() "
       "(SPEC 9.3). The GIL is released while it reads. The caller keeps the memory alive.");
 }

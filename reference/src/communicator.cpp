@@ -105,46 +105,4 @@ std::uint64_t fnv1a64(const void* data, std::size_t bytes, std::uint64_t h) noex
   return h;
 }
 
-namespace {
-
-template <bool Copy>
-std::uint64_t checksum_pass(void* dst, const void* src, std::size_t bytes) noexcept {
-  const auto* p = static_cast<const unsigned char*>(src);
-  auto* q = static_cast<unsigned char*>(dst);
-  // The four lanes in named locals: kept in registers (as an array they went through the
-  // stack, a store-to-load forward every 32 bytes: 6 GB/s instead of ~20).
-  std::uint64_t a0 = 1, a1 = 2, a2 = 3, a3 = 4, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
-  std::size_t i = 0;
-  for (; i + 32 <= bytes; i += 32) {
-    std::uint64_t w[4];
-    std::memcpy(w, p + i, 32);
-    if constexpr (Copy) std::memcpy(q + i, w, 32);
-    a0 += w[0];
-    a1 += w[1];
-    a2 += w[2];
-    a3 += w[3];
-    b0 += a0;
-    b1 += a1;
-    b2 += a2;
-    b3 += a3;
-  }
-  std::uint64_t a[4] = {a0, a1, a2, a3}, b[4] = {b0, b1, b2, b3};
-  std::uint64_t h = bytes;
-  for (int k = 0; k < 4; ++k) h = (h ^ a[k]) * 0x100000001b3ULL ^ b[k];
-  if constexpr (Copy) {
-    if (bytes > i) std::memcpy(q + i, p + i, bytes - i);
-  }
-  return fnv1a64(p + i, bytes - i, h);
-}
-
-}  // namespace
-
-std::uint64_t buffer_checksum(const void* data, std::size_t bytes) noexcept {
-  return checksum_pass<false>(nullptr, data, bytes);
-}
-
-std::uint64_t copy_with_checksum(void* dst, const void* src, std::size_t bytes) noexcept {
-  return checksum_pass<true>(dst, src, bytes);
-}
-
 }  // namespace hpref

@@ -65,7 +65,8 @@ class Delivery {
   void drop_pools();
 
   static constexpr std::size_t kPoolAreas = 4;  // per rank; beyond, the smallest is freed
-  static constexpr std::size_t kAlign = 64;     // staging areas: whole cache lines (copy.hpp)
+  static constexpr std::size_t kAlign =
+      64;  // staging areas: whole cache lines (hpref/detail/checksum.hpp)
 
   boost::interprocess::managed_shared_memory& segment_;
   char* base_;

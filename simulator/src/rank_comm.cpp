@@ -11,7 +11,7 @@
 #include <numeric>
 #include <optional>
 
-#include "copy.hpp"
+#include "hpref/detail/checksum.hpp"
 
 #ifdef HPREF_GCOV_DUMP
 // Coverage builds (HPREF_COVERAGE): a rank ends with _exit, which skips gcov's atexit writer.
@@ -113,15 +113,16 @@ Work RankComm::launch(const Launch& l) {
   s.inline_data = l.send.bytes <= kInlineBytes;
   s.in_spare = !s.inline_data && l.send.bytes <= s.spare_bytes;
   if (s.inline_data) {
-    work->send_sum = checksum_copy(s.data, l.send.data, l.send.bytes, l.self_begin, l.self_end);
-  } else if (s.in_spare) {
     work->send_sum =
-        checksum_copy(base_ + s.spare, l.send.data, l.send.bytes, l.self_begin, l.self_end);
+        hpref::detail::checksum_copy(s.data, l.send.data, l.send.bytes, l.self_begin, l.self_end);
+  } else if (s.in_spare) {
+    work->send_sum = hpref::detail::checksum_copy(base_ + s.spare, l.send.data, l.send.bytes,
+                                                  l.self_begin, l.self_end);
   } else {
     call();
     if (s.status != 0) throw_response();
-    work->send_sum =
-        checksum_copy(base_ + s.handle, l.send.data, l.send.bytes, l.self_begin, l.self_end);
+    work->send_sum = hpref::detail::checksum_copy(base_ + s.handle, l.send.data, l.send.bytes,
+                                                  l.self_begin, l.self_end);
   }
   s.checksum = work->send_sum;
   s.req = Req::launch_staged;
@@ -155,7 +156,7 @@ void RankComm::wait_work(SimWork& w) {
       throw;
     }
   }
-  if (w.send.bytes && checksum(w.send.data, w.send.bytes) != w.send_sum) {
+  if (w.send.bytes && buffer_checksum(w.send.data, w.send.bytes) != w.send_sum) {
     w.error =
         CommError(Errc::comm_buffer_mutated,
                   std::string("rank ") + std::to_string(rank_) + " changed its send buffer of " +
@@ -173,10 +174,11 @@ void RankComm::wait_work(SimWork& w) {
       std::memmove(out + p.dst, static_cast<const char*>(w.send.data) + p.offset, p.bytes);
     }
   }
-  bool stream = w.recv.bytes >= kStreamBytes;
+  bool stream = w.recv.bytes >= hpref::detail::kStreamBytes;
   for (std::int32_t i = 0; i < s.npieces; ++i) {
     const Piece& p = s.pieces[i];
-    if (p.bytes && p.handle != 0) copy(out + p.dst, base_ + p.handle + p.offset, p.bytes, stream);
+    if (p.bytes && p.handle != 0)
+      hpref::detail::copy_bytes(out + p.dst, base_ + p.handle + p.offset, p.bytes, stream);
   }
   if (s.flip_byte >= 0 && static_cast<std::size_t>(s.flip_byte) < w.recv.bytes) {
     out[s.flip_byte] = static_cast<char>(out[s.flip_byte] ^ 0xff);

@@ -137,7 +137,10 @@ std::uint64_t fnv1a64(const void* data, std::size_t bytes,
                       std::uint64_t seed = 0xcbf29ce484222325ULL) noexcept;
 
 // A fast checksum of a send buffer, taken at launch and compared at wait by every backend
-// (Fletcher-like over 64-bit words in four lanes; a mutation detector, not SPEC 9.3's hash).
+// (four lanes of sums, sums of sums and nonlinear products of 64-bit words, folded with
+// splitmix64's finalizer; AVX2 where the CPU has it, same values without: detail/checksum.hpp).
+// A mutation detector, not SPEC 9.3's hash: any one changed bit, and any one or two negated
+// float64s, change it (tests/unit/checksum_test.cpp).
 std::uint64_t buffer_checksum(const void* data, std::size_t bytes) noexcept;
 // memcpy that also returns buffer_checksum of the bytes, in one pass over the source.
 std::uint64_t copy_with_checksum(void* dst, const void* src, std::size_t bytes) noexcept;

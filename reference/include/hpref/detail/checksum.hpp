@@ -1,0 +1,29 @@
+// The passes over payload bytes behind buffer_checksum / copy_with_checksum (communicator.hpp),
+// for the simulator's staging (docs/simulator.md, "Cost model") and the tests: AVX2 where the
+// CPU has it (checked at run time), else portable C++, with the same values either way;
+// streaming (non-temporal) stores for large copies, whose destination is read next by another
+// process or much later, so that filling the cache with it only evicts what is read next.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace hpref::detail {
+
+// buffer_checksum(src, bytes); when dst is not null, also a copy to dst of every byte of src
+// outside [skip_begin, skip_end) (bytes inside it may be copied too: the portable pass
+// copies them all). Copies of kStreamBytes or more to a 32-byte aligned dst stream.
+std::uint64_t checksum_copy(void* dst, const void* src, std::size_t bytes,
+                            std::size_t skip_begin = 0, std::size_t skip_end = 0) noexcept;
+// memcpy (the ranges do not overlap), with streaming stores if `stream` (and AVX2).
+void copy_bytes(void* dst, const void* src, std::size_t bytes, bool stream) noexcept;
+
+// Copies of at least this many bytes use streaming stores (when AVX2 is there).
+inline constexpr std::size_t kStreamBytes = std::size_t{2} << 20;
+
+// For tests: whether checksum_copy takes the AVX2 pass here, and the portable pass itself
+// (what every CPU without AVX2 computes).
+bool checksum_uses_avx2() noexcept;
+std::uint64_t checksum_copy_portable(void* dst, const void* src, std::size_t bytes) noexcept;
+
+}  // namespace hpref::detail
