@@ -76,7 +76,6 @@ std::uint64_t checksum_pass(void* dst, const void* src, std::size_t bytes) noexc
   return finish(a, b, c, bytes, p + i);
 }
 
-
 #if defined(__x86_64__) && defined(__GNUC__)
 #define HPREF_CHECKSUM_AVX2 1
 
@@ -98,8 +97,8 @@ __attribute__((target("avx2"), always_inline)) inline void step(__m256i& x, __m2
                                                                 __m256i w) {
   x = _mm256_add_epi64(x, w);
   y = _mm256_add_epi64(y, x);
-  z = _mm256_add_epi64(z, _mm256_mul_epu32(_mm256_xor_si256(w, y),
-                                           _mm256_srli_epi64(_mm256_xor_si256(w, x), 32)));
+  z = _mm256_add_epi64(
+      z, _mm256_mul_epu32(_mm256_xor_si256(w, y), _mm256_srli_epi64(_mm256_xor_si256(w, x), 32)));
 }
 
 // Adds the n bytes (a multiple of 32) at p to the lanes, storing them at q as `S` says.
