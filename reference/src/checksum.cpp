@@ -86,10 +86,12 @@ bool has_avx2() noexcept {
 
 enum class Store { none, plain, stream };
 
+// Stores w at q + i as `S` says; q is null for Store::none (no pointer arithmetic on it then).
 template <Store S>
-__attribute__((target("avx2"), always_inline)) inline void put(unsigned char* q, __m256i w) {
-  if constexpr (S == Store::plain) _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), w);
-  if constexpr (S == Store::stream) _mm256_stream_si256(reinterpret_cast<__m256i*>(q), w);
+__attribute__((target("avx2"), always_inline)) inline void put(unsigned char* q, std::size_t i,
+                                                               __m256i w) {
+  if constexpr (S == Store::plain) _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i), w);
+  if constexpr (S == Store::stream) _mm256_stream_si256(reinterpret_cast<__m256i*>(q + i), w);
 }
 
 // One 32-byte block into the lanes: a += w, b += a, c += product(w, a, b) (four lanes each).
@@ -113,10 +115,10 @@ __attribute__((target("avx2"))) void blocks(__m256i& a, __m256i& b, __m256i& c,
     __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 32));
     __m256i w2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 64));
     __m256i w3 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 96));
-    put<S>(q + i, w0);
-    put<S>(q + i + 32, w1);
-    put<S>(q + i + 64, w2);
-    put<S>(q + i + 96, w3);
+    put<S>(q, i, w0);
+    put<S>(q, i + 32, w1);
+    put<S>(q, i + 64, w2);
+    put<S>(q, i + 96, w3);
     step(x, y, z, w0);
     step(x, y, z, w1);
     step(x, y, z, w2);
@@ -124,7 +126,7 @@ __attribute__((target("avx2"))) void blocks(__m256i& a, __m256i& b, __m256i& c,
   }
   for (; i < n; i += 32) {
     __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i));
-    put<S>(q + i, w);
+    put<S>(q, i, w);
     step(x, y, z, w);
   }
   a = x;
