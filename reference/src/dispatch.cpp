@@ -108,62 +108,6 @@ Tensor rows_in(const Tensor& like, std::int64_t rows, std::size_t bytes, const B
   return Tensor(like.dtype(), std::move(shape), std::move(view), like.device());
 }
 
-// dst[i] = a[i] + b[i] for `count` elements of T (float, double, or an unsigned integer:
-// wrapping sums), 64 bytes a step in GCC's generic vectors: each lane is the scalar sum, so
-// the result is bitwise the scalar loop's. dst may be a (in place).
-template <class T>
-void add_vectors(std::uint8_t* dst, const std::uint8_t* a, const std::uint8_t* b,
-                 std::size_t count) {
-  typedef T Lanes __attribute__((vector_size(64)));
-  constexpr std::size_t kLanes = 64 / sizeof(T);
-  std::size_t i = 0;
-  for (; i + kLanes <= count; i += kLanes) {
-    Lanes x, y;
-    std::memcpy(&x, a + i * sizeof(T), sizeof x);
-    std::memcpy(&y, b + i * sizeof(T), sizeof y);
-    x += y;
-    std::memcpy(dst + i * sizeof(T), &x, sizeof x);
-  }
-  for (; i < count; ++i) {
-    T x, y;
-    std::memcpy(&x, a + i * sizeof(T), sizeof x);
-    std::memcpy(&y, b + i * sizeof(T), sizeof y);
-    x = static_cast<T>(x + y);
-    std::memcpy(dst + i * sizeof(T), &x, sizeof x);
-  }
-}
-
-// dst = a + b (dst may be a) for `count` elements of `dtype`, exactly as add_elements
-// (oracle.hpp) adds b into a: its vectorisable dtypes here, the others through it.
-void add_rows(DType dtype, std::uint8_t* dst, const std::uint8_t* a, const std::uint8_t* b,
-              std::size_t count) {
-  switch (dtype) {
-    case DType::float32:
-      return add_vectors<float>(dst, a, b, count);
-    case DType::float64:
-      return add_vectors<double>(dst, a, b, count);
-    case DType::complex64:
-      return add_vectors<float>(dst, a, b, 2 * count);
-    case DType::complex128:
-      return add_vectors<double>(dst, a, b, 2 * count);
-    case DType::int64:
-    case DType::uint64:
-      return add_vectors<std::uint64_t>(dst, a, b, count);
-    case DType::int32:
-    case DType::uint32:
-      return add_vectors<std::uint32_t>(dst, a, b, count);
-    case DType::int16:
-    case DType::uint16:
-      return add_vectors<std::uint16_t>(dst, a, b, count);
-    case DType::int8:
-    case DType::uint8:
-      return add_vectors<std::uint8_t>(dst, a, b, count);
-    default:
-      if (dst != a) std::memmove(dst, a, count * element_size(dtype));
-      return add_elements(dtype, dst, b, count);
-  }
-}
-
 // SPEC 8.2's sum into `out` (rows x row bytes): the owner's own block, then each peer's
 // received rows (consecutive in `received`, ascending rank) added at its send offset. One
 // pass per row range: a row's first sum is written as own + received, later ones are added
@@ -175,8 +119,8 @@ void sum_gradient(DType dtype, std::size_t row, const std::uint8_t* own, std::si
   std::vector<std::pair<std::size_t, std::size_t>> covered;  // sorted, disjoint [start, end)
   const std::uint8_t* peer = received;
   auto add = [&](std::size_t from, std::size_t to, std::size_t start, bool first) {
-    add_rows(dtype, out + from * row, (first ? own : out) + from * row, peer + (from - start) * row,
-             (to - from) * per_row);
+    add_elements(dtype, out + from * row, (first ? own : out) + from * row,
+                 peer + (from - start) * row, (to - from) * per_row);
   };
   for (auto [offset, count] : route.owner_ranges()) {
     if (count == 0) continue;

@@ -13,20 +13,27 @@ namespace {
 
 [[noreturn]] void mismatch(const std::string& what) { throw Error(Errc::oracle_mismatch, what); }
 
+// dst[i] = a[i] + b[i] for `count` elements of T (float, double, or an unsigned integer:
+// wrapping sums, as torch ints do), 64 bytes a step in GCC's generic vectors: each lane is
+// the scalar sum, so the result is bitwise the scalar loop's. dst may be a (in place).
 template <class T>
-void add_as(std::uint8_t* dst, const std::uint8_t* src, std::size_t count) {
-  for (std::size_t i = 0; i < count; ++i) {
-    T a, b;
-    std::memcpy(&a, dst + i * sizeof(T), sizeof(T));
-    std::memcpy(&b, src + i * sizeof(T), sizeof(T));
-    T c;
-    if constexpr (std::is_integral_v<T>) {
-      using U = std::make_unsigned_t<T>;
-      c = static_cast<T>(static_cast<U>(a) + static_cast<U>(b));  // wraps, as torch ints do
-    } else {
-      c = a + b;
-    }
-    std::memcpy(dst + i * sizeof(T), &c, sizeof(T));
+void add_as(std::uint8_t* dst, const std::uint8_t* a, const std::uint8_t* b, std::size_t count) {
+  typedef T Lanes __attribute__((vector_size(64)));
+  constexpr std::size_t kLanes = 64 / sizeof(T);
+  std::size_t i = 0;
+  for (; i + kLanes <= count; i += kLanes) {
+    Lanes x, y;
+    std::memcpy(&x, a + i * sizeof(T), sizeof x);
+    std::memcpy(&y, b + i * sizeof(T), sizeof y);
+    x += y;
+    std::memcpy(dst + i * sizeof(T), &x, sizeof x);
+  }
+  for (; i < count; ++i) {
+    T x, y;
+    std::memcpy(&x, a + i * sizeof(T), sizeof x);
+    std::memcpy(&y, b + i * sizeof(T), sizeof y);
+    x = static_cast<T>(x + y);
+    std::memcpy(dst + i * sizeof(T), &x, sizeof x);
   }
 }
 
@@ -64,12 +71,13 @@ std::uint16_t float_to_bf16(float f) {
 }
 
 template <float (*Load)(std::uint16_t), std::uint16_t (*Store)(float)>
-void add_narrow(std::uint8_t* dst, const std::uint8_t* src, std::size_t count) {
+void add_narrow(std::uint8_t* dst, const std::uint8_t* a, const std::uint8_t* b,
+                std::size_t count) {
   for (std::size_t i = 0; i < count; ++i) {
-    std::uint16_t a, b;
-    std::memcpy(&a, dst + 2 * i, 2);
-    std::memcpy(&b, src + 2 * i, 2);
-    std::uint16_t c = Store(Load(a) + Load(b));
+    std::uint16_t x, y;
+    std::memcpy(&x, a + 2 * i, 2);
+    std::memcpy(&y, b + 2 * i, 2);
+    std::uint16_t c = Store(Load(x) + Load(y));
     std::memcpy(dst + 2 * i, &c, 2);
   }
 }
@@ -94,46 +102,47 @@ Tensor rows_like(const Tensor& t, std::int64_t rows, std::vector<std::uint8_t> b
   return Tensor(t.dtype(), std::move(shape), SharedBytes::adopt(std::move(bytes)), t.device());
 }
 
-void add_elements(DType dtype, std::uint8_t* dst, const std::uint8_t* src, std::size_t count) {
+void add_elements(DType dtype, std::uint8_t* dst, const std::uint8_t* a, const std::uint8_t* b,
+                  std::size_t count) {
   switch (dtype) {
     case DType::float64:
-      return add_as<double>(dst, src, count);
+      return add_as<double>(dst, a, b, count);
     case DType::float32:
-      return add_as<float>(dst, src, count);
+      return add_as<float>(dst, a, b, count);
     case DType::float16:
-      return add_narrow<half_to_float, float_to_half>(dst, src, count);
+      return add_narrow<half_to_float, float_to_half>(dst, a, b, count);
     case DType::bfloat16:
-      return add_narrow<bf16_to_float, float_to_bf16>(dst, src, count);
+      return add_narrow<bf16_to_float, float_to_bf16>(dst, a, b, count);
     case DType::complex128:
-      return add_as<double>(dst, src, 2 * count);
+      return add_as<double>(dst, a, b, 2 * count);
     case DType::complex64:
-      return add_as<float>(dst, src, 2 * count);
+      return add_as<float>(dst, a, b, 2 * count);
     case DType::complex32:
-      return add_narrow<half_to_float, float_to_half>(dst, src, 2 * count);
+      return add_narrow<half_to_float, float_to_half>(dst, a, b, 2 * count);
     case DType::int64:
-      return add_as<std::int64_t>(dst, src, count);
-    case DType::int32:
-      return add_as<std::int32_t>(dst, src, count);
-    case DType::int16:
-      return add_as<std::int16_t>(dst, src, count);
-    case DType::int8:
-      return add_as<std::int8_t>(dst, src, count);
-    case DType::uint8:
-      return add_as<std::uint8_t>(dst, src, count);
-    case DType::uint16:
-      return add_as<std::uint16_t>(dst, src, count);
-    case DType::uint32:
-      return add_as<std::uint32_t>(dst, src, count);
     case DType::uint64:
-      return add_as<std::uint64_t>(dst, src, count);
+      return add_as<std::uint64_t>(dst, a, b, count);
+    case DType::int32:
+    case DType::uint32:
+      return add_as<std::uint32_t>(dst, a, b, count);
+    case DType::int16:
+    case DType::uint16:
+      return add_as<std::uint16_t>(dst, a, b, count);
+    case DType::int8:
+    case DType::uint8:
+      return add_as<std::uint8_t>(dst, a, b, count);
     case DType::boolean:
-      for (std::size_t i = 0; i < count; ++i) dst[i] = (dst[i] | src[i]) ? 1 : 0;
+      for (std::size_t i = 0; i < count; ++i) dst[i] = (a[i] | b[i]) ? 1 : 0;
       return;
     default:
       throw Error(
           Errc::unsupported_arithmetic,
           "summing gradients of dtype " + std::string(dtype_name(dtype)) + " is not supported");
   }
+}
+
+void add_elements(DType dtype, std::uint8_t* dst, const std::uint8_t* src, std::size_t count) {
+  add_elements(dtype, dst, dst, src, count);
 }
 
 std::vector<std::int64_t> route_owner_offsets(std::span<const Route> routes) {

@@ -38,6 +38,10 @@ Tensor rows_like(const Tensor& like, std::int64_t rows, std::vector<std::uint8_t
 
 // dst[i] += src[i] for `count` elements of `dtype` (unaligned bytes).
 void add_elements(DType dtype, std::uint8_t* dst, const std::uint8_t* src, std::size_t count);
+// dst[i] = a[i] + b[i], the same sums (dst may be a): what dispatch's backward writes in one
+// pass. Error unsupported_arithmetic for dtypes without a sum.
+void add_elements(DType dtype, std::uint8_t* dst, const std::uint8_t* a, const std::uint8_t* b,
+                  std::size_t count);
 
 // The owner offsets the routes imply: owners[r] = global_start + local_output_start.
 std::vector<std::int64_t> route_owner_offsets(std::span<const Route> routes);
