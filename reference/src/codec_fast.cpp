@@ -23,6 +23,7 @@
 #include <optional>
 
 #include "hpref/detail/codec_paths.hpp"
+#include "hpref/detail/node_arena.hpp"
 #include "hpref/detail/value_access.hpp"
 #include "hpref/error.hpp"
 #include "hpref/utf8.hpp"
@@ -54,7 +55,10 @@ bool is_ascii(const std::uint8_t* p, std::size_t n) noexcept {
 }
 
 std::optional<Tag> tag_of(std::string_view t) noexcept {
-  auto is = [t](std::string_view tag) { return std::memcmp(t.data(), tag.data(), t.size()) == 0; };
+  // Within a case the size is known: a fixed-size compare, inlined as a few loads.
+  auto is = [t]<std::size_t N>(const char(&tag)[N]) {
+    return std::memcmp(t.data(), tag, N - 1) == 0;
+  };
   switch (t.size()) {
     case 11:
       if (is("__hp_list__")) return Tag::list;
@@ -145,6 +149,10 @@ class FastDecoder {
   }
 
   std::vector<Item> run() {
+    // A large decode's nodes come from slabs (hpref/detail/node_arena.hpp); a small one's from
+    // operator new, so that it never takes a whole slab.
+    std::optional<NodeArena> arena;
+    if (left() >= kSlabBytes / 4) arena.emplace();
     if (left() >= 2 && p_[0] == op::PROTO) {
       if (p_[1] < 2 || p_[1] > 5) bail();
       p_ += 2;
@@ -455,13 +463,26 @@ class FastDecoder {
     }
   }
 
-  // The two commonest plain values without the machine: a scalar, and a pair of scalars
-  // (a SampleKey), each followed by what ends it and no memo store. Otherwise none, with
-  // the input where it was.
+  // The commonest plain values without the machine: a scalar, a pair of scalars (a
+  // SampleKey) and a memoized str or scalar, each followed by what ends it and no memo store.
+  // Otherwise none, with the input where it was.
   template <class Ends>
   std::optional<Plain> quick_plain(Ends& ends) {
     const std::uint8_t* start = p_;
     auto ended = [&] { return p_ < end_ && !is_store_op(*p_) && ends(*p_); };
+    if (left() >= 2 && *p_ == op::BINGET) {  // a memoized str or scalar (a mapping's key)
+      std::size_t i = p_[1];
+      if (i < memo_.size() &&
+          (memo_[i].kind == Memo::Kind::text || memo_[i].kind == Memo::Kind::scalar)) {
+        p_ += 2;
+        if (ended()) {
+          pushed();
+          return Plain{memo_[i].value, 0};
+        }
+        p_ = start;
+      }
+      return std::nullopt;
+    }
     if (auto a = scalar()) {
       if (ended()) {
         pushed();
@@ -866,7 +887,9 @@ class FastDecoder {
   // shares its slab's ownership (a view keeps its slab's few headers alive, as it keeps the
   // whole segment alive already).
   Value make_tensor(Tensor t) {
-    if (!slab_ || slab_->used == kSlabTensors) slab_ = std::make_shared<TensorSlab>();
+    if (!slab_ || slab_->used == kSlabTensors) {
+      slab_ = std::allocate_shared<TensorSlab>(ArenaAllocator<TensorSlab>(0, sizeof(TensorSlab)));
+    }
     Tensor* at = slab_->add(std::move(t));
     return ValueAccess::adopt_tensor(std::shared_ptr<const Tensor>(slab_, at));
   }

@@ -10,6 +10,7 @@
 #include <random>
 #include <unordered_set>
 
+#include "hpref/detail/node_arena.hpp"
 #include "hpref/detail/value_access.hpp"
 #include "hpref/error.hpp"
 #include "hpref/repr.hpp"
@@ -19,29 +20,35 @@
 namespace hpref {
 
 struct Value::Node {
-  std::vector<Value> items;    // tuple, list
-  std::vector<Entry> entries;  // mapping
-  // A node made whole (ValueAccess::make_sequence / make_mapping): its `fixed` items or
-  // entries follow it in its one allocation and never grow; the vectors stay empty.
-  Value* fixed_items = nullptr;
-  Entry* fixed_entries = nullptr;
-  std::size_t fixed = 0;
+  // A growable node (Value::tuple, list, mapping; the pickle reader fills its lists and dicts
+  // in place) holds its items in `grown`. A node made whole (ValueAccess::make_sequence /
+  // make_mapping) holds its `size` items or entries at `fixed`, after it in its one
+  // allocation, and never grows. Small, so that a decode's many small nodes take few bytes.
+  struct Grown {
+    std::vector<Value> items;    // tuple, list
+    std::vector<Entry> entries;  // mapping
+  };
+  void* fixed = nullptr;  // Value[size] or Entry[size]
+  std::size_t size = 0;
   std::uint64_t nodes = 1;
   int depth = 1;
+  bool holds_entries = false;
+  std::unique_ptr<Grown> grown;
 
   Node() = default;
+  explicit Node(std::unique_ptr<Grown> g) noexcept : grown(std::move(g)) {}
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
   ~Node() {
-    for (std::size_t i = 0; i < fixed; ++i) {
-      if (fixed_items != nullptr) {
-        fixed_items[i].~Value();
+    for (std::size_t i = 0; i < size; ++i) {
+      if (holds_entries) {
+        static_cast<Entry*>(fixed)[i].~Entry();
       } else {
-        fixed_entries[i].~Entry();
+        static_cast<Value*>(fixed)[i].~Value();
       }
     }
   }
-  bool growable() const noexcept { return fixed_items == nullptr && fixed_entries == nullptr; }
+  bool growable() const noexcept { return grown != nullptr; }
 };
 
 namespace {
@@ -143,15 +150,10 @@ Value Value::tensor(Tensor t) noexcept {
 }
 
 Value Value::tuple(std::vector<Value> items) {
+  if (!items.empty()) return detail::ValueAccess::make_sequence(ValueKind::tuple, items);
   Value v;
   v.kind_ = ValueKind::tuple;
-  auto node = std::make_shared<Node>();
-  for (const Value& item : items) {
-    node->nodes = saturating_add(node->nodes, item.node_count());
-    node->depth = std::max(node->depth, item.depth() + 1);
-  }
-  node->items = std::move(items);  // the caller's vector becomes the node's storage
-  v.ptr_ = std::move(node);
+  v.ptr_ = std::make_shared<Node>(std::make_unique<Node::Grown>());
   return v;
 }
 
@@ -162,13 +164,8 @@ Value Value::list(std::vector<Value> items) {
 }
 
 Value Value::mapping(std::vector<Entry> entries) {
-  Value v;
-  v.kind_ = ValueKind::mapping;
-  auto node = std::make_shared<Node>();
-  node->entries.reserve(entries.size());
-  v.ptr_ = node;
   KeySet seen;
-  for (Entry& e : entries) {
+  for (const Entry& e : entries) {
     if (!e.first.is_hashable()) {
       throw Error(Errc::unhashable_key, "mapping key " + repr(e.first) + " of type " +
                                             std::string(value_kind_name(e.first.kind())) +
@@ -177,8 +174,11 @@ Value Value::mapping(std::vector<Entry> entries) {
     if (!seen.insert(e.first)) {
       throw Error(Errc::duplicate_key, "mapping key " + repr(e.first) + " appears twice");
     }
-    detail::ValueAccess::add_entry(v, std::move(e.first), std::move(e.second));
   }
+  if (!entries.empty()) return detail::ValueAccess::make_mapping(entries);
+  Value v;
+  v.kind_ = ValueKind::mapping;
+  v.ptr_ = std::make_shared<Node>(std::make_unique<Node::Grown>());
   return v;
 }
 
@@ -215,15 +215,15 @@ const Tensor& Value::as_tensor() const {
 std::span<const Value> Value::items() const {
   HPREF_CHECK(kind_ == ValueKind::tuple || kind_ == ValueKind::list);
   const auto* node = static_cast<const Node*>(ptr_.get());
-  if (node->fixed_items != nullptr) return {node->fixed_items, node->fixed};
-  return node->items;
+  if (node->grown != nullptr) return node->grown->items;
+  return {static_cast<const Value*>(node->fixed), node->size};
 }
 
 std::span<const Value::Entry> Value::entries() const {
   HPREF_CHECK(kind_ == ValueKind::mapping);
   const auto* node = static_cast<const Node*>(ptr_.get());
-  if (node->fixed_entries != nullptr) return {node->fixed_entries, node->fixed};
-  return node->entries;
+  if (node->grown != nullptr) return node->grown->entries;
+  return {static_cast<const Entry*>(node->fixed), node->size};
 }
 
 std::uint64_t Value::node_count() const noexcept {
@@ -257,48 +257,20 @@ const void* Value::node_identity() const noexcept { return is_container() ? ptr_
 
 namespace detail {
 
-namespace {
-
-// Allocates the shared_ptr control block (with its node) and `tail_bytes` more after it in
-// one block, and says where the tail starts: a container and its items in one allocation.
-template <class T>
-struct TailAllocator {
-  using value_type = T;
-  std::size_t tail_bytes;
-  void** tail;
-  TailAllocator(std::size_t bytes, void** where) noexcept : tail_bytes(bytes), tail(where) {}
-  template <class U>
-  TailAllocator(const TailAllocator<U>& other) noexcept  // NOLINT: rebinding
-      : tail_bytes(other.tail_bytes), tail(other.tail) {}
-  T* allocate(std::size_t n) {
-    static_assert(alignof(T) >= alignof(Value::Entry));  // the tail is aligned for items
-    std::size_t head = n * sizeof(T);
-    auto* p = static_cast<char*>(::operator new(head + tail_bytes));
-    *tail = p + head;
-    return reinterpret_cast<T*>(p);
-  }
-  void deallocate(T* p, std::size_t) noexcept { ::operator delete(p); }
-  template <class U>
-  bool operator==(const TailAllocator<U>&) const noexcept {
-    return true;
-  }
-};
-
-}  // namespace
-
 Value ValueAccess::make_sequence(ValueKind kind, std::span<Value> items) {
   HPREF_CHECK(kind == ValueKind::tuple || kind == ValueKind::list);
-  void* tail = nullptr;
+  // The control block, the node and the items in one allocation (from this thread's
+  // NodeArena when one is active: a large decode's).
   auto node = std::allocate_shared<Value::Node>(
-      TailAllocator<Value::Node>(items.size() * sizeof(Value), &tail));
-  auto* out = static_cast<Value*>(tail);
+      ArenaAllocator<Value::Node>(items.size() * sizeof(Value), sizeof(Value::Node)));
+  auto* out = static_cast<Value*>(arena_tail_start());
   for (std::size_t i = 0; i < items.size(); ++i) {
     node->nodes = saturating_add(node->nodes, items[i].node_count());
     node->depth = std::max(node->depth, items[i].depth() + 1);
     new (out + i) Value(std::move(items[i]));
   }
-  node->fixed_items = out;
-  node->fixed = items.size();
+  node->fixed = out;
+  node->size = items.size();
   Value v;
   v.kind_ = kind;
   v.ptr_ = std::move(node);
@@ -313,10 +285,9 @@ Value ValueAccess::adopt_tensor(std::shared_ptr<const Tensor> tensor) noexcept {
 }
 
 Value ValueAccess::make_mapping(std::span<Value::Entry> entries) {
-  void* tail = nullptr;
   auto node = std::allocate_shared<Value::Node>(
-      TailAllocator<Value::Node>(entries.size() * sizeof(Value::Entry), &tail));
-  auto* out = static_cast<Value::Entry*>(tail);
+      ArenaAllocator<Value::Node>(entries.size() * sizeof(Value::Entry), sizeof(Value::Node)));
+  auto* out = static_cast<Value::Entry*>(arena_tail_start());
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const Value& key = entries[i].first;
     const Value& value = entries[i].second;
@@ -324,8 +295,9 @@ Value ValueAccess::make_mapping(std::span<Value::Entry> entries) {
     node->depth = std::max({node->depth, key.depth() + 1, value.depth() + 1});
     new (out + i) Value::Entry(std::move(entries[i]));
   }
-  node->fixed_entries = out;
-  node->fixed = entries.size();
+  node->fixed = out;
+  node->size = entries.size();
+  node->holds_entries = true;
   Value v;
   v.kind_ = ValueKind::mapping;
   v.ptr_ = std::move(node);
@@ -337,7 +309,7 @@ void ValueAccess::append(Value& container, Value child) {
   HPREF_CHECK(node->growable());
   node->nodes = saturating_add(node->nodes, child.node_count());
   node->depth = std::max(node->depth, child.depth() + 1);
-  node->items.push_back(std::move(child));
+  node->grown->items.push_back(std::move(child));
 }
 
 void ValueAccess::add_entry(Value& mapping, Value key, Value value) {
@@ -345,16 +317,16 @@ void ValueAccess::add_entry(Value& mapping, Value key, Value value) {
   HPREF_CHECK(node->growable());
   node->nodes = saturating_add(node->nodes, saturating_add(key.node_count(), value.node_count()));
   node->depth = std::max({node->depth, key.depth() + 1, value.depth() + 1});
-  node->entries.emplace_back(std::move(key), std::move(value));
+  node->grown->entries.emplace_back(std::move(key), std::move(value));
 }
 
 void ValueAccess::reserve(Value& container, std::size_t more) {
   auto* node = static_cast<Value::Node*>(container.ptr_.get());
   HPREF_CHECK(node->growable());
   if (container.kind_ == ValueKind::mapping) {
-    node->entries.reserve(node->entries.size() + more);
+    node->grown->entries.reserve(node->grown->entries.size() + more);
   } else {
-    node->items.reserve(node->items.size() + more);
+    node->grown->items.reserve(node->grown->items.size() + more);
   }
 }
 
