@@ -33,10 +33,10 @@ struct Value::Node {
   std::uint64_t nodes = 1;
   int depth = 1;
   bool holds_entries = false;
-  std::unique_ptr<Grown> grown;
+  Grown* grown = nullptr;  // a Growable node's own
+  struct Growable;
 
   Node() = default;
-  explicit Node(std::unique_ptr<Grown> g) noexcept : grown(std::move(g)) {}
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
   ~Node() {
@@ -49,6 +49,12 @@ struct Value::Node {
     }
   }
   bool growable() const noexcept { return grown != nullptr; }
+};
+
+// A growable node and its vectors in one allocation (the shared_ptr destroys it as made).
+struct Value::Node::Growable : Value::Node {
+  Grown storage;
+  Growable() noexcept { grown = &storage; }
 };
 
 namespace {
@@ -153,7 +159,7 @@ Value Value::tuple(std::vector<Value> items) {
   if (!items.empty()) return detail::ValueAccess::make_sequence(ValueKind::tuple, items);
   Value v;
   v.kind_ = ValueKind::tuple;
-  v.ptr_ = std::make_shared<Node>(std::make_unique<Node::Grown>());
+  v.ptr_ = std::make_shared<Node::Growable>();
   return v;
 }
 
@@ -178,7 +184,7 @@ Value Value::mapping(std::vector<Entry> entries) {
   if (!entries.empty()) return detail::ValueAccess::make_mapping(entries);
   Value v;
   v.kind_ = ValueKind::mapping;
-  v.ptr_ = std::make_shared<Node>(std::make_unique<Node::Grown>());
+  v.ptr_ = std::make_shared<Node::Growable>();
   return v;
 }
 
