@@ -11,6 +11,7 @@
 
 #include "generators.hpp"
 #include "hpref/detail/codec_paths.hpp"
+#include "hpref/detail/node_arena.hpp"
 #include "hpref/error.hpp"
 #include "hpref/pickle.hpp"
 #include "hpref/sample_key.hpp"
@@ -305,4 +306,28 @@ RC_BOOST_PROP(fast_path_agrees_with_general_decoder_on_handmade_schemas_issue_15
   auto bytes = handmade_segment();
   if (*rc::gen::inRange(0, 3) == 0) bytes = mutated(std::move(bytes));
   RC_TAG(paths_agree(bytes, options_for_test()) ? "fast" : "general");
+}
+
+// Metadata of 16 KiB or more: the fast path takes its nodes from slabs
+// (hpref/detail/node_arena.hpp), and its items are still the general decoder's, also after
+// the slabs went back to the cache and came out again (the previous case's).
+RC_BOOST_PROP(large_segments_decode_from_slabs_as_the_general_decoder_issue_15, ()) {
+  bool key_class = *rc::gen::arbitrary<bool>();
+  std::vector<Item> items;
+  std::vector<std::uint8_t> bytes;
+  while (bytes.size() < 20 || be64(bytes.data() + 4) < detail::kSlabBytes / 4) {
+    for (Item& item : *gen::items(true)) {
+      Value key = SampleKey::make(static_cast<std::int64_t>(items.size()), 0).to_value();
+      items.emplace_back(std::move(key), std::move(item.second));
+    }
+    bytes = encoded(items, key_class);
+  }
+  DecodeOptions options;
+  options.strict = *rc::gen::arbitrary<bool>();
+  RC_ASSERT(paths_agree(bytes, options));
+  std::size_t before = detail::NodeArena::slabs_in_use();
+  auto fast = detail::decode_segment_fast(SharedBytes::copy_of(bytes), options);
+  RC_ASSERT(fast.has_value());
+  RC_ASSERT(detail::NodeArena::slabs_in_use() > before);
+  RC_ASSERT(same_items(*fast, items));
 }
