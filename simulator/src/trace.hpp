@@ -29,6 +29,7 @@ class Trace {
 
  private:
   std::vector<std::string> lines_;
+  std::string scratch_;  // launch() builds its line here
 };
 
 }  // namespace hpref::sim::detail

@@ -3,13 +3,18 @@
 #define BOOST_TEST_DYN_LINK
 #include <boost/test/unit_test.hpp>
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <random>
 #include <set>
 #include <thread>
@@ -366,6 +371,43 @@ BOOST_AUTO_TEST_CASE(kills_at_seeded_instants_never_wedge) {
       BOOST_TEST(leftover_segments(static_cast<int>(getpid())).empty());
     }
   }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(sim_processes)
+
+// Each rank asks the kernel for a short time slice (cluster.cpp, sched_setattr, which sets
+// policy and nice too): the ranks keep the caller's policy and nice value. Checked in a
+// child niced to at least 5, so that a reset to 0 shows.
+BOOST_AUTO_TEST_CASE(ranks_keep_the_callers_policy_and_nice_value) {
+  std::fflush(nullptr);
+  pid_t child = fork();
+  BOOST_REQUIRE(child >= 0);
+  if (child == 0) {
+    errno = 0;
+    int before = getpriority(PRIO_PROCESS, 0);
+    int want = std::min(std::max(before + 1, 5), 19);
+    if (errno != 0 || setpriority(PRIO_PROCESS, 0, want) != 0) _exit(2);
+    auto r = Cluster::run(3, {}, [](Communicator& c) {
+      c.barrier(c.world()).wait();
+      return std::to_string(getpriority(PRIO_PROCESS, 0)) + " " +
+             std::to_string(sched_getscheduler(0));
+    });
+    std::string expected = std::to_string(want) + " " + std::to_string(SCHED_OTHER);
+    for (const RankOutcome& o : r.outcomes) {
+      if (o.status != RankOutcome::Status::ok || o.value != expected) {
+        std::fprintf(stderr, "rank outcome '%s', expected '%s'\n", o.value.c_str(),
+                     expected.c_str());
+        _exit(1);
+      }
+    }
+    _exit(0);
+  }
+  int status = 0;
+  BOOST_REQUIRE(waitpid(child, &status, 0) == child);
+  BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0),
+             "child status " << status << " (1: a rank's nice or policy differed, 2: setup)");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
