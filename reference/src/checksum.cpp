@@ -84,7 +84,10 @@ bool has_avx2() noexcept {
   return yes;
 }
 
-enum class Store { none, plain, stream };
+// stream: 32-byte aligned destination; stream16: 16-byte aligned (two 16-byte stores).
+enum class Store { none, plain, stream, stream16 };
+
+constexpr std::size_t kPrefetchAhead = 4096;
 
 // Stores w at q + i as `S` says; q is null for Store::none (no pointer arithmetic on it then).
 template <Store S>
@@ -92,6 +95,10 @@ __attribute__((target("avx2"), always_inline)) inline void put(unsigned char* q,
                                                                __m256i w) {
   if constexpr (S == Store::plain) _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i), w);
   if constexpr (S == Store::stream) _mm256_stream_si256(reinterpret_cast<__m256i*>(q + i), w);
+  if constexpr (S == Store::stream16) {
+    _mm_stream_si128(reinterpret_cast<__m128i*>(q + i), _mm256_castsi256_si128(w));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(q + i + 16), _mm256_extracti128_si256(w, 1));
+  }
 }
 
 // One 32-byte block into the lanes: a += w, b += a, c += product(w, a, b) (four lanes each).
@@ -111,6 +118,10 @@ __attribute__((target("avx2"))) void blocks(__m256i& a, __m256i& b, __m256i& c,
   __m256i x = a, y = b, z = c;
   std::size_t i = 0;
   for (; i + 128 <= n; i += 128) {
+    // 4 KiB ahead (a prefetch never faults, past the end either): the copying pass moved
+    // 16-21 GB/s from memory here without it, 20-25 with it (a plain copy: 24-29).
+    _mm_prefetch(reinterpret_cast<const char*>(p + i + kPrefetchAhead), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(p + i + kPrefetchAhead + 64), _MM_HINT_T0);
     __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i));
     __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 32));
     __m256i w2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 64));
@@ -163,6 +174,46 @@ __attribute__((target("avx2"))) std::uint64_t avx2_pass(void* dst, const void* s
   return finish(la, lb, lc, bytes, p + whole);
 }
 
+// The checksum of src, and a copy of its bytes [begin, end) to dst (which receives src +
+// begin), streamed if `stream` and dst is 16-byte aligned where the whole blocks start.
+__attribute__((target("avx2"))) std::uint64_t avx2_range_pass(void* dst, const void* src,
+                                                              std::size_t bytes, std::size_t begin,
+                                                              std::size_t end,
+                                                              bool stream) noexcept {
+  const auto* p = static_cast<const unsigned char*>(src);
+  auto* d = static_cast<unsigned char*>(dst);  // d + (i - begin) receives p + i
+  const std::size_t whole = bytes / 32 * 32;
+  // Blocks [cb, ce) are copied in the pass (none if ce == cb); the range's other bytes after.
+  std::size_t cb = std::min(whole, (begin + 31) / 32 * 32);
+  std::size_t ce = std::max(cb, std::min(whole, end / 32 * 32));
+  __m256i a = _mm256_set_epi64x(4, 3, 2, 1), b = _mm256_setzero_si256(), c = b;
+  blocks<Store::none>(a, b, c, p, nullptr, cb);
+  if (ce > cb) {  // then begin <= cb and ce <= end
+    unsigned char* q = d + (cb - begin);
+    auto at = reinterpret_cast<std::uintptr_t>(q);
+    if (stream && at % 32 == 0) {
+      blocks<Store::stream>(a, b, c, p + cb, q, ce - cb);
+    } else if (stream && at % 16 == 0) {
+      blocks<Store::stream16>(a, b, c, p + cb, q, ce - cb);
+    } else {
+      blocks<Store::plain>(a, b, c, p + cb, q, ce - cb);
+    }
+  }
+  blocks<Store::none>(a, b, c, p + ce, nullptr, whole - ce);
+  if (stream) _mm_sfence();
+  if (ce > cb) {
+    std::memcpy(d, p + begin, cb - begin);
+    std::memcpy(d + (ce - begin), p + ce, end - ce);
+  } else {
+    std::memcpy(d, p + begin, end - begin);
+  }
+  alignas(32) std::uint64_t la[4], lb[4], lc[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(la), a);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lb), b);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lc), c);
+  return finish(la, lb, lc, bytes, p + whole);
+}
+
 __attribute__((target("avx2"))) void avx2_stream_copy(unsigned char* q, const unsigned char* p,
                                                       std::size_t bytes) noexcept {
   std::size_t head = (32 - reinterpret_cast<std::uintptr_t>(q) % 32) % 32;
@@ -204,6 +255,18 @@ std::uint64_t checksum_copy(void* dst, const void* src, std::size_t bytes, std::
   if (has_avx2()) return avx2_pass(dst, src, bytes, skip_begin, skip_end);
 #endif
   return checksum_copy_portable(dst, src, bytes);
+}
+
+std::uint64_t checksum_copy_range(void* dst, const void* src, std::size_t bytes, std::size_t begin,
+                                  std::size_t end, bool stream) noexcept {
+  end = std::min(end, bytes);
+  begin = std::min(begin, end);
+#ifdef HPREF_CHECKSUM_AVX2
+  if (has_avx2() && end > begin) return avx2_range_pass(dst, src, bytes, begin, end, stream);
+#endif
+  std::uint64_t sum = checksum_copy_portable(nullptr, src, bytes);
+  std::memcpy(dst, static_cast<const unsigned char*>(src) + begin, end - begin);
+  return sum;
 }
 
 void copy_bytes(void* dst, const void* src, std::size_t bytes, bool stream) noexcept {

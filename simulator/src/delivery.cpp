@@ -57,17 +57,19 @@ std::uint64_t Delivery::allocate(std::uint64_t bytes) {
 void Delivery::deallocate(std::uint64_t& handle) {
   if (handle != 0) {
     segment_.deallocate(base_ + handle);
-    bytes_.erase(handle);
+    areas_.erase(handle);
   }
   handle = 0;
 }
 
 // Fits: large enough, and not so large that a bigger launch would have to allocate anew.
-Delivery::Area Delivery::from_pool(int r, std::uint64_t bytes) {
-  std::vector<Area>& pool = pool_[static_cast<std::size_t>(r)];
+Delivery::Area Delivery::from_pool(int owner, int r, std::uint64_t bytes, bool written) {
+  std::vector<Area>& pool = pool_[static_cast<std::size_t>(owner)];
+  const std::uint64_t bit = std::uint64_t{1} << r;
   auto best = pool.end();
   for (auto it = pool.begin(); it != pool.end(); ++it) {
     if (it->bytes >= bytes && it->bytes <= 2 * bytes + 65536 &&
+        (!written || (areas_.at(it->handle).writers & bit) != 0) &&
         (best == pool.end() || it->bytes < best->bytes)) {
       best = it;
     }
@@ -78,27 +80,38 @@ Delivery::Area Delivery::from_pool(int r, std::uint64_t bytes) {
   return a;
 }
 
-// Another rank's area is next best: its pages are in the segment already (a fresh page costs
-// ~3.5 us to fault in here, one present in the segment ~1.5 us, one this rank has read as a
-// receiver next to nothing).
-Delivery::Area Delivery::from_any_pool(int r, std::uint64_t bytes) {
+// A new area costs ~3.5 us a page in r once; one from a peer's pool ~1.5 us a page in r, and
+// leaves that peer short, so that it takes one from another peer next (see delivery.hpp).
+Delivery::Area Delivery::acquire(int r, std::uint64_t bytes, bool must) {
   auto n = static_cast<int>(pool_.size());
-  for (int k = 0; k < n; ++k) {
-    Area a = from_pool((r + k) % n, bytes);
-    if (a.handle != 0) return a;
+  Area a = from_pool(r, r, bytes, false);
+  for (int k = 1; a.handle == 0 && k < n; ++k) a = from_pool((r + k) % n, r, bytes, true);
+  if (a.handle == 0) {
+    void* p = segment_.allocate_aligned(bytes, kAlign, std::nothrow);
+    if (p != nullptr) {
+      a = {static_cast<std::uint64_t>(static_cast<char*>(p) - base_), bytes};
+      areas_[a.handle] = {bytes, 0};
+    }
   }
-  return {0, 0};
+  for (int k = 1; a.handle == 0 && k < n; ++k) a = from_pool((r + k) % n, r, bytes, false);
+  if (a.handle == 0) {
+    if (!must) return a;
+    a = {allocate(bytes), bytes};
+    areas_[a.handle] = {bytes, 0};
+  }
+  areas_.at(a.handle).writers |= std::uint64_t{1} << r;
+  return a;
 }
 
 void Delivery::to_pool(int r, std::uint64_t& handle) {
   auto i = static_cast<std::size_t>(r);
-  auto known = bytes_.find(handle);
-  if (handle == 0 || gone_[i] || known == bytes_.end()) {
+  auto known = areas_.find(handle);
+  if (handle == 0 || gone_[i] || known == areas_.end()) {
     deallocate(handle);
     return;
   }
   std::vector<Area>& pool = pool_[i];
-  pool.push_back({handle, known->second});
+  pool.push_back({handle, known->second.bytes});
   handle = 0;
   if (pool.size() > kPoolAreas) {
     auto smallest = std::min_element(
@@ -118,12 +131,7 @@ void Delivery::drop_pools() {
 
 std::uint64_t Delivery::stage(int r, std::uint64_t bytes) {
   if (bytes == 0) return stage_[static_cast<std::size_t>(r)] = 0;
-  Area a = from_any_pool(r, bytes);
-  if (a.handle == 0) {
-    a.handle = allocate(bytes);
-    bytes_[a.handle] = bytes;
-  }
-  return stage_[static_cast<std::size_t>(r)] = a.handle;
+  return stage_[static_cast<std::size_t>(r)] = acquire(r, bytes, true).handle;
 }
 
 std::uint64_t Delivery::take_stage(int r) {
@@ -166,15 +174,9 @@ void Delivery::refill_spare(int r, std::uint64_t bytes) {
   if (spare_[i] != 0 && spare_bytes_[i] >= bytes && spare_bytes_[i] <= 2 * bytes + 65536) return;
   std::uint64_t old = std::exchange(spare_[i], 0);
   set_spare(r, 0, 0);
-  Area a = from_any_pool(r, bytes);
+  Area a = acquire(r, bytes, false);
   to_pool(r, old);
-  if (a.handle == 0) {
-    void* p = segment_.allocate_aligned(bytes, kAlign, std::nothrow);
-    if (p == nullptr) return;
-    a = {static_cast<std::uint64_t>(static_cast<char*>(p) - base_), bytes};
-    bytes_[a.handle] = bytes;
-  }
-  set_spare(r, a.handle, a.bytes);
+  if (a.handle != 0) set_spare(r, a.handle, a.bytes);
 }
 
 std::string Delivery::take_text(int r, std::uint64_t bytes) {

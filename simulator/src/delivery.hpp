@@ -55,13 +55,25 @@ class Delivery {
   // that goes back to the rank that writes it is mapped there once, and in its receivers
   // once. Freed areas went to whichever rank launched next: 8 ranks x 16 MiB all_to_all_v
   // took ~3570 faults per rank and launch (of 4096 pages), every launch, 43 ms per
-  // operation; pooled, none after the first few operations, 20 ms.
+  // operation; pooled, none after the first few operations, 20 ms. An area taken from
+  // another rank's pool moves its faults, not ends them: a rank whose own areas were all
+  // still held took one from a peer (~1 in 9 launches), which then lacked one, and so on
+  // for as long as the run lasted (16 MiB on 8 ranks: ~2900 faults per operation, forever).
+  // So a rank takes, in this order: its own; one it wrote before from any pool; a new one
+  // while the segment has room; only then another rank's.
   struct Area {
     std::uint64_t handle, bytes;
   };
-  Area from_pool(int r, std::uint64_t bytes);      // the smallest fitting, or {0, 0}
-  Area from_any_pool(int r, std::uint64_t bytes);  // r's, else another rank's
-  void to_pool(int r, std::uint64_t& handle);      // freed instead once r is gone
+  struct AreaInfo {
+    std::uint64_t bytes;
+    std::uint64_t writers;  // bit r: rank r wrote it (its pages are mapped writable there)
+  };
+  // From `owner`'s pool the smallest area fitting `bytes`, among those r wrote if `written`.
+  Area from_pool(int owner, int r, std::uint64_t bytes, bool written);
+  // An area of at least `bytes` for rank r to write, in the order above; {0, 0} if the
+  // segment has no room and `must` is false, CommError comm_resource if it is true.
+  Area acquire(int r, std::uint64_t bytes, bool must);
+  void to_pool(int r, std::uint64_t& handle);  // freed instead once r is gone
   void drop_pools();
 
   static constexpr std::size_t kPoolAreas = 4;  // per rank; beyond, the smallest is freed
@@ -78,7 +90,7 @@ class Delivery {
   std::vector<std::uint64_t> spare_, spare_bytes_;  // per rank; the slots show copies
   std::vector<std::vector<Area>> pool_;             // per rank
   std::vector<bool> gone_;                          // per rank: drop_stage was called
-  std::map<std::uint64_t, std::uint64_t> bytes_;    // handle -> size, of every staging area
+  std::map<std::uint64_t, AreaInfo> areas_;         // handle -> its size and writers
   std::vector<std::vector<WorkRef>> held_;          // per rank
 };
 

@@ -156,7 +156,31 @@ void RankComm::wait_work(SimWork& w) {
       throw;
     }
   }
-  if (w.send.bytes && buffer_checksum(w.send.data, w.send.bytes) != w.send_sum) {
+  auto* out = static_cast<char*>(w.recv.data);
+  const auto* in = static_cast<const char*>(w.send.data);
+  bool stream = w.recv.bytes >= hpref::detail::kStreamBytes;
+  // all_to_all_v's own block (handle 0) comes from the send buffer, after the mutation
+  // check. Where it does not overlap the send buffer, the check's pass copies it (one read
+  // of the send buffer, not a checksum and then a memmove of the block); if that finds the
+  // buffer changed, the operation fails with the block written.
+  const Piece* own = nullptr;
+  for (std::int32_t i = 0; i < s.npieces; ++i) {
+    if (s.pieces[i].bytes && s.pieces[i].handle == 0) own = &s.pieces[i];
+  }
+  bool fused = false;
+  if (own != nullptr) {
+    auto to = reinterpret_cast<std::uintptr_t>(out + own->dst);
+    auto from = reinterpret_cast<std::uintptr_t>(in);
+    fused = to + own->bytes <= from || from + w.send.bytes <= to;
+  }
+  std::uint64_t sum = 0;
+  if (fused) {
+    sum = hpref::detail::checksum_copy_range(out + own->dst, in, w.send.bytes, own->offset,
+                                             own->offset + own->bytes, stream);
+  } else if (w.send.bytes) {
+    sum = buffer_checksum(in, w.send.bytes);
+  }
+  if (w.send.bytes && sum != w.send_sum) {
     w.error =
         CommError(Errc::comm_buffer_mutated,
                   std::string("rank ") + std::to_string(rank_) + " changed its send buffer of " +
@@ -165,16 +189,9 @@ void RankComm::wait_work(SimWork& w) {
                   w.group, -1, {rank_});
     throw *w.error;
   }
-  auto* out = static_cast<char*>(w.recv.data);
-  // A piece from the rank's own send buffer (just found unchanged) first: the output may
-  // overlap the send buffer, and the other pieces come from staging.
-  for (std::int32_t i = 0; i < s.npieces; ++i) {
-    const Piece& p = s.pieces[i];
-    if (p.bytes && p.handle == 0) {
-      std::memmove(out + p.dst, static_cast<const char*>(w.send.data) + p.offset, p.bytes);
-    }
-  }
-  bool stream = w.recv.bytes >= hpref::detail::kStreamBytes;
+  // Otherwise the own block first: the output may overlap the send buffer, and the other
+  // pieces come from staging.
+  if (own != nullptr && !fused) std::memmove(out + own->dst, in + own->offset, own->bytes);
   for (std::int32_t i = 0; i < s.npieces; ++i) {
     const Piece& p = s.pieces[i];
     if (p.bytes && p.handle != 0)

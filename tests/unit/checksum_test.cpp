@@ -1,9 +1,11 @@
 // The send-buffer checksum (SPEC 9.3's mutation check, every backend): the AVX2 pass and the
 // portable pass give the same values, a checksummed copy copies what it says, streaming
 // copies included, and the checksum sees a change of any one byte.
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "hpref/communicator.hpp"
@@ -67,6 +69,42 @@ BOOST_AUTO_TEST_CASE(streaming_copies_are_exact) {
       detail::copy_bytes(dst + align, src.data(), size, /*stream=*/true);
       BOOST_TEST(std::memcmp(dst + align, src.data(), size) == 0);
       BOOST_TEST(dst[align + size] == 0);
+    }
+  }
+}
+
+// The simulator's wait for all_to_all_v: the mutation check's pass copies the own block.
+BOOST_AUTO_TEST_CASE(a_range_pass_gives_the_checksum_and_copies_exactly_the_range) {
+  std::vector<unsigned char> src = random_bytes((std::size_t{3} << 20) + 64, 13);
+  std::vector<std::size_t> sizes;
+  for (std::size_t n = 1; n <= 200; n += 7) sizes.push_back(n);
+  for (std::size_t n : {std::size_t{4096}, std::size_t{65543}, std::size_t{3} << 20}) {
+    sizes.push_back(n);
+  }
+  for (std::size_t size : sizes) {
+    for (std::size_t align : {0, 1, 16}) {
+      const unsigned char* p = src.data() + align;
+      std::uint64_t want = detail::checksum_copy_portable(nullptr, p, size);
+      for (std::size_t dst_align : {0, 8, 16, 32}) {
+        std::vector<std::pair<std::size_t, std::size_t>> ranges = {
+            {0, size}, {size / 3, size - size / 4}, {size - 1, size}, {size / 2, size / 2 + 33}};
+        for (auto [begin, end] : ranges) {
+          for (bool stream : {false, true}) {
+            BOOST_TEST_CONTEXT("size " << size << " alignment " << align << " dst " << dst_align
+                                       << " range " << begin << ".." << end << " stream "
+                                       << stream) {
+              std::vector<unsigned char> out(size + 160, 0x5a);
+              unsigned char* d = out.data() + 32 + dst_align +
+                                 (32 - reinterpret_cast<std::uintptr_t>(out.data()) % 32) % 32;
+              BOOST_TEST(detail::checksum_copy_range(d, p, size, begin, end, stream) == want);
+              std::size_t e = std::min(end, size);
+              BOOST_TEST(std::memcmp(d, p + begin, e - begin) == 0);
+              BOOST_TEST(d[e - begin] == 0x5a);  // nothing written past the range
+              BOOST_TEST(*(d - 1) == 0x5a);      // nor before it
+            }
+          }
+        }
+      }
     }
   }
 }

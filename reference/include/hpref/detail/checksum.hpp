@@ -15,6 +15,12 @@ namespace hpref::detail {
 // copies them all). Copies of kStreamBytes or more to a 32-byte aligned dst stream.
 std::uint64_t checksum_copy(void* dst, const void* src, std::size_t bytes,
                             std::size_t skip_begin = 0, std::size_t skip_end = 0) noexcept;
+// buffer_checksum(src, bytes), and a copy of src's bytes [begin, end) (clipped to bytes) to
+// dst, which receives src + begin: one read of src where a checksum and a memcpy of the range
+// are two (all_to_all_v's own block at the simulator's wait). dst must not overlap src.
+// Streaming stores if `stream`, where dst is 16-byte aligned relative to src's 32-byte blocks.
+std::uint64_t checksum_copy_range(void* dst, const void* src, std::size_t bytes, std::size_t begin,
+                                  std::size_t end, bool stream) noexcept;
 // memcpy (the ranges do not overlap), with streaming stores if `stream` (and AVX2).
 void copy_bytes(void* dst, const void* src, std::size_t bytes, bool stream) noexcept;
 
