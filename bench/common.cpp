@@ -147,6 +147,25 @@ double Schedule::time_us(std::size_t bytes, const std::function<void()>& op,
   return took.count() / static_cast<double>(n);
 }
 
+double Schedule::time_us_cluster(std::size_t bytes, const std::function<void()>& op,
+                                 Communicator& c) const {
+  auto now_ns = [] {
+    return static_cast<std::int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                         std::chrono::steady_clock::now().time_since_epoch())
+                                         .count());
+  };
+  Group world = c.world();
+  for (std::size_t i = 0; i < warmup; ++i) op();
+  c.barrier(world).wait();
+  std::int64_t t[2] = {now_ns(), 0};
+  std::size_t n = iterations(bytes);
+  for (std::size_t i = 0; i < n; ++i) op();
+  c.barrier(world).wait();
+  t[1] = now_ns();
+  c.all_reduce(world, {t, sizeof t}, DType::int64, ReduceOp::min).wait();
+  return static_cast<double>(t[1] - t[0]) / 1000.0 / static_cast<double>(n);
+}
+
 Side simulate(int n, std::size_t segment_bytes, const std::function<Side(Communicator&)>& rank_fn) {
   sim::Options options;
   options.segment_bytes = std::max(std::size_t{1} << 30, segment_bytes);

@@ -44,7 +44,8 @@ long long wrong_sums(const std::vector<Route>& routes, std::int64_t first, std::
   return wrong;
 }
 
-// Microseconds per operation `op` on rank 0 between barriers, and the wrong values.
+// Microseconds per operation `op` between barriers (Schedule::time_us_cluster), and the wrong
+// values.
 bench::Side measure(Op op, int p, std::size_t bank_bytes, const bench::Schedule& schedule,
                     bool fresh) {
   std::int64_t local = static_cast<std::int64_t>(bank_bytes) / kRowBytes / p;
@@ -55,18 +56,17 @@ bench::Side measure(Op op, int p, std::size_t bank_bytes, const bench::Schedule&
     std::vector<std::uint8_t> bytes(static_cast<std::size_t>(local * kRowBytes));
     bench::fill_pattern(bytes, 0, static_cast<std::uint64_t>(first * kRowBytes));
     Tensor shard(DType::float32, {local, kWidth}, SharedBytes::adopt(std::move(bytes)));
-    auto barrier = [&] { c.barrier(c.world()).wait(); };
     DispatchBuffers buffers;  // kept across steps, as a training loop keeps it
     if (op == Op::forward) {
       Tensor out;
-      double us = schedule.time_us(
+      double us = schedule.time_us_cluster(
           bank_bytes,
           [&] {
             out = Tensor();  // freed before the next step allocates, as a step's own would be
             out = fresh ? sequence_dispatch(c, c.world(), shard, 0, route)
                         : sequence_dispatch(c, c.world(), shard, 0, route, buffers);
           },
-          barrier);
+          c);
       return bench::Side{us, bench::count_wrong(out.bytes(), 0, route.global_start * kRowBytes)};
     }
     if (op == Op::backward) {
@@ -77,14 +77,14 @@ bench::Side measure(Op op, int p, std::size_t bank_bytes, const bench::Schedule&
       }
       Tensor grad(DType::float32, {rows, kWidth}, SharedBytes::adopt(std::move(g)));
       Tensor back;
-      double us = schedule.time_us(
+      double us = schedule.time_us_cluster(
           bank_bytes,
           [&] {
             back = Tensor();
             back = fresh ? sequence_dispatch_backward(c, c.world(), grad, 0, route)
                          : sequence_dispatch_backward(c, c.world(), grad, 0, route, buffers);
           },
-          barrier);
+          c);
       return bench::Side{us, wrong_sums(routes, first, local, back)};
     }
     // The bare exchange: the forward's counts, from the shard's sent rows (one run here)
@@ -98,14 +98,14 @@ bench::Side measure(Op op, int p, std::size_t bank_bytes, const bench::Schedule&
     std::size_t sent = std::accumulate(in_counts.begin(), in_counts.end(), 0ul), offset = 0;
     for (auto [off, n] : route.owner_ranges())
       offset = n > 0 ? static_cast<std::size_t>(off * kRowBytes) : offset;
-    double us = schedule.time_us(
+    double us = schedule.time_us_cluster(
         bank_bytes,
         [&] {
           c.all_to_all_v(c.world(), {shard.bytes().data() + offset, sent, MemorySpace::host},
                          in_counts, {recv.data(), recv.size(), MemorySpace::host}, out_counts)
               .wait();
         },
-        barrier);
+        c);
     return bench::Side{us, bench::count_wrong(recv, 0, route.global_start * kRowBytes)};
   });
 }

@@ -3,7 +3,8 @@
 // one-copy limit (one memcpy, in this process, of the bytes that cross ranks, timed in the
 // same run) and OpenMPI's MPI_Alltoallv / MPI_Allgather / MPI_Bcast on the same machine:
 // bench_mpi_alltoallv, launched here under mpirun with the same sizes and schedule. Not
-// Google Benchmark: each row is timed inside a simulated cluster (rank 0 between barriers),
+// Google Benchmark: each row is timed inside a simulated cluster (between barriers: from the
+// first rank to leave one to the first to leave the next, Schedule::time_us_cluster),
 // as nccl-tests time inside their ranks.
 #include <unistd.h>
 
@@ -45,7 +46,7 @@ bench::Side measure(Op op, int n, std::size_t bytes, const bench::Schedule& sche
         c.broadcast(w, {recv.data(), recv.size()}, 0).wait();
       }
     };
-    bench::Side side{schedule.time_us(bytes, once, [&] { c.barrier(w).wait(); }),
+    bench::Side side{schedule.time_us_cluster(bytes, once, c),
                      op == Op::broadcast ? bench::count_wrong(recv, 0) : a.wrong()};
     for (std::size_t p = 0; op == Op::all_gather && p < static_cast<std::size_t>(n); ++p) {
       side.wrong += bench::count_wrong(std::span(recv).subspan(p * chunk, chunk), p);
