@@ -20,8 +20,8 @@
 namespace hpref {
 
 struct Value::Node {
-  // A growable node (Value::tuple, list, mapping; the pickle reader fills its lists and dicts
-  // in place) holds its items in `grown`. A node made whole (ValueAccess::make_sequence /
+  // A growable node (Value::list, mapping, an empty tuple; the pickle reader fills its lists and
+  // dicts in place) holds its items in `grown`. A node made whole (ValueAccess::make_sequence /
   // make_mapping) holds its `size` items or entries at `fixed`, after it in its one
   // allocation, and never grows. Small, so that a decode's many small nodes take few bytes.
   struct Grown {
@@ -155,6 +155,9 @@ Value Value::tensor(Tensor t) noexcept {
   return v;
 }
 
+// Tuples never grow: a non-empty one is built whole (one allocation). Lists and mappings
+// stay growable, whatever they start with: the pickle reader appends to a list that LIST
+// made and sets items in a dict that DICT made (SPEC 2.3).
 Value Value::tuple(std::vector<Value> items) {
   if (!items.empty()) return detail::ValueAccess::make_sequence(ValueKind::tuple, items);
   Value v;
@@ -164,14 +167,25 @@ Value Value::tuple(std::vector<Value> items) {
 }
 
 Value Value::list(std::vector<Value> items) {
-  Value v = tuple(std::move(items));
+  auto node = std::make_shared<Node::Growable>();
+  for (const Value& item : items) {
+    node->nodes = saturating_add(node->nodes, item.node_count());
+    node->depth = std::max(node->depth, item.depth() + 1);
+  }
+  node->storage.items = std::move(items);  // the caller's vector becomes the node's storage
+  Value v;
   v.kind_ = ValueKind::list;
+  v.ptr_ = std::move(node);
   return v;
 }
 
 Value Value::mapping(std::vector<Entry> entries) {
+  Value v;
+  v.kind_ = ValueKind::mapping;
+  v.ptr_ = std::make_shared<Node::Growable>();
+  detail::ValueAccess::reserve(v, entries.size());
   KeySet seen;
-  for (const Entry& e : entries) {
+  for (Entry& e : entries) {
     if (!e.first.is_hashable()) {
       throw Error(Errc::unhashable_key, "mapping key " + repr(e.first) + " of type " +
                                             std::string(value_kind_name(e.first.kind())) +
@@ -180,11 +194,8 @@ Value Value::mapping(std::vector<Entry> entries) {
     if (!seen.insert(e.first)) {
       throw Error(Errc::duplicate_key, "mapping key " + repr(e.first) + " appears twice");
     }
+    detail::ValueAccess::add_entry(v, std::move(e.first), std::move(e.second));
   }
-  if (!entries.empty()) return detail::ValueAccess::make_mapping(entries);
-  Value v;
-  v.kind_ = ValueKind::mapping;
-  v.ptr_ = std::make_shared<Node::Growable>();
   return v;
 }
 

@@ -160,6 +160,31 @@ BOOST_AUTO_TEST_CASE(fetching_a_finished_container_twice_yields_equal_copies) {
   BOOST_TEST(v.node_count() == 1u + 3u * 2u);
 }
 
+// Found by the received_merge fuzzer in CI: a list that LIST built from a MARK and a dict
+// that DICT built take further APPEND/APPENDS and SETITEM/SETITEMS (they are not finished
+// until fetched from the memo), as CPython's reader allows.
+BOOST_AUTO_TEST_CASE(lists_and_dicts_built_from_a_mark_still_grow) {
+  // MARK 1 2 LIST, 3 APPEND, MARK 4 5 APPENDS.
+  Value list = read(
+      "\x80\x02(K\x01K\x02lK\x03"
+      "a(K\x04K\x05"
+      "e."sv);
+  BOOST_TEST((list == Value::list({i64(1), i64(2), i64(3), i64(4), i64(5)})));
+  BOOST_TEST(list.node_count() == 6u);
+  // MARK 'a' 1 DICT, 'b' 2 SETITEM, MARK 'c' 3 SETITEMS.
+  Value dict = read(
+      "\x80\x02(X\x01\x00\x00\x00"
+      "aK\x01"
+      "dX\x01\x00\x00\x00"
+      "bK\x02"
+      "s(X\x01\x00\x00\x00"
+      "cK\x03"
+      "u."sv);
+  BOOST_TEST((dict == Value::mapping({{Value::string("a"), i64(1)},
+                                      {Value::string("b"), i64(2)},
+                                      {Value::string("c"), i64(3)}})));
+}
+
 BOOST_AUTO_TEST_CASE(pop_pops_a_mark_like_cpython) {
   // MARK then POP with nothing above the mark removes the mark.
   BOOST_TEST((read("\x80\x05K\x01(0."sv) == i64(1)));
