@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "hpref/communicator.hpp"
 
@@ -145,6 +146,24 @@ __attribute__((target("avx2"))) void blocks(__m256i& a, __m256i& b, __m256i& c,
   c = z;
 }
 
+// The lanes, stored, then finish() with the bytes after the whole blocks.
+__attribute__((target("avx2"))) std::uint64_t finish_lanes(__m256i a, __m256i b, __m256i c,
+                                                           std::size_t bytes,
+                                                           const unsigned char* tail) noexcept {
+  alignas(32) std::uint64_t la[4], lb[4], lc[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(la), a);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lb), b);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lc), c);
+  return finish(la, lb, lc, bytes, tail);
+}
+
+// The whole 32-byte blocks inside [begin, end), of the first `whole` bytes: [first, second).
+std::pair<std::size_t, std::size_t> inner_blocks(std::size_t begin, std::size_t end,
+                                                 std::size_t whole) noexcept {
+  std::size_t b = std::min(whole, (begin + 31) / 32 * 32);
+  return {b, std::max(b, std::min(whole, end / 32 * 32))};
+}
+
 // The checksum of src (a copy to dst outside [skip_begin, skip_end) when dst is given).
 __attribute__((target("avx2"))) std::uint64_t avx2_pass(void* dst, const void* src,
                                                         std::size_t bytes, std::size_t skip_begin,
@@ -153,8 +172,7 @@ __attribute__((target("avx2"))) std::uint64_t avx2_pass(void* dst, const void* s
   auto* q = static_cast<unsigned char*>(dst);
   const std::size_t whole = bytes / 32 * 32;
   // Blocks [sb, se) are only summed: the skipped range, shrunk to whole blocks.
-  std::size_t sb = std::min(whole, (skip_begin + 31) / 32 * 32);
-  std::size_t se = std::max(sb, std::min(whole, skip_end / 32 * 32));
+  auto [sb, se] = inner_blocks(skip_begin, skip_end, whole);
   __m256i a = _mm256_set_epi64x(4, 3, 2, 1), b = _mm256_setzero_si256(), c = b;
   if (q == nullptr) {
     blocks<Store::none>(a, b, c, p, nullptr, whole);
@@ -167,11 +185,7 @@ __attribute__((target("avx2"))) std::uint64_t avx2_pass(void* dst, const void* s
     if (stream) _mm_sfence();
     if (bytes > whole) std::memcpy(q + whole, p + whole, bytes - whole);
   }
-  alignas(32) std::uint64_t la[4], lb[4], lc[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(la), a);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lb), b);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lc), c);
-  return finish(la, lb, lc, bytes, p + whole);
+  return finish_lanes(a, b, c, bytes, p + whole);
 }
 
 // The checksum of src, and a copy of its bytes [begin, end) to dst (which receives src +
@@ -184,8 +198,7 @@ __attribute__((target("avx2"))) std::uint64_t avx2_range_pass(void* dst, const v
   auto* d = static_cast<unsigned char*>(dst);  // d + (i - begin) receives p + i
   const std::size_t whole = bytes / 32 * 32;
   // Blocks [cb, ce) are copied in the pass (none if ce == cb); the range's other bytes after.
-  std::size_t cb = std::min(whole, (begin + 31) / 32 * 32);
-  std::size_t ce = std::max(cb, std::min(whole, end / 32 * 32));
+  auto [cb, ce] = inner_blocks(begin, end, whole);
   __m256i a = _mm256_set_epi64x(4, 3, 2, 1), b = _mm256_setzero_si256(), c = b;
   blocks<Store::none>(a, b, c, p, nullptr, cb);
   if (ce > cb) {  // then begin <= cb and ce <= end
@@ -207,11 +220,7 @@ __attribute__((target("avx2"))) std::uint64_t avx2_range_pass(void* dst, const v
   } else {
     std::memcpy(d, p + begin, end - begin);
   }
-  alignas(32) std::uint64_t la[4], lb[4], lc[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(la), a);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lb), b);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lc), c);
-  return finish(la, lb, lc, bytes, p + whole);
+  return finish_lanes(a, b, c, bytes, p + whole);
 }
 
 __attribute__((target("avx2"))) void avx2_stream_copy(unsigned char* q, const unsigned char* p,
