@@ -29,6 +29,7 @@ using sc::Scenario;
 struct Args {
   bool normal = false, large = false, mutations = false, list_broken = false, checked = false;
   std::string broken;
+  std::string stdout_dir;  // each rank's stdout to DIR/rank.N (not through mpirun)
   std::uint64_t first_seed = 1, last_seed = 3;
   std::int64_t timeout_ms = 120000;
   std::size_t max_count = INT_MAX;
@@ -40,7 +41,8 @@ struct Args {
                "usage: hpref_mpi_scenarios --normal [--seeds A:B] [--checked] [--max-count N] "
                "[--timeout-ms T]\n"
                "       hpref_mpi_scenarios --broken NAME [--timeout-ms T]\n"
-               "       hpref_mpi_scenarios --large | --mutations | --list-broken\n",
+               "       hpref_mpi_scenarios --large | --mutations | --list-broken\n"
+               "each also takes --stdout-to DIR: this rank's output to DIR/rank.N\n",
                why.c_str());
   std::exit(2);
 }
@@ -76,6 +78,8 @@ Args parse(int argc, char** argv) {
         a.timeout_ms = std::stoll(value());
       } else if (arg == "--max-count") {
         a.max_count = std::stoull(value());
+      } else if (arg == "--stdout-to") {
+        a.stdout_dir = value();
       } else {
         usage("unknown argument " + arg);
       }
@@ -253,6 +257,12 @@ int main(int argc, char** argv) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  // Written by the rank itself: mpirun's forwarded stdout can cut one rank's line with
+  // another's, and can lose what a rank wrote just before it exited.
+  if (!a.stdout_dir.empty()) {
+    std::string path = a.stdout_dir + "/rank." + std::to_string(rank);
+    if (!std::freopen(path.c_str(), "w", stdout)) usage("cannot write " + path);
+  }
   int status = 0;
   sc::WorldOptions options;
   options.timeout_ms = a.timeout_ms;
