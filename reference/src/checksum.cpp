@@ -289,6 +289,47 @@ void copy_bytes(void* dst, const void* src, std::size_t bytes, bool stream) noex
   std::memcpy(dst, src, bytes);
 }
 
+std::vector<ByteRun> block_runs(std::span<const std::size_t> counts,
+                                std::span<const std::size_t> displs) {
+  std::vector<ByteRun> blocks;
+  for (std::size_t i = 0; i < counts.size() && i < displs.size(); ++i) {
+    if (counts[i]) blocks.push_back({displs[i], displs[i] + counts[i]});
+  }
+  std::sort(blocks.begin(), blocks.end(),
+            [](const ByteRun& a, const ByteRun& b) { return a.begin < b.begin; });
+  std::vector<ByteRun> runs;
+  for (const ByteRun& b : blocks) {
+    if (!runs.empty() && b.begin <= runs.back().end) {
+      runs.back().end = std::max(runs.back().end, b.end);
+    } else {
+      runs.push_back(b);
+    }
+  }
+  return runs;
+}
+
+std::uint64_t fold_run_checksum(std::uint64_t folded, std::uint64_t run_sum,
+                                std::size_t index) noexcept {
+  if (index == 0) return run_sum;
+  // splitmix64's finalizer over the running value and the next run's checksum.
+  std::uint64_t z = (folded ^ (run_sum + 0x9e3779b97f4a7c15ULL + (folded << 6))) +
+                    static_cast<std::uint64_t>(index);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+std::uint64_t runs_checksum(const void* base, std::span<const ByteRun> runs) noexcept {
+  const auto* bytes = static_cast<const unsigned char*>(base);
+  if (runs.empty()) return checksum_copy(nullptr, bytes, 0);
+  std::uint64_t folded = 0;
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    std::uint64_t sum = checksum_copy(nullptr, bytes + runs[k].begin, runs[k].end - runs[k].begin);
+    folded = fold_run_checksum(folded, sum, k);
+  }
+  return folded;
+}
+
 }  // namespace detail
 
 std::uint64_t buffer_checksum(const void* data, std::size_t bytes) noexcept {

@@ -219,6 +219,7 @@ struct DispatchHandle::State {
   BlockPtr send;  // the packed send rows (none when they are sent from `local` itself)
   BlockPtr out;   // the assembled interval; the exchange receives into its front
   bool exchange = false;
+  bool assembled = false;  // the exchange carried the own rows too: `out` is complete
   bool waited = false;
 };
 
@@ -228,9 +229,12 @@ struct DispatchAccess {
     return *buffers.pool_;
   }
 
-  // SPEC 8.1's launch. The rows go out in peer order, one memcpy per contiguous run; with
-  // `send_in_place` and every run back to back, straight from the shard (the caller waits
-  // before it can change it, or the shard is this dispatch's own copy).
+  // SPEC 8.1's launch. With `send_in_place` (the caller waits before it can change the
+  // shard, or the shard is this dispatch's own copy) every block goes out from where it is
+  // in the shard, the own rows included, so the exchange writes the whole interval in peer
+  // order and nothing is copied here (the simulator copies the own rows in the pass that
+  // checks the shard unchanged). Otherwise the send rows are copied out first, in peer
+  // order, one memcpy per contiguous run, and the own rows are put in at wait().
   static DispatchHandle launch(Communicator& comm, const Group& group, const Tensor& tensor,
                                int sequence_dim, const Route& route, DispatchBuffers::Pool& pool,
                                bool send_in_place) {
@@ -263,6 +267,27 @@ struct DispatchAccess {
     std::size_t total = checked_bytes(s.rows, row, "assembled interval");
     const std::uint8_t* shard = s.local.bytes().data();
     std::vector<std::size_t> in_counts, out_counts;
+    MemorySpace space = space_of(s.local);
+    for (std::int64_t n : route.output_splits) {
+      out_counts.push_back(static_cast<std::size_t>(n) * row);
+      s.received += out_counts.back();
+    }
+    s.before = static_cast<std::size_t>(route.local_output_start) * row;
+    s.out = pool.take(total);
+    if (send_in_place) {
+      auto m = static_cast<std::size_t>(group.index_of(comm.rank()));
+      std::vector<std::size_t> displs;
+      for (auto [offset, count] : route.owner_ranges()) {
+        in_counts.push_back(static_cast<std::size_t>(count) * row);
+        displs.push_back(static_cast<std::size_t>(offset) * row);
+      }
+      in_counts[m] = out_counts[m] = s.local.nbytes();
+      displs[m] = 0;
+      s.assembled = true;
+      s.work = comm.all_to_all_v(group, {shard, s.local.nbytes(), space}, in_counts, displs,
+                                 {s.out->data.get(), total, space}, out_counts);
+      return;
+    }
     std::vector<std::pair<std::size_t, std::size_t>> runs;  // (first byte, bytes) in the shard
     for (auto [offset, count] : route.owner_ranges()) {
       std::size_t first = static_cast<std::size_t>(offset) * row;
@@ -276,22 +301,13 @@ struct DispatchAccess {
       }
     }
     const std::uint8_t* send = nullptr;
-    if (runs.size() == 1 && send_in_place) {
-      send = shard + runs[0].first;
-    } else if (!runs.empty()) {
+    if (!runs.empty()) {
       s.send = pool.take(sent);
       std::uint8_t* at = s.send->data.get();
       for (auto [first, bytes] : runs)
         at = static_cast<std::uint8_t*>(std::memcpy(at, shard + first, bytes)) + bytes;
       send = s.send->data.get();
     }
-    for (std::int64_t n : route.output_splits) {
-      out_counts.push_back(static_cast<std::size_t>(n) * row);
-      s.received += out_counts.back();
-    }
-    s.before = static_cast<std::size_t>(route.local_output_start) * row;
-    s.out = pool.take(total);
-    MemorySpace space = space_of(s.local);
     s.work = comm.all_to_all_v(group, {send, sent, space}, in_counts,
                                {s.out->data.get(), s.received, space}, out_counts);
   }
@@ -325,9 +341,9 @@ Tensor DispatchHandle::wait() {
   // past the shard's place.
   std::uint8_t* out = s.out->data.get();
   std::size_t local = s.local.nbytes();
-  if (s.received > s.before)
+  if (!s.assembled && s.received > s.before)
     std::memmove(out + s.before + local, out + s.before, s.received - s.before);
-  if (local) std::memcpy(out + s.before, s.local.bytes().data(), local);
+  if (!s.assembled && local) std::memcpy(out + s.before, s.local.bytes().data(), local);
   Tensor assembled = rows_in(s.local, s.rows, s.received + local, s.out);
   s.out = nullptr;
   return move_front_to_axis(assembled, s.axis);
@@ -377,19 +393,17 @@ Tensor sequence_dispatch_backward(Communicator& comm, const Group& group, const 
     if (local) std::memcpy(out->data.get(), bytes + first, local);
     return move_front_to_axis(rows_in(g, route.local_length, local, out), axis);
   }
-  // The rows outside the own block go back, from where they are when they are one run.
-  std::size_t after = g.nbytes() - first - local;
-  BlockPtr packed;
-  const std::uint8_t* send = first == 0 ? bytes + local : bytes;
-  if (first > 0 && after > 0) {
-    packed = pool.take(first + after);
-    std::memcpy(packed->data.get(), bytes, first);
-    std::memcpy(packed->data.get() + first, bytes + first + local, after);
-    send = packed->data.get();
-  }
-  std::vector<std::size_t> in_counts, out_counts;  // the forward splits, swapped
+  // The rows outside the own block go back from where they are in the gradient: the
+  // interval in peer order, the own block (no rows sent) at `first`.
+  std::vector<std::size_t> in_counts, displs, out_counts;  // the forward splits, swapped
   checked_bytes(rows_sent(route), row, "rows sent back");
-  for (std::int64_t n : route.output_splits) in_counts.push_back(static_cast<std::size_t>(n) * row);
+  auto m = static_cast<std::size_t>(group.index_of(comm.rank()));
+  for (std::size_t j = 0, at = 0; j < route.output_splits.size(); ++j) {
+    if (j == m) at += local;
+    in_counts.push_back(static_cast<std::size_t>(route.output_splits[j]) * row);
+    displs.push_back(at);
+    at += in_counts.back();
+  }
   std::size_t received = 0;
   for (std::int64_t n : route.input_splits) {
     out_counts.push_back(static_cast<std::size_t>(n) * row);
@@ -397,7 +411,7 @@ Tensor sequence_dispatch_backward(Communicator& comm, const Group& group, const 
   }
   BlockPtr in = pool.take(received);
   MemorySpace space = space_of(grad);
-  comm.all_to_all_v(group, {send, first + after, space}, in_counts,
+  comm.all_to_all_v(group, {bytes, g.nbytes(), space}, in_counts, displs,
                     {in->data.get(), received, space}, out_counts)
       .wait();
   sum_gradient(g.dtype(), row, bytes + first, static_cast<std::size_t>(route.local_length),

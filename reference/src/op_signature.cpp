@@ -334,7 +334,8 @@ OpSignature check_all_reduce(const Group& group, int rank, MutableBuffer buffer,
 
 OpSignature check_all_to_all_v(const Group& group, int rank, ConstBuffer in,
                                std::span<const std::size_t> in_counts, MutableBuffer out,
-                               std::span<const std::size_t> out_counts) {
+                               std::span<const std::size_t> out_counts,
+                               std::span<const std::size_t> in_displs) {
   check_member(group, rank, "all_to_all_v");
   check_space(group, rank, in.space, "all_to_all_v");
   check_space(group, rank, out.space, "all_to_all_v");
@@ -354,7 +355,27 @@ OpSignature check_all_to_all_v(const Group& group, int rank, ConstBuffer in,
   };
   std::size_t sent = total(in_counts);
   std::size_t received = total(out_counts);
-  if (in_counts.size() != n || out_counts.size() != n || sent > in.bytes || received > out.bytes) {
+  bool displaced = !in_displs.empty();
+  if (displaced && in_displs.size() != n) {
+    throw CommError(Errc::comm_usage,
+                    "all_to_all_v needs " + std::to_string(n) +
+                        " send displacements (or none), got " + std::to_string(in_displs.size()),
+                    group.id());
+  }
+  for (std::size_t i = 0; displaced && i < n && i < in_counts.size(); ++i) {
+    std::size_t end = 0;
+    if (in_counts[i] == 0) continue;  // reads nothing: any displacement
+    if (__builtin_add_overflow(in_displs[i], in_counts[i], &end) || end > in.bytes) {
+      throw CommError(Errc::comm_usage,
+                      "all_to_all_v's block for member " + std::to_string(i) + " (" +
+                          std::to_string(in_counts[i]) + " bytes at displacement " +
+                          std::to_string(in_displs[i]) + ") ends past the send buffer of " +
+                          std::to_string(in.bytes) + " bytes",
+                      group.id());
+    }
+  }
+  bool too_many = displaced ? sent == std::numeric_limits<std::size_t>::max() : sent > in.bytes;
+  if (in_counts.size() != n || out_counts.size() != n || too_many || received > out.bytes) {
     throw CommError(Errc::comm_usage,
                     "all_to_all_v needs " + std::to_string(n) +
                         " counts each way within the buffers, got " +

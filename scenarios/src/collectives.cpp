@@ -218,7 +218,25 @@ std::string run_program(Communicator& comm, const ScenarioContext& ctx, std::vec
           }
           pd.in = sent(ctx.seed, s, step, m, row_sum(in_counts));
           pd.out.resize(row_sum(out_counts));
-          pd.work = comm.all_to_all_v(g, {pd.in.data(), pd.in.size(), sp}, in_counts,
+          if (step % 3 != 1) {
+            pd.work = comm.all_to_all_v(g, {pd.in.data(), pd.in.size(), sp}, in_counts,
+                                        {pd.out.data(), pd.out.size(), sp}, out_counts);
+            break;
+          }
+          // Every third step the blocks go out from displacements: in reverse member order,
+          // three bytes of 0xee before each (not sent: a gap the wait does not check).
+          std::vector<std::size_t> displs(in_counts.size());
+          std::vector<std::uint8_t> scattered;
+          for (std::size_t j = in_counts.size(), at = row_sum(in_counts); j-- > 0;) {
+            at -= in_counts[j];
+            scattered.insert(scattered.end(), 3, 0xee);
+            displs[j] = scattered.size();
+            auto from = pd.in.begin() + static_cast<std::ptrdiff_t>(at);
+            scattered.insert(scattered.end(), from,
+                             from + static_cast<std::ptrdiff_t>(in_counts[j]));
+          }
+          pd.in = std::move(scattered);
+          pd.work = comm.all_to_all_v(g, {pd.in.data(), pd.in.size(), sp}, in_counts, displs,
                                       {pd.out.data(), pd.out.size(), sp}, out_counts);
           break;
         }

@@ -28,6 +28,10 @@ struct RankComm::Launch {
   MutableBuffer recv;
   // all_to_all_v: the bytes the rank sends itself, not staged (copied at its wait).
   std::size_t self_begin = 0, self_end = 0;
+  // all_to_all_v with displacements (empty: `send` is the blocks back to back). Then `send`
+  // spans the runs of sent bytes and the staged bytes are sig.bytes, the counts' sum.
+  std::span<const std::size_t> counts = {}, displs = {};
+  std::size_t self = 0;  // this rank's member index
 };
 
 struct RankComm::SimWork final : Work::State {
@@ -37,6 +41,10 @@ struct RankComm::SimWork final : Work::State {
   int group = -1;
   ConstBuffer send;
   std::uint64_t send_sum = 0;
+  // With displacements: the runs of `send` that went out, and where the own block starts.
+  bool displaced = false;
+  std::vector<hpref::detail::ByteRun> runs;
+  std::size_t own_src = 0;
   MutableBuffer recv;
   bool done = false;
   std::optional<CommError> error;
@@ -105,25 +113,28 @@ Work RankComm::launch(const Launch& l) {
   s.req = Req::launch;
   s.group = l.group.id();
   write_signature(l.sig, l.group.size(), s.signature);
-  s.stage_bytes = l.send.bytes;
+  bool displaced = !l.displs.empty();
+  std::size_t staged = displaced ? l.sig.bytes : l.send.bytes;
+  s.stage_bytes = staged;
   auto work = std::make_shared<SimWork>();
   // The data is taken at launch: small sends travel in the slot, larger ones are copied
   // into the spare staging area the monitor keeps for this rank when they fit, else into
   // one it hands out first (a second round trip).
-  s.inline_data = l.send.bytes <= kInlineBytes;
-  s.in_spare = !s.inline_data && l.send.bytes <= s.spare_bytes;
+  s.inline_data = staged <= kInlineBytes;
+  s.in_spare = !s.inline_data && staged <= s.spare_bytes;
+  char* stage = nullptr;
   if (s.inline_data) {
-    work->send_sum =
-        hpref::detail::checksum_copy(s.data, l.send.data, l.send.bytes, l.self_begin, l.self_end);
+    stage = reinterpret_cast<char*>(s.data);
   } else if (s.in_spare) {
-    work->send_sum = hpref::detail::checksum_copy(base_ + s.spare, l.send.data, l.send.bytes,
-                                                  l.self_begin, l.self_end);
+    stage = base_ + s.spare;
   } else {
     call();
     if (s.status != 0) throw_response();
-    work->send_sum = hpref::detail::checksum_copy(base_ + s.handle, l.send.data, l.send.bytes,
-                                                  l.self_begin, l.self_end);
+    stage = base_ + s.handle;
   }
+  work->send_sum = displaced ? stage_blocks(stage, l, *work)
+                             : hpref::detail::checksum_copy(stage, l.send.data, l.send.bytes,
+                                                            l.self_begin, l.self_end);
   s.checksum = work->send_sum;
   s.req = Req::launch_staged;
   call();
@@ -135,6 +146,45 @@ Work RankComm::launch(const Launch& l) {
   work->send = l.send;
   work->recv = l.recv;
   return Work(work);
+}
+
+std::uint64_t RankComm::stage_blocks(char* stage, const Launch& l, SimWork& w) {
+  namespace hd = hpref::detail;
+  const auto* in = static_cast<const char*>(l.send.data);
+  std::size_t n = l.counts.size();
+  std::vector<std::size_t> at(n, 0);  // each block's place in the packed staging layout
+  for (std::size_t j = 1; j < n; ++j) at[j] = at[j - 1] + l.counts[j - 1];
+  bool stream = l.sig.bytes >= hd::kStreamBytes;
+  w.displaced = true;
+  w.own_src = l.displs[l.self];
+  w.runs = hd::block_runs(l.counts, l.displs);
+  if (w.runs.empty()) return hd::runs_checksum(in, w.runs);
+  std::uint64_t folded = 0;
+  for (std::size_t k = 0; k < w.runs.size(); ++k) {
+    const hd::ByteRun& run = w.runs[k];
+    auto inside = [&](std::size_t j) {
+      return j != l.self && l.counts[j] && run.begin <= l.displs[j] &&
+             l.displs[j] + l.counts[j] <= run.end;
+    };
+    // One read of the run: its checksum, and a copy of its largest block to a peer; the
+    // run's other blocks to peers are copied after (they overlap what was read).
+    std::size_t best = n;
+    for (std::size_t j = 0; j < n; ++j) {
+      if (inside(j) && (best == n || l.counts[j] > l.counts[best])) best = j;
+    }
+    std::size_t bytes = run.end - run.begin;
+    std::uint64_t sum =
+        best == n ? hd::checksum_copy(nullptr, in + run.begin, bytes)
+                  : hd::checksum_copy_range(stage + at[best], in + run.begin, bytes,
+                                            l.displs[best] - run.begin,
+                                            l.displs[best] - run.begin + l.counts[best], stream);
+    for (std::size_t j = 0; j < n; ++j) {
+      if (j != best && inside(j))
+        hd::copy_bytes(stage + at[j], in + l.displs[j], l.counts[j], stream);
+    }
+    folded = hd::fold_run_checksum(folded, sum, k);
+  }
+  return folded;
 }
 
 void RankComm::wait_work(SimWork& w) {
@@ -163,24 +213,37 @@ void RankComm::wait_work(SimWork& w) {
   // check. Where it does not overlap the send buffer, the check's pass copies it (one read
   // of the send buffer, not a checksum and then a memmove of the block); if that finds the
   // buffer changed, the operation fails with the block written.
+  // The runs of sent bytes: the whole send buffer, or (with displacements) the blocks' union.
   const Piece* own = nullptr;
   for (std::int32_t i = 0; i < s.npieces; ++i) {
     if (s.pieces[i].bytes && s.pieces[i].handle == 0) own = &s.pieces[i];
   }
+  hpref::detail::ByteRun whole{0, w.send.bytes};
+  std::span<const hpref::detail::ByteRun> runs(&whole, w.send.bytes ? 1 : 0);
+  if (w.displaced) runs = w.runs;
+  std::size_t own_src = own == nullptr ? 0 : w.displaced ? w.own_src : own->offset;
   bool fused = false;
   if (own != nullptr) {
     auto to = reinterpret_cast<std::uintptr_t>(out + own->dst);
-    auto from = reinterpret_cast<std::uintptr_t>(in);
-    fused = to + own->bytes <= from || from + w.send.bytes <= to;
+    auto from = reinterpret_cast<std::uintptr_t>(in + runs.front().begin);
+    auto past = reinterpret_cast<std::uintptr_t>(in + runs.back().end);
+    fused = to + own->bytes <= from || past <= to;
   }
   std::uint64_t sum = 0;
-  if (fused) {
-    sum = hpref::detail::checksum_copy_range(out + own->dst, in, w.send.bytes, own->offset,
-                                             own->offset + own->bytes, stream);
-  } else if (w.send.bytes) {
-    sum = buffer_checksum(in, w.send.bytes);
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    std::size_t bytes = runs[k].end - runs[k].begin;
+    const char* run = in + runs[k].begin;
+    std::uint64_t run_sum = 0;
+    if (fused && runs[k].begin <= own_src && own_src + own->bytes <= runs[k].end) {
+      std::size_t begin = own_src - runs[k].begin;
+      run_sum = hpref::detail::checksum_copy_range(out + own->dst, run, bytes, begin,
+                                                   begin + own->bytes, stream);
+    } else {
+      run_sum = buffer_checksum(run, bytes);
+    }
+    sum = hpref::detail::fold_run_checksum(sum, run_sum, k);
   }
-  if (w.send.bytes && sum != w.send_sum) {
+  if (!runs.empty() && sum != w.send_sum) {
     w.error =
         CommError(Errc::comm_buffer_mutated,
                   std::string("rank ") + std::to_string(rank_) + " changed its send buffer of " +
@@ -191,7 +254,7 @@ void RankComm::wait_work(SimWork& w) {
   }
   // Otherwise the own block first: the output may overlap the send buffer, and the other
   // pieces come from staging.
-  if (own != nullptr && !fused) std::memmove(out + own->dst, in + own->offset, own->bytes);
+  if (own != nullptr && !fused) std::memmove(out + own->dst, in + own_src, own->bytes);
   for (std::int32_t i = 0; i < s.npieces; ++i) {
     const Piece& p = s.pieces[i];
     if (p.bytes && p.handle != 0)
@@ -217,15 +280,28 @@ Work RankComm::all_reduce(const Group& group, MutableBuffer buffer, DType dtype,
 }
 
 Work RankComm::all_to_all_v(const Group& group, ConstBuffer in,
-                            std::span<const std::size_t> in_counts, MutableBuffer out,
+                            std::span<const std::size_t> in_counts,
+                            std::span<const std::size_t> in_displs, MutableBuffer out,
                             std::span<const std::size_t> out_counts) {
-  OpSignature sig = check_all_to_all_v(group, rank_, in, in_counts, out, out_counts);
+  OpSignature sig = check_all_to_all_v(group, rank_, in, in_counts, out, out_counts, in_displs);
   std::size_t received = std::accumulate(out_counts.begin(), out_counts.end(), std::size_t{0});
-  ConstBuffer send{in.data, sig.bytes, in.space};
   auto m = static_cast<std::size_t>(group.index_of(rank_));
   std::size_t self = std::accumulate(in_counts.begin(), in_counts.begin() + m, std::size_t{0});
-  return launch(
-      {group, std::move(sig), send, {out.data, received, out.space}, self, self + in_counts[m]});
+  // Displacements that put the blocks back to back from in's start are the packed form (the
+  // same staging, checksum and trace).
+  bool packed = true;
+  for (std::size_t j = 0, at = 0; j < in_displs.size(); at += in_counts[j++])
+    packed = packed && (in_counts[j] == 0 || in_displs[j] == at);
+  if (packed) {
+    ConstBuffer send{in.data, sig.bytes, in.space};
+    return launch(
+        {group, std::move(sig), send, {out.data, received, out.space}, self, self + in_counts[m]});
+  }
+  Launch l{group, std::move(sig), in, {out.data, received, out.space}};
+  l.counts = in_counts;
+  l.displs = in_displs;
+  l.self = m;
+  return launch(l);
 }
 
 Work RankComm::barrier(const Group& group) {

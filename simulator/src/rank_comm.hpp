@@ -23,8 +23,10 @@ class RankComm final : public Communicator {
   Work all_gather(const Group& group, ConstBuffer in, MutableBuffer out) override;
   Work broadcast(const Group& group, MutableBuffer buffer, int root) override;
   Work all_reduce(const Group& group, MutableBuffer buffer, DType dtype, ReduceOp op) override;
+  using Communicator::all_to_all_v;
   Work all_to_all_v(const Group& group, ConstBuffer in, std::span<const std::size_t> in_counts,
-                    MutableBuffer out, std::span<const std::size_t> out_counts) override;
+                    std::span<const std::size_t> in_displs, MutableBuffer out,
+                    std::span<const std::size_t> out_counts) override;
   Work barrier(const Group& group) override;
 
   // Reports the rank function's outcome to the monitor and ends the process.
@@ -41,6 +43,9 @@ class RankComm final : public Communicator {
   void point();  // a scheduling point: count it, and crash here if the plan says so
   [[noreturn]] void throw_response();
   Work launch(const Launch& l);
+  // A launch whose blocks have displacements: the peers' blocks into `stage` (their packed
+  // places), and the checksum of the runs they come from (hpref/detail/checksum.hpp).
+  static std::uint64_t stage_blocks(char* stage, const Launch& l, SimWork& work);
 
   Control* control_;
   char* base_;

@@ -272,9 +272,27 @@ class LoopbackComm : public Communicator {
     l.op = op;
     return launch(g, std::move(l));
   }
+  using Communicator::all_to_all_v;
   Work all_to_all_v(const Group& g, ConstBuffer in, std::span<const std::size_t> in_counts,
-                    MutableBuffer out, std::span<const std::size_t> out_counts) override {
-    Launch l = make(Kind::all_to_all_v, copy(g, in), checked(g, out));
+                    std::span<const std::size_t> in_displs, MutableBuffer out,
+                    std::span<const std::size_t> out_counts) override {
+    std::vector<std::uint8_t> bytes = copy(g, in);
+    if (!in_displs.empty()) {  // the blocks packed here, in member order
+      std::vector<std::uint8_t> packed;
+      for (std::size_t i = 0; i < in_counts.size(); ++i) {
+        if (in_displs.size() != in_counts.size() ||
+            (in_counts[i] &&
+             (in_displs[i] > bytes.size() || in_counts[i] > bytes.size() - in_displs[i]))) {
+          throw CommError(Errc::comm_usage, "all_to_all_v's block for member " + std::to_string(i) +
+                                                " is outside its send buffer");
+        }
+        if (in_counts[i] == 0) continue;
+        auto from = bytes.begin() + static_cast<std::ptrdiff_t>(in_displs[i]);
+        packed.insert(packed.end(), from, from + static_cast<std::ptrdiff_t>(in_counts[i]));
+      }
+      bytes = std::move(packed);
+    }
+    Launch l = make(Kind::all_to_all_v, std::move(bytes), checked(g, out));
     l.in_counts.assign(in_counts.begin(), in_counts.end());
     l.out_counts.assign(out_counts.begin(), out_counts.end());
     return launch(g, std::move(l));

@@ -109,6 +109,42 @@ BOOST_AUTO_TEST_CASE(a_range_pass_gives_the_checksum_and_copies_exactly_the_rang
   }
 }
 
+// all_to_all_v's sent bytes with displacements: the blocks' union as maximal runs, and their
+// checksum: one run's is its buffer_checksum; several are each run's, folded in order.
+BOOST_AUTO_TEST_CASE(blocks_merge_into_runs_and_runs_check_their_bytes_only) {
+  using detail::ByteRun;
+  auto runs = [](std::vector<std::size_t> counts, std::vector<std::size_t> displs) {
+    std::vector<std::pair<std::size_t, std::size_t>> out;
+    for (ByteRun r : detail::block_runs(counts, displs)) out.emplace_back(r.begin, r.end);
+    return out;
+  };
+  using Runs = std::vector<std::pair<std::size_t, std::size_t>>;
+  BOOST_TEST((runs({4, 0, 2}, {10, 3, 0}) == Runs{{0, 2}, {10, 14}}));  // sorted, empty dropped
+  BOOST_TEST((runs({4, 4}, {2, 4}) == Runs{{2, 8}}));                   // overlapping
+  BOOST_TEST((runs({4, 4}, {4, 0}) == Runs{{0, 8}}));                   // touching
+  BOOST_TEST((runs({2, 8}, {3, 1}) == Runs{{1, 9}}));                   // one inside another
+  BOOST_TEST(runs({0, 0}, {5, 6}).empty());
+
+  std::vector<std::uint8_t> bytes(300);
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::uint8_t>(i * 13);
+  std::vector<ByteRun> one = {{20, 120}}, two = {{0, 100}, {150, 300}};
+  BOOST_TEST(detail::runs_checksum(bytes.data(), one) == buffer_checksum(bytes.data() + 20, 100));
+  BOOST_TEST(detail::runs_checksum(bytes.data(), {}) == buffer_checksum(bytes.data(), 0));
+  std::uint64_t folded = detail::runs_checksum(bytes.data(), two);
+  BOOST_TEST(folded == detail::fold_run_checksum(buffer_checksum(bytes.data(), 100),
+                                                 buffer_checksum(bytes.data() + 150, 150), 1));
+  // The same bytes split at another place are other runs: the fold is not their whole checksum.
+  std::vector<ByteRun> split = {{0, 150}, {150, 300}};
+  BOOST_TEST(detail::runs_checksum(bytes.data(), split) != buffer_checksum(bytes.data(), 300));
+  bytes[120] ^= 1;  // between the runs: unchecked
+  BOOST_TEST(detail::runs_checksum(bytes.data(), two) == folded);
+  for (std::size_t at : {0ul, 99ul, 150ul, 299ul}) {
+    bytes[at] ^= 4;
+    BOOST_TEST(detail::runs_checksum(bytes.data(), two) != folded, "byte " << at);
+    bytes[at] ^= 4;
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_change_of_any_one_bit_changes_the_checksum) {
   std::vector<unsigned char> buf = random_bytes(1000, 3);
   std::uint64_t before = buffer_checksum(buf.data(), buf.size());

@@ -460,7 +460,9 @@ class RecordingComm final : public Communicator {
   Work all_reduce(const Group&, MutableBuffer, DType, ReduceOp) override {
     throw std::logic_error("unexpected");
   }
-  Work all_to_all_v(const Group&, ConstBuffer, std::span<const std::size_t>, MutableBuffer,
+  using Communicator::all_to_all_v;
+  Work all_to_all_v(const Group&, ConstBuffer, std::span<const std::size_t>,
+                    std::span<const std::size_t>, MutableBuffer,
                     std::span<const std::size_t>) override {
     throw std::logic_error("unexpected");
   }

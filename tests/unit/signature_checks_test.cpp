@@ -334,6 +334,36 @@ BOOST_AUTO_TEST_CASE(all_to_all_v_counts_one_per_member_each_way_within_the_buff
           "3 summing to 4 of 4 and 3 summing to at least 2^64 - 1 of 5");
 }
 
+// Send displacements: one per member (or none); each block inside the send buffer, which
+// blocks may overlap, so the counts may sum past it.
+BOOST_AUTO_TEST_CASE(all_to_all_v_blocks_at_displacements_lie_inside_the_send_buffer) {
+  Group g(7, {0, 1, 2}, "sim", 1);
+  std::vector<std::size_t> in{3, 0, 3}, out{2, 2, 0};
+  std::vector<std::size_t> displs{1, 9, 0};  // overlapping blocks; the empty one anywhere
+  OpSignature s = check_all_to_all_v(g, 1, host(4), in, host(5), out, displs);
+  BOOST_TEST(s.bytes == 6u);  // bytes sent: more than the buffer
+  BOOST_TEST(s.counts_in == (std::vector<std::uint64_t>{3, 0, 3}));
+  auto refused = [&](std::vector<std::size_t> d, std::size_t in_bytes, const std::string& text) {
+    check_comm_error(
+        comm_error_of([&] { check_all_to_all_v(g, 1, host(in_bytes), in, host(5), out, d); }),
+        Errc::comm_usage, text, 7, -1, {});
+  };
+  refused({1, 0}, 4, "all_to_all_v needs 3 send displacements (or none), got 2");
+  refused({2, 0, 0}, 4,
+          "all_to_all_v's block for member 0 (3 bytes at displacement 2) ends past the send "
+          "buffer of 4 bytes");
+  const std::size_t huge = std::numeric_limits<std::size_t>::max() - 1;  // wraps with the count
+  refused({0, 0, huge}, 4,
+          "all_to_all_v's block for member 2 (3 bytes at displacement " + std::to_string(huge) +
+              ") ends past the send buffer of 4 bytes");
+  // Without displacements the counts may not sum past the buffer.
+  check_comm_error(comm_error_of([&] { check_all_to_all_v(g, 1, host(5), in, host(5), out); }),
+                   Errc::comm_usage,
+                   "all_to_all_v needs 3 counts each way within the buffers, got 3 summing to 6 "
+                   "of 5 and 3 summing to 4 of 5",
+                   7, -1, {});
+}
+
 BOOST_AUTO_TEST_CASE(barrier_signature_is_the_bare_kind) {
   Group g(0, {0, 1}, "sim", 1);
   OpSignature s = check_barrier(g, 1);

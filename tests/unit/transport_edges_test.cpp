@@ -62,10 +62,12 @@ class Tap final : public Communicator {
     if (!bytes.empty()) std::memcpy(buffer.data, bytes.data(), bytes.size());
     return inner_.all_reduce(g, buffer, dtype, op);
   }
+  using Communicator::all_to_all_v;
   Work all_to_all_v(const Group& g, ConstBuffer in, std::span<const std::size_t> in_counts,
-                    MutableBuffer out, std::span<const std::size_t> out_counts) override {
+                    std::span<const std::size_t> in_displs, MutableBuffer out,
+                    std::span<const std::size_t> out_counts) override {
     auto bytes = outgoing("all_to_all_v", g, in);
-    return inner_.all_to_all_v(g, {bytes.data(), bytes.size(), in.space}, in_counts, out,
+    return inner_.all_to_all_v(g, {bytes.data(), bytes.size(), in.space}, in_counts, in_displs, out,
                                out_counts);
   }
   Work barrier(const Group& g) override {

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "hpref/detail/checksum.hpp"
 #include "hpref/device/transport.hpp"
 
 namespace hpref::device {
@@ -21,10 +22,16 @@ struct CoreWork final : Work::State {
   PendingPtr pending;
   const void* send = nullptr;  // checked mode: the send buffer and its launch checksum
   std::size_t send_bytes = 0;
+  std::vector<detail::ByteRun> send_runs;  // all_to_all_v with displacements: what is sent
   std::uint64_t send_sum = 0;
   std::function<void()> finish;  // the float reduction, the checked all_reduce's result
   bool done = false;
   std::optional<CommError> error;
+
+  std::uint64_t checksum() const {
+    return send_runs.empty() ? buffer_checksum(send, send_bytes)
+                             : detail::runs_checksum(send, send_runs);
+  }
 
   void wait() override {
     if (std::exchange(done, true)) {
@@ -33,7 +40,7 @@ struct CoreWork final : Work::State {
     }
     try {
       pending->wait();
-      if (send && buffer_checksum(send, send_bytes) != send_sum) {
+      if (send && checksum() != send_sum) {
         throw buffer_mutated_error(op.rank, op.kind, op.group, op.seq);
       }
       if (finish) finish();
@@ -94,8 +101,10 @@ struct CoreCommunicator::State {
 
   // The launch preamble: the next sequence number; in checked mode the agreement and the
   // send buffer's checksum (host memory only: the core cannot read device memory).
+  // `runs`: where the bytes are, when they are not the first send_bytes of `send`.
   std::shared_ptr<CoreWork> begin(const Group& group, Entry& g, const OpSignature& sig,
-                                  const void* send, std::size_t send_bytes) {
+                                  const void* send, std::size_t send_bytes,
+                                  std::vector<detail::ByteRun> runs = {}) {
     auto w = std::make_shared<CoreWork>();
     w->op = {group.id(), g.seq++, sig.kind, g.ranks, transport->rank()};
     if (checked) {
@@ -103,7 +112,8 @@ struct CoreCommunicator::State {
       if (send_bytes && transport->host_memory(send)) {
         w->send = send;
         w->send_bytes = send_bytes;
-        w->send_sum = buffer_checksum(send, send_bytes);
+        w->send_runs = std::move(runs);
+        w->send_sum = w->checksum();
       }
     }
     return w;
@@ -209,13 +219,27 @@ Work CoreCommunicator::all_reduce(const Group& group, MutableBuffer buffer, DTyp
 }
 
 Work CoreCommunicator::all_to_all_v(const Group& group, ConstBuffer in,
-                                    std::span<const std::size_t> in_counts, MutableBuffer out,
+                                    std::span<const std::size_t> in_counts,
+                                    std::span<const std::size_t> in_displs, MutableBuffer out,
                                     std::span<const std::size_t> out_counts) {
-  OpSignature sig = check_all_to_all_v(group, rank(), in, in_counts, out, out_counts);
+  OpSignature sig = check_all_to_all_v(group, rank(), in, in_counts, out, out_counts, in_displs);
   State::Entry& g = state_->lookup(group);
-  if (g.runner) return g.runner->all_to_all_v(g.runner_group, in, in_counts, out, out_counts);
-  auto w = state_->begin(group, g, sig, in.data, sig.bytes);
-  w->pending = state_->transport->all_to_all_v(w->op, in.data, in_counts, out.data, out_counts);
+  if (g.runner) {
+    return g.runner->all_to_all_v(g.runner_group, in, in_counts, in_displs, out, out_counts);
+  }
+  // The transports always take displacements: the packed ones when none were given.
+  std::vector<std::size_t> packed;
+  std::vector<detail::ByteRun> runs;
+  if (in_displs.empty()) {
+    packed.assign(in_counts.size(), 0);
+    for (std::size_t i = 1; i < packed.size(); ++i) packed[i] = packed[i - 1] + in_counts[i - 1];
+    in_displs = packed;
+  } else {
+    runs = detail::block_runs(in_counts, in_displs);
+  }
+  auto w = state_->begin(group, g, sig, in.data, sig.bytes, std::move(runs));
+  w->pending =
+      state_->transport->all_to_all_v(w->op, in.data, in_counts, in_displs, out.data, out_counts);
   return Work(w);
 }
 

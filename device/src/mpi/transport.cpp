@@ -143,7 +143,8 @@ class MpiTransport final : public device::Transport {
   }
 
   PendingPtr all_to_all_v(const OpContext& op, const void* in,
-                          std::span<const std::size_t> in_counts, void* out,
+                          std::span<const std::size_t> in_counts,
+                          std::span<const std::size_t> in_displs, void* out,
                           std::span<const std::size_t> out_counts) override;
 
   PendingPtr barrier(const OpContext& op) override {
@@ -209,7 +210,8 @@ class MpiTransport final : public device::Transport {
 // displacement; the rest of a block longer than max_count follows as point-to-point
 // pieces, which only the two ranks concerned need to know about.
 PendingPtr MpiTransport::all_to_all_v(const OpContext& op, const void* in,
-                                      std::span<const std::size_t> in_counts, void* out,
+                                      std::span<const std::size_t> in_counts,
+                                      std::span<const std::size_t> in_displs, void* out,
                                       std::span<const std::size_t> out_counts) {
   auto w = start(op);
   std::size_t n = in_counts.size();
@@ -239,16 +241,15 @@ PendingPtr MpiTransport::all_to_all_v(const OpContext& op, const void* in,
       w->counts[2 * side][i] = 1;
     }
   };
-  std::size_t sdisp = 0, rdisp = 0;
+  std::size_t rdisp = 0;
   for (std::size_t i = 0; i < n; ++i) {
     auto peer = static_cast<int>(i);
-    place(i, sdisp, in_counts[i], 0);
+    place(i, in_displs[i], in_counts[i], 0);
     place(i, rdisp, out_counts[i], 1);
     if (in_counts[i] > limit_)
-      tails.push_back({src + sdisp + limit_, nullptr, in_counts[i] - limit_, peer});
+      tails.push_back({src + in_displs[i] + limit_, nullptr, in_counts[i] - limit_, peer});
     if (out_counts[i] > limit_)
       tails.push_back({nullptr, dst + rdisp + limit_, out_counts[i] - limit_, peer});
-    sdisp += in_counts[i];
     rdisp += out_counts[i];
   }
   check(MPI_Ialltoallw(src, w->counts[0].data(), w->counts[1].data(), w->types[0].data(), dst,

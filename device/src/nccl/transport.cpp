@@ -187,22 +187,26 @@ class NcclTransport final : public device::Transport {
   }
 
   PendingPtr all_to_all_v(const OpContext& op, const void* in,
-                          std::span<const std::size_t> in_counts, void* out,
+                          std::span<const std::size_t> in_counts,
+                          std::span<const std::size_t> in_displs, void* out,
                           std::span<const std::size_t> out_counts) override {
     auto w = start(op);
-    std::size_t sent = std::accumulate(in_counts.begin(), in_counts.end(), std::size_t{0});
+    std::size_t extent = 0;  // the send buffer's bytes up to the end of its last block
+    for (std::size_t i = 0; i < in_counts.size(); ++i)
+      if (in_counts[i]) extent = std::max(extent, in_displs[i] + in_counts[i]);
     std::size_t received = std::accumulate(out_counts.begin(), out_counts.end(), std::size_t{0});
-    auto* src = static_cast<char*>(w->stage(in, sent, true, false));
+    auto* src = static_cast<char*>(w->stage(in, extent, true, false));
     auto* dst = static_cast<char*>(w->stage(out, received, false, true));
     auto [comm, stream] = w->comm;
     nccl_ok(ncclGroupStart(), "ncclGroupStart");
-    for (std::size_t i = 0, sdisp = 0, rdisp = 0; i < in_counts.size(); ++i) {
+    for (std::size_t i = 0, rdisp = 0; i < in_counts.size(); ++i) {
       auto peer = static_cast<int>(i);
-      if (in_counts[i])
-        nccl_ok(ncclSend(src + sdisp, in_counts[i], ncclUint8, peer, comm, stream), "ncclSend");
+      if (in_counts[i]) {
+        nccl_ok(ncclSend(src + in_displs[i], in_counts[i], ncclUint8, peer, comm, stream),
+                "ncclSend");
+      }
       if (out_counts[i])
         nccl_ok(ncclRecv(dst + rdisp, out_counts[i], ncclUint8, peer, comm, stream), "ncclRecv");
-      sdisp += in_counts[i];
       rdisp += out_counts[i];
     }
     nccl_ok(ncclGroupEnd(), "ncclGroupEnd");

@@ -113,11 +113,20 @@ class Communicator {
   virtual Work broadcast(const Group& group, MutableBuffer buffer, int root) = 0;
   // In place; dtype int32, int64, float32 or float64; members reduced in group order.
   virtual Work all_reduce(const Group& group, MutableBuffer buffer, DType dtype, ReduceOp op) = 0;
-  // in_counts[i] bytes go to member i, out_counts[i] bytes come from member i, each in
-  // member order; counts must agree pairwise.
+  // in_counts[i] bytes go to member i from in + in_displs[i]; out_counts[i] bytes come from
+  // member i, back to back in member order; counts must agree pairwise. Non-empty blocks lie
+  // inside `in` and may overlap (the same rows to several members, this rank among them: no
+  // packed copy of them). No in_displs: the blocks back to back from in's start (MPI's
+  // sdispls taken from the counts). What a wait checks unchanged is the blocks' bytes.
   virtual Work all_to_all_v(const Group& group, ConstBuffer in,
-                            std::span<const std::size_t> in_counts, MutableBuffer out,
+                            std::span<const std::size_t> in_counts,
+                            std::span<const std::size_t> in_displs, MutableBuffer out,
                             std::span<const std::size_t> out_counts) = 0;
+  // The blocks back to back from in's start.
+  Work all_to_all_v(const Group& group, ConstBuffer in, std::span<const std::size_t> in_counts,
+                    MutableBuffer out, std::span<const std::size_t> out_counts) {
+    return all_to_all_v(group, in, in_counts, {}, out, out_counts);
+  }
   virtual Work barrier(const Group& group) = 0;
 };
 

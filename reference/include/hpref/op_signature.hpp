@@ -100,10 +100,13 @@ OpSignature check_all_gather(const Group& group, int rank, ConstBuffer in, Mutab
 OpSignature check_broadcast(const Group& group, int rank, MutableBuffer buffer, int root);
 OpSignature check_all_reduce(const Group& group, int rank, MutableBuffer buffer, DType dtype,
                              ReduceOp op);
-// Counts: one per member each way, summing to no more than the buffers.
+// Counts: one per member each way, the received ones summing to no more than `out`; the
+// sent blocks back to back within `in` (no in_displs) or each non-empty one inside `in` at its
+// displacement (one per member). The signature's bytes: the sent counts' sum.
 OpSignature check_all_to_all_v(const Group& group, int rank, ConstBuffer in,
                                std::span<const std::size_t> in_counts, MutableBuffer out,
-                               std::span<const std::size_t> out_counts);
+                               std::span<const std::size_t> out_counts,
+                               std::span<const std::size_t> in_displs = {});
 OpSignature check_barrier(const Group& group, int rank);
 
 // "[0, 2, 3]".

@@ -37,8 +37,10 @@ class CoreCommunicator : public Communicator {
   // Integers: the transport's reduction. Floats: all-gathered and reduced here in group
   // order, the order SPEC 9.1 fixes, so results are bitwise those of the simulator.
   Work all_reduce(const Group& group, MutableBuffer buffer, DType dtype, ReduceOp op) final;
+  using Communicator::all_to_all_v;
   Work all_to_all_v(const Group& group, ConstBuffer in, std::span<const std::size_t> in_counts,
-                    MutableBuffer out, std::span<const std::size_t> out_counts) final;
+                    std::span<const std::size_t> in_displs, MutableBuffer out,
+                    std::span<const std::size_t> out_counts) final;
   Work barrier(const Group& group) final;
 
   // True once an operation timed out or a peer failed: the communicator refuses the rest.

@@ -55,8 +55,11 @@ class Transport {
   // Integer dtypes only (exact in any order); in == out reduces in place.
   virtual PendingPtr all_reduce(const OpContext& op, const void* in, void* out, std::size_t count,
                                 DType dtype, ReduceOp reduce) = 0;
+  // Block i goes out from in + in_displs[i] (one displacement per member, always given;
+  // blocks may overlap); what comes in lands back to back in member order.
   virtual PendingPtr all_to_all_v(const OpContext& op, const void* in,
-                                  std::span<const std::size_t> in_counts, void* out,
+                                  std::span<const std::size_t> in_counts,
+                                  std::span<const std::size_t> in_displs, void* out,
                                   std::span<const std::size_t> out_counts) = 0;
   virtual PendingPtr barrier(const OpContext& op) = 0;
   // new_group, before the agreement: refuse a backend name this transport cannot serve.

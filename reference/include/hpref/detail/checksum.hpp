@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
+#include <vector>
 
 namespace hpref::detail {
 
@@ -23,6 +25,21 @@ std::uint64_t checksum_copy_range(void* dst, const void* src, std::size_t bytes,
                                   std::size_t end, bool stream) noexcept;
 // memcpy (the ranges do not overlap), with streaming stores if `stream` (and AVX2).
 void copy_bytes(void* dst, const void* src, std::size_t bytes, bool stream) noexcept;
+
+// all_to_all_v's sent bytes when its blocks have displacements: the union of the blocks
+// [displs[i], displs[i] + counts[i]) as maximal runs, in ascending order (blocks that overlap
+// or touch make one run; empty blocks none). The sizes are checked (check_all_to_all_v).
+struct ByteRun {
+  std::size_t begin, end;
+};
+std::vector<ByteRun> block_runs(std::span<const std::size_t> counts,
+                                std::span<const std::size_t> displs);
+// The checksum of bytes sent as runs: each run's buffer_checksum, folded in order by
+// fold_run_checksum (run 0's value is its own checksum, so a single run from offset 0 checks
+// as the packed buffer does); no run: buffer_checksum of no bytes.
+std::uint64_t fold_run_checksum(std::uint64_t folded, std::uint64_t run_sum,
+                                std::size_t index) noexcept;
+std::uint64_t runs_checksum(const void* base, std::span<const ByteRun> runs) noexcept;
 
 // Copies of at least this many bytes use streaming stores (when AVX2 is there).
 inline constexpr std::size_t kStreamBytes = std::size_t{2} << 20;
