@@ -1,10 +1,12 @@
 // Slabs for a large decode's nodes (see hpref/detail/node_arena.hpp).
 #include "hpref/detail/node_arena.hpp"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
-#include <vector>
+#include <type_traits>
 
 namespace hpref::detail {
 namespace {
@@ -24,26 +26,57 @@ static_assert(kArenaMaxBytes + kArenaSlack <= kSlabBytes - kHeaderBytes);
 
 SlabHeader* header(unsigned char* slab) noexcept { return reinterpret_cast<SlabHeader*>(slab); }
 
+// The free slabs, last given back on top. Constant-initialized and trivially destructible: no
+// constructor to order against other files' initializers (a decode made from one finds it ready),
+// and never destroyed (nodes may be freed during static destruction). Nothing allocates while
+// holding `mutex`.
 struct Cache {
   std::mutex mutex;
-  std::vector<unsigned char*> free;  // at most kCachedSlabs
-  std::atomic<std::size_t> live{0};  // slabs allocated and not given back to the system
+  unsigned char* free[kCachedSlabs] = {};
+  std::size_t free_count = 0;
+  std::atomic<std::size_t> live{0};           // slabs allocated and not given back to the system
+  std::atomic<std::uint64_t> forks_begun{0};  // fork()s whose prepare handler ran (for tests)
 };
+static_assert(std::is_trivially_destructible_v<Cache>);
+constinit Cache the_cache;
 
-Cache& cache() noexcept {
-  static Cache* c = new Cache;  // never destroyed: nodes may be freed during static destruction
-  return *c;
+// fork() safety. A fork copies only the thread that calls it: were `mutex` held by another thread
+// at that moment (taking or giving back a slab), the child would inherit it locked and its first
+// slab would wait forever. So fork()'s prepare handler takes `mutex` (waiting for such a thread to
+// finish its few instructions), and the parent and child handlers give it back: the child's cache
+// is the parent's, whole, and its slabs are the child's copy-on-write pages, fine to fill again.
+// Counts are atomic words or written under `mutex`, so none is torn. A slab that another thread's
+// arena was filling keeps that arena's references in the child, where the arena's thread does not
+// exist: it is never given back there (one slab per such thread, not reused, so never freed
+// under a node that points into it).
+void lock_for_fork() noexcept {
+  the_cache.forks_begun.fetch_add(1, std::memory_order_relaxed);
+  the_cache.mutex.lock();
 }
+void unlock_after_fork() noexcept { the_cache.mutex.unlock(); }
+
+// Whether slabs are cached: once the handlers are registered, or never if they cannot be (no
+// memory for them), since then a fork could copy `mutex` locked; uncached slabs never take it.
+constinit std::atomic<bool> caching{false};
+
+// Registers the handlers once, while the library loads: it reads only `the_cache`, ready before
+// any initializer runs, so its order among other files' initializers does not matter (a decode
+// made before it just does not cache its slabs).
+struct ForkHandlers {
+  ForkHandlers() noexcept {
+    if (pthread_atfork(lock_for_fork, unlock_after_fork, unlock_after_fork) == 0) {
+      caching.store(true, std::memory_order_release);
+    }
+  }
+};
+const ForkHandlers fork_handlers;
 
 unsigned char* new_slab() {
-  Cache& c = cache();
+  Cache& c = the_cache;
   unsigned char* slab = nullptr;
-  {
+  if (caching.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(c.mutex);
-    if (!c.free.empty()) {
-      slab = c.free.back();
-      c.free.pop_back();
-    }
+    if (c.free_count != 0) slab = c.free[--c.free_count];
   }
   if (slab == nullptr) {
     slab = static_cast<unsigned char*>(std::aligned_alloc(kSlabBytes, kSlabBytes));
@@ -58,17 +91,12 @@ unsigned char* new_slab() {
 // Drops `n` references; the last one gives the slab back.
 void unref(unsigned char* slab, std::uint32_t n) noexcept {
   if (header(slab)->live.fetch_sub(n, std::memory_order_acq_rel) != n) return;
-  Cache& c = cache();
-  {
+  Cache& c = the_cache;
+  if (caching.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(c.mutex);
-    if (c.free.size() < kCachedSlabs) {
-      // The vector never holds more than kCachedSlabs, so this may allocate only while the
-      // cache first grows; a failure then frees the slab instead.
-      try {
-        c.free.push_back(slab);
-        return;
-      } catch (...) {
-      }
+    if (c.free_count < kCachedSlabs) {
+      c.free[c.free_count++] = slab;
+      return;
     }
   }
   c.live.fetch_sub(1, std::memory_order_relaxed);
@@ -110,15 +138,21 @@ void NodeArena::release(void* p) noexcept {
 }
 
 std::size_t NodeArena::slabs_in_use() noexcept {
-  Cache& c = cache();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  return c.live.load(std::memory_order_relaxed) - c.free.size();
+  std::lock_guard<std::mutex> lock(the_cache.mutex);
+  return the_cache.live.load(std::memory_order_relaxed) - the_cache.free_count;
 }
 
 std::size_t NodeArena::cached_slabs() noexcept {
-  Cache& c = cache();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  return c.free.size();
+  std::lock_guard<std::mutex> lock(the_cache.mutex);
+  return the_cache.free_count;
+}
+
+bool NodeArena::try_lock_cache_for_tests() noexcept { return the_cache.mutex.try_lock(); }
+
+void NodeArena::unlock_cache_for_tests() noexcept { the_cache.mutex.unlock(); }
+
+std::uint64_t NodeArena::forks_begun_for_tests() noexcept {
+  return the_cache.forks_begun.load(std::memory_order_relaxed);
 }
 
 }  // namespace hpref::detail

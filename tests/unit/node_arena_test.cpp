@@ -2,8 +2,14 @@
 // slabs are given back when its items are freed, from any thread, and reused by the next
 // decode; a kept item keeps its slab, so decodes that reuse the others cannot change it; a
 // small decode takes no slab. (SPEC 2.4: decoding allocates a small multiple of the input.)
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <boost/test/unit_test.hpp>
+#include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
@@ -97,6 +103,72 @@ BOOST_AUTO_TEST_CASE(a_small_decode_takes_no_slab) {
   std::vector<Item> items = decode_segment(segment);
   BOOST_TEST(NodeArena::slabs_in_use() == before);
   BOOST_TEST(items == workload(3, 30));
+}
+
+// A fork() while another thread holds the slab cache's lock (as taking or giving back a slab
+// does) gives a child whose decodes take and give back slabs: the fork waits for the lock and
+// the child gets it free. The holding thread lets go once the fork's handler has begun to take
+// the lock or, were there no handler, once fork() has returned: then the child would inherit
+// the lock held and its decode would wait forever, which the bounded wait below reports as a
+// failure (killing the child) rather than hanging. No sleep decides the order of events.
+BOOST_AUTO_TEST_CASE(a_fork_while_another_thread_holds_the_cache_leaves_the_child_a_free_one) {
+  SharedBytes segment = encoded(2000, 40);
+  std::vector<Item> expected = workload(2000, 40);
+  { std::vector<Item> items = decode_segment(segment); }  // slabs in the cache for the child
+  BOOST_TEST_REQUIRE(NodeArena::cached_slabs() > 4u);
+  std::uint64_t forks_before = NodeArena::forks_begun_for_tests();
+  std::atomic<bool> held{false};
+  std::atomic<bool> forked{false};
+  bool locked = false;
+  std::thread holder([&] {
+    locked = NodeArena::try_lock_cache_for_tests();
+    held.store(true);
+    if (!locked) return;
+    while (!forked.load() && NodeArena::forks_begun_for_tests() == forks_before) {
+      std::this_thread::yield();
+    }
+    NodeArena::unlock_cache_for_tests();
+  });
+  while (!held.load()) std::this_thread::yield();
+  std::fflush(nullptr);
+  pid_t child = locked ? fork() : -1;
+  if (child == 0) {
+    int code = 0;
+    try {
+      std::vector<Item> items = decode_segment(segment);  // its slabs come from the cache
+      if (!(items == expected)) code = 2;
+      items.clear();  // and go back to it
+      if (NodeArena::cached_slabs() == 0) code = 3;
+    } catch (...) {
+      code = 4;
+    }
+    _exit(code);
+  }
+  forked.store(true);
+  holder.join();
+  BOOST_TEST_REQUIRE(locked, "another thread held the slab cache's lock before the test took it");
+  BOOST_TEST_REQUIRE(child > 0, "fork() failed");
+  // A bound, not a timing assertion: the child's decode takes milliseconds; one still running
+  // after 10 s waits for a lock that nobody in it will give back.
+  int status = 0;
+  pid_t waited = 0;
+  for (int i = 0; i < 2000 && (waited = waitpid(child, &status, WNOHANG)) == 0; ++i) usleep(5000);
+  if (waited == 0) {
+    kill(child, SIGKILL);
+    waitpid(child, &status, 0);
+  }
+  BOOST_TEST(waited == child,
+             "the child's decode still waited for the slab cache's lock after "
+             "10 s: the child inherited it held by a thread it does not have");
+  if (waited == child) {
+    BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0),
+               "the child's decode failed (status " << status << ")");
+  }
+  // The parent got its lock back too, and decodes on.
+  bool free_in_parent = NodeArena::try_lock_cache_for_tests();
+  if (free_in_parent) NodeArena::unlock_cache_for_tests();
+  BOOST_TEST_REQUIRE(free_in_parent, "the parent's slab cache stayed locked after fork()");
+  BOOST_TEST(decode_segment(segment) == expected);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

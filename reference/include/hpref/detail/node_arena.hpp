@@ -12,6 +12,9 @@
 //
 // The price: a node kept alive keeps its slab (up to 64 KiB) alive, as a tensor view keeps
 // its whole segment alive already.
+//
+// fork() is safe from any thread: handlers registered when the library loads hold the cache's
+// lock across the fork, so a child never inherits it held by a thread it does not have.
 #pragma once
 
 #include <cstddef>
@@ -42,6 +45,13 @@ class NodeArena {
   // Slabs holding live nodes or filled by an arena now, and slabs in the cache: for tests.
   static std::size_t slabs_in_use() noexcept;
   static std::size_t cached_slabs() noexcept;
+
+  // For tests only (tests/unit/node_arena_test.cpp), to hold the cache's lock on a thread while
+  // another forks: takes it if free, as taking or giving back a slab does (false if it is held),
+  // and gives it back; and the count of fork()s whose handler has begun to take it.
+  static bool try_lock_cache_for_tests() noexcept;
+  static void unlock_cache_for_tests() noexcept;
+  static std::uint64_t forks_begun_for_tests() noexcept;
 
  private:
   NodeArena* previous_;
