@@ -33,6 +33,9 @@ _NUMPY = {"float64": "<f8", "float32": "<f4", "float16": "<f2", "complex64": "<c
 _FROM_NUMPY = {(k if k != "?" else "b1"): v for v, k in
                ((name, code.lstrip("<")) for name, code in _NUMPY.items())}
 
+# PyTorch's quantized dtypes: their tensors carry a scale and zero point the wire has not.
+_QUANTIZED = frozenset({"qint8", "quint8", "qint32", "quint4x2", "quint2x4"})
+
 # The release that added each SPEC 1.3 dtype beyond those every supported torch (>= 1.13)
 # has. Checked against the importable torch by tests/python/test_tensors.py (1.13 and 2.13
 # in CI); the others are from PyTorch's release notes.
@@ -155,6 +158,13 @@ def tensor_maker(tensors: str, dtypes: Optional[FrozenSet[str]] = None):
             raise refuse(dtype, f"is not a dtype of torch {torch.__version__} or of the release asked for")
         if not len(data):
             return empty(shape, dtype=kind)
+        if dtype in _QUANTIZED:
+            # torch.frombuffer makes such a tensor without a quantizer (the wire has no scale
+            # or zero point), and torch then crashes the process on its first use (reshape,
+            # qscheme, repr: a segmentation fault in torch 2.13), as the original's decode does.
+            raise refuse(dtype, f"tensor of {len(data)} bytes cannot be made as a torch tensor: the "
+                                "wire format has no scale or zero point; decode with tensors='raw' "
+                                "for its bytes")
         t = frombuffer(data, dtype=kind)
         return t if len(shape) == 1 else t.reshape(shape)
     # The decoder (python/src/codec.cpp) makes the tensors of known dtypes itself with these,

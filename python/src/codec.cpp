@@ -315,10 +315,7 @@ std::optional<Value> torch_tensor_in_place(nb::handle o) {
     std::optional<DType> dtype;
     if (name.rfind("torch.", 0) == 0)
       dtype = dtype_from_bare_name(std::string_view(name).substr(6));
-    if (dtype && (*dtype == DType::qint8 || *dtype == DType::quint8 || *dtype == DType::qint32 ||
-                  *dtype == DType::quint4x2 || *dtype == DType::quint2x4)) {
-      dtype.reset();  // quantized: the general path says what torch says
-    }
+    if (dtype && is_quantized(*dtype)) dtype.reset();  // the general path says what torch says
     found = dtypes.emplace(dtype_object.inc_ref().ptr(), dtype).first;
   }
   if (!found->second) return std::nullopt;
@@ -510,9 +507,10 @@ nb::object TensorViews::operator()(const Tensor& t) {
   Py_ssize_t i = 0;
   for (std::int64_t d : t.shape()) PyTuple_SET_ITEM(dims.ptr(), i++, PyLong_FromLongLong(d));
   auto index = static_cast<std::size_t>(t.dtype());  // the SPEC 1.3 table order (dtype_at)
-  if (torch_ && storage.size() != 0) {
+  if (torch_ && storage.size() != 0 && !is_quantized(t.dtype())) {
     // make_torch's own steps, called from here: torch.frombuffer(data, dtype=kind), reshaped
-    // unless one-dimensional. A dtype it lacks goes to make_torch, which names it.
+    // unless one-dimensional. A dtype it lacks, and a quantized one (which it refuses), go to
+    // make_torch, which names it.
     if (!kind_looked_[index]) {
       std::string_view name = dtype_name(t.dtype());
       PyObject* kind = PyDict_GetItemString(kinds_.ptr(), std::string(name).c_str());

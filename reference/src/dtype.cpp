@@ -69,6 +69,11 @@ constexpr std::string_view kPrefix = "torch.";
 
 std::size_t element_size(DType dtype) noexcept { return kTable[static_cast<int>(dtype)].size; }
 
+bool is_quantized(DType dtype) noexcept {
+  return dtype == DType::qint8 || dtype == DType::quint8 || dtype == DType::qint32 ||
+         dtype == DType::quint4x2 || dtype == DType::quint2x4;
+}
+
 std::string_view dtype_name(DType dtype) noexcept { return kTable[static_cast<int>(dtype)].name; }
 
 std::string dtype_wire_name(DType dtype) {

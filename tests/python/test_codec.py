@@ -165,3 +165,24 @@ def test_a_long_key_repeated_by_memo_references_is_refused_not_a_long_decode():
     with pytest.raises(hpref.Error) as e:
         hpref.codec.decode(long_key_pickle(3000), tensors="raw")
     assert e.value.kind == "pickle_node_limit" and "dict keys" in e.value.message
+
+
+@pytest.mark.parametrize("dtype", ["qint8", "quint8", "qint32", "quint4x2", "quint2x4"])
+def test_a_quantized_tensor_is_refused_as_a_torch_tensor_not_a_crash(dtype):
+    """SPEC 1.3 lists PyTorch's quantized dtypes, but the wire has no scale or zero point:
+    torch.frombuffer makes such a tensor without a quantizer, and torch (2.13) then kills the
+    process with SIGSEGV at its first reshape or qscheme, which is what the original's decode
+    does with such bytes from a peer. Ours refuses it with unsupported_dtype naming the dtype;
+    tensors='raw' gives its bytes; an empty one is torch.empty's, as the original makes it."""
+    torch = pytest.importorskip("torch")
+    data = bytes(range(8 if dtype == "qint32" else 2))
+    for shape in [(2,), (1, 2)]:
+        frame = hpref.codec.encode([((1, 0), RawTensor(dtype, shape, data))])
+        with pytest.raises(hpref.Error) as e:
+            hpref.codec.decode(frame)
+        assert e.value.kind == "unsupported_dtype"
+        assert f"torch.{dtype} tensor of {len(data)} bytes cannot be made" in e.value.message
+        [(_, raw)] = hpref.codec.decode(frame, tensors="raw")
+        assert (raw.dtype, tuple(raw.shape), bytes(raw.data)) == (dtype, shape, data)
+    [(_, empty)] = hpref.codec.decode(hpref.codec.encode([((1, 0), RawTensor(dtype, (2, 0), b""))]))
+    assert empty.dtype == getattr(torch, dtype) and tuple(empty.shape) == (2, 0)

@@ -45,6 +45,10 @@ inline constexpr int kDTypeCount = 28;
 // Bytes per element (SPEC 1.3 table).
 std::size_t element_size(DType dtype) noexcept;
 
+// qint8, quint8, qint32, quint4x2, quint2x4: PyTorch's quantized dtypes, whose tensors carry
+// a scale and zero point that the wire format (SPEC 1.2) does not.
+bool is_quantized(DType dtype) noexcept;
+
 // Canonical name without the prefix ("float32", "bool").
 std::string_view dtype_name(DType dtype) noexcept;
 
