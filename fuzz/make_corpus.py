@@ -514,6 +514,34 @@ def merge_inputs(hp):
     return out
 
 
+# --- segments whose metadata takes the decoder's slabs --------------------------------------
+
+SLAB_METADATA = 16384  # reference/src/codec_fast.cpp: this much metadata or more takes slabs
+
+
+def slab_segments(hp):
+    """Framed segments with more than 16 KiB of metadata, so that the fast decoder takes its
+    nodes from 64 KiB slabs (hpref/detail/node_arena.hpp) and the fuzzers mutate structures
+    there too (lists and dicts that grow, tuples built whole, tensor headers): our encoder's,
+    of many random items, and one the Python original's way (pickle.dumps of its schema
+    tuples, memo and all)."""
+    r = random.Random(16)
+    out = hp.encode([rand_items(r, 500, 2), rand_items(r, 350, 3)])
+    pairs, binary = [], bytearray()
+    for i in range(600):
+        tensor = ("__hp_tensor__", "torch.float32", (2,), len(binary), 8)
+        binary += struct.pack("<2f", i, -i)
+        pairs.append(((i, 0), ("__hp_mapping__", (("x", tensor), ("n", ("__hp_value__", i)),
+                                                  ("tags", ("__hp_list__", (
+                                                      ("__hp_value__", f"t{i}"),)))))))
+    out.append(py_frame(tuple(pairs), bytes(binary), 5))
+    for seg in out:
+        meta = struct.unpack(">Q", seg[4:12])[0]
+        assert SLAB_METADATA <= meta and len(seg) < 65536, (meta, len(seg))
+        print(f"make_corpus: slab segment of {meta} metadata bytes, {len(seg)} in all")
+    return out
+
+
 # --- JSON ----------------------------------------------------------------------------------
 
 def json_texts():
@@ -710,15 +738,17 @@ def main():
     truncated = [encoded[0][:n] for n in (3, 19, 20, 25, len(encoded[0]) - 1)]
     segment = encoded + python_frames() + legacy_segments() + bad_frames() + frames_jsonl() + \
         truncated
+    slabs = slab_segments(hp)
     write_corpus("segment_decode", segment, args.clean,
-                 large=regressions["segment_decode"])
+                 large=regressions["segment_decode"] + slabs)
 
     golden = hp.pickle_write([rand_value(r, 3, binary=True) for _ in range(8)] +
                              [{"list": [None] * 1001}, {"dict": [[i, i] for i in range(200)]}])
     write_corpus("pickle_read", cpython_pickles() + hand_pickles() + golden, args.clean,
                  large=regressions["pickle_read"])
     write_corpus("received_merge", merge_inputs(hp), args.clean,
-                 large=regressions["received_merge"])
+                 large=regressions["received_merge"] +
+                 [merge_input(slabs[:2]), merge_input(slabs[2:], flags=0x80)])
     write_corpus("json_value", json_texts(), args.clean)
     write_corpus("route_args", route_args_seeds(), args.clean)
     write_corpus("batch_header", batch_header_seeds(), args.clean)
