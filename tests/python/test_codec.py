@@ -186,3 +186,29 @@ def test_a_quantized_tensor_is_refused_as_a_torch_tensor_not_a_crash(dtype):
         assert (raw.dtype, tuple(raw.shape), bytes(raw.data)) == (dtype, shape, data)
     [(_, empty)] = hpref.codec.decode(hpref.codec.encode([((1, 0), RawTensor(dtype, (2, 0), b""))]))
     assert empty.dtype == getattr(torch, dtype) and tuple(empty.shape) == (2, 0)
+
+
+@pytest.mark.parametrize("dtype", sorted(J.DTYPE_SIZES))
+def test_every_dtype_decodes_to_a_torch_tensor_torch_can_use_or_a_named_refusal(dtype):
+    """Every SPEC 1.3 dtype of a peer's segment, decoded as torch tensors: a tensor of that
+    dtype and shape that survives reshape, clone and repr (a Python error from torch, such
+    as bits8's repr, is torch's answer; a crash kills the test run), or unsupported_dtype
+    naming it (quantized dtypes; dtypes the importable torch lacks). The quantized dtypes
+    crashed the process here until 2026-12-01."""
+    torch = pytest.importorskip("torch")
+    data = bytes(range(4 * J.DTYPE_SIZES[dtype]))
+    frame = hpref.codec.encode([((1, 0), RawTensor(dtype, (2, 2), data))])
+    try:
+        [(_, t)] = hpref.codec.decode(frame)
+    except hpref.Error as e:
+        assert e.kind == "unsupported_dtype"
+        assert f"torch.{dtype}" in str(e)
+        assert dtype in {"qint8", "quint8", "qint32", "quint4x2", "quint2x4"} or \
+            not isinstance(getattr(torch, dtype, None), torch.dtype)
+        return
+    assert t.dtype == getattr(torch, dtype) and tuple(t.shape) == (2, 2)
+    assert tuple(t.reshape(4).shape) == (4,) and tuple(t.clone().shape) == (2, 2)
+    try:
+        repr(t)
+    except (RuntimeError, NotImplementedError, TypeError):
+        pass
