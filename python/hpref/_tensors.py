@@ -88,6 +88,14 @@ def to_raw(x: Any) -> Optional[RawTensor]:
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(x, torch.Tensor):
         t = x.detach()
+        kind = ("nested" if getattr(t, "is_nested", False) else
+                "meta-device" if t.device.type == "meta" else
+                str(t.layout)[len("torch."):] if t.layout != torch.strided else None)
+        if kind is not None:
+            raise _from_core("invalid_tensor",
+                             f"a {kind} tensor of {t.dtype} cannot be encoded: SPEC 1.2 tensors "
+                             "are dense and strided, with their bytes (.to_dense(), or real data, "
+                             "first)")
         if t.device.type != "cpu":
             t = t.cpu()
         if t.is_conj():
@@ -96,6 +104,10 @@ def to_raw(x: Any) -> Optional[RawTensor]:
             t = t.resolve_neg()
         t = t.contiguous()
         flat = t.reshape(-1)
+        if flat.numel() and flat.stride(0) != 1:
+            # contiguous() keeps a size-1 dim's stride (the imag of a conj view: (1,) with
+            # stride 2), which view() below refuses.
+            flat = flat.clone(memory_format=torch.contiguous_format)
         if flat.dtype != torch.uint8:
             flat = flat.view(torch.uint8)
         return RawTensor(str(t.dtype)[len("torch."):], tuple(t.shape), flat.numpy())

@@ -331,7 +331,12 @@ std::optional<Value> torch_tensor_in_place(nb::handle o) {
     return std::nullopt;
   }
   if (!truth(nb::steal(contiguous))) return std::nullopt;
-  nb::object dims = get_attr(o, n.shape);  // torch.Size: a tuple of ints
+  PyObject* size_object = PyObject_GetAttr(o.ptr(), n.shape);  // torch.Size: a tuple of ints
+  if (size_object == nullptr) {  // a nested tensor has none: the general path names it
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  nb::object dims = nb::steal(size_object);
   if (!PyTuple_Check(dims.ptr())) return std::nullopt;
   std::vector<std::int64_t> shape(static_cast<std::size_t>(PyTuple_GET_SIZE(dims.ptr())));
   std::size_t numel = 1;
@@ -342,7 +347,12 @@ std::optional<Value> torch_tensor_in_place(nb::handle o) {
   }
   std::size_t size = numel * element_size(dtype);
   if (size == 0) return Value::tensor(Tensor(dtype, std::move(shape), SharedBytes()));
-  nb::object address_object = call_method(o, n.data_ptr);
+  PyObject* pointer = PyObject_CallMethodNoArgs(o.ptr(), n.data_ptr);
+  if (pointer == nullptr) {  // no storage (torch 1.13's nested and sparse CSR tensors)
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  nb::object address_object = nb::steal(pointer);
   auto address = static_cast<std::uintptr_t>(PyLong_AsUnsignedLongLong(address_object.ptr()));
   if (PyErr_Occurred()) throw nb::python_error();
   auto held = std::make_shared<HeldObject>(o);

@@ -43,3 +43,25 @@ def test_encode_refusals_name_the_kind():
     with pytest.raises(hpref.Error) as e:
         hpref.codec.encode([((1, 0), object())])
     assert e.value.kind == "unencodable_value" and "object" in e.value.message
+
+
+def test_tensors_without_dense_bytes_are_refused_by_kind_and_strided_views_encode():
+    """SPEC 1.2 tensors are dense and strided: sparse, nested and meta-device tensors are
+    refused as invalid_tensor naming their kind (they raised torch's own RuntimeError or
+    NotImplementedError from inside the encoder); a strided view whose size-1 dim has
+    another stride (the imag of a conj view) encodes its values."""
+    torch = pytest.importorskip("torch")
+    base = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    refused = {"sparse_coo": base.to_sparse(), "meta-device": torch.empty(2, device="meta")}
+    if hasattr(base, "to_sparse_csr"):
+        refused["sparse_csr"] = base.to_sparse_csr()
+    if hasattr(torch, "nested") and hasattr(torch.nested, "nested_tensor"):
+        refused["nested"] = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
+    for kind, t in refused.items():
+        with pytest.raises(hpref.Error) as e:
+            hpref.codec.encode([((1, 0), t)])
+        assert e.value.kind == "invalid_tensor", kind
+        assert f"a {kind} tensor of torch.float32 cannot be encoded" in e.value.message
+    imag = torch.tensor([1 + 2j, 3 - 4j]).conj().imag[:1]  # shape (1,), stride 2, a neg view
+    [(_, back)] = hpref.codec.decode(hpref.codec.encode([((1, 0), imag)]))
+    assert back.tolist() == [-2.0] and back.dtype == torch.float32
