@@ -34,7 +34,7 @@ _FROM_NUMPY = {(k if k != "?" else "b1"): v for v, k in
                ((name, code.lstrip("<")) for name, code in _NUMPY.items())}
 
 # PyTorch's quantized dtypes: their tensors carry a scale and zero point the wire has not.
-_QUANTIZED = frozenset({"qint8", "quint8", "qint32", "quint4x2", "quint2x4"})
+_QUANTIZED = frozenset(_core.quantized_dtype_names())
 
 # The release that added each SPEC 1.3 dtype beyond those every supported torch (>= 1.13)
 # has. Checked against the importable torch by tests/python/test_tensors.py (1.13 and 2.13

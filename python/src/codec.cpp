@@ -296,6 +296,13 @@ nb::object call_method(nb::handle o, PyObject* name) {
   return nb::steal(r);
 }
 
+// `r` (a new reference or null) as an object; null clears the error and is an invalid object:
+// what a probe that leaves the tensor to the general path does with a call that failed.
+nb::object or_cleared(PyObject* r) {
+  if (r == nullptr) PyErr_Clear();
+  return nb::steal(r);
+}
+
 bool truth(const nb::object& o) {
   int t = PyObject_IsTrue(o.ptr());
   if (t < 0) throw nb::python_error();
@@ -325,19 +332,13 @@ std::optional<Value> torch_tensor_in_place(nb::handle o) {
        truth(call_method(o, n.is_conj)))) {
     return std::nullopt;
   }
-  PyObject* contiguous = PyObject_CallMethodNoArgs(o.ptr(), n.is_contiguous);
-  if (contiguous == nullptr) {  // sparse and other layouts have no strides
-    PyErr_Clear();
-    return std::nullopt;
-  }
-  if (!truth(nb::steal(contiguous))) return std::nullopt;
-  PyObject* size_object = PyObject_GetAttr(o.ptr(), n.shape);  // torch.Size: a tuple of ints
-  if (size_object == nullptr) {  // a nested tensor has none: the general path names it
-    PyErr_Clear();
-    return std::nullopt;
-  }
-  nb::object dims = nb::steal(size_object);
-  if (!PyTuple_Check(dims.ptr())) return std::nullopt;
+  // A call that fails leaves the tensor to the general path, which names what it is: sparse
+  // and other layouts have no strides, a nested tensor no shape, torch 1.13's nested and
+  // sparse CSR tensors no storage (data_ptr below).
+  nb::object contiguous = or_cleared(PyObject_CallMethodNoArgs(o.ptr(), n.is_contiguous));
+  if (!contiguous.is_valid() || !truth(contiguous)) return std::nullopt;
+  nb::object dims = or_cleared(PyObject_GetAttr(o.ptr(), n.shape));  // torch.Size: ints
+  if (!dims.is_valid() || !PyTuple_Check(dims.ptr())) return std::nullopt;
   std::vector<std::int64_t> shape(static_cast<std::size_t>(PyTuple_GET_SIZE(dims.ptr())));
   std::size_t numel = 1;
   for (std::size_t i = 0; i < shape.size(); ++i) {
@@ -347,12 +348,8 @@ std::optional<Value> torch_tensor_in_place(nb::handle o) {
   }
   std::size_t size = numel * element_size(dtype);
   if (size == 0) return Value::tensor(Tensor(dtype, std::move(shape), SharedBytes()));
-  PyObject* pointer = PyObject_CallMethodNoArgs(o.ptr(), n.data_ptr);
-  if (pointer == nullptr) {  // no storage (torch 1.13's nested and sparse CSR tensors)
-    PyErr_Clear();
-    return std::nullopt;
-  }
-  nb::object address_object = nb::steal(pointer);
+  nb::object address_object = or_cleared(PyObject_CallMethodNoArgs(o.ptr(), n.data_ptr));
+  if (!address_object.is_valid()) return std::nullopt;
   auto address = static_cast<std::uintptr_t>(PyLong_AsUnsignedLongLong(address_object.ptr()));
   if (PyErr_Occurred()) throw nb::python_error();
   auto held = std::make_shared<HeldObject>(o);
@@ -696,6 +693,18 @@ void bind_codec(nb::module_& m) {
         return names;
       },
       "The SPEC 1.3 dtype names in table order.");
+
+  m.def(
+      "quantized_dtype_names",
+      [] {
+        std::vector<std::string> names;
+        for (int i = 0; i < kDTypeCount; ++i) {
+          if (is_quantized(dtype_at(i))) names.emplace_back(dtype_name(dtype_at(i)));
+        }
+        return names;
+      },
+      "The SPEC 1.3 names of PyTorch's quantized dtypes (a scale and zero point not on the "
+      "wire).");
 }
 
 }  // namespace hpref::py

@@ -311,12 +311,23 @@ std::vector<ByteRun> block_runs(std::span<const std::size_t> counts,
 std::uint64_t fold_run_checksum(std::uint64_t folded, std::uint64_t run_sum,
                                 std::size_t index) noexcept {
   if (index == 0) return run_sum;
-  // splitmix64's finalizer over the running value and the next run's checksum.
-  std::uint64_t z = (folded ^ (run_sum + 0x9e3779b97f4a7c15ULL + (folded << 6))) +
-                    static_cast<std::uint64_t>(index);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
+  return mix64((folded ^ (run_sum + 0x9e3779b97f4a7c15ULL + (folded << 6))) +
+               static_cast<std::uint64_t>(index));
+}
+
+std::vector<std::size_t> packed_displs(std::span<const std::size_t> counts) {
+  std::vector<std::size_t> displs(counts.size(), 0);
+  for (std::size_t i = 1; i < counts.size(); ++i) displs[i] = displs[i - 1] + counts[i - 1];
+  return displs;
+}
+
+bool displs_are_packed(std::span<const std::size_t> counts,
+                       std::span<const std::size_t> displs) noexcept {
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < displs.size() && i < counts.size(); at += counts[i++]) {
+    if (counts[i] != 0 && displs[i] != at) return false;
+  }
+  return true;
 }
 
 std::uint64_t runs_checksum(const void* base, std::span<const ByteRun> runs) noexcept {

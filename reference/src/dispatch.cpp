@@ -341,9 +341,11 @@ Tensor DispatchHandle::wait() {
   // past the shard's place.
   std::uint8_t* out = s.out->data.get();
   std::size_t local = s.local.nbytes();
-  if (!s.assembled && s.received > s.before)
-    std::memmove(out + s.before + local, out + s.before, s.received - s.before);
-  if (!s.assembled && local) std::memcpy(out + s.before, s.local.bytes().data(), local);
+  if (!s.assembled) {
+    if (s.received > s.before)
+      std::memmove(out + s.before + local, out + s.before, s.received - s.before);
+    if (local) std::memcpy(out + s.before, s.local.bytes().data(), local);
+  }
   Tensor assembled = rows_in(s.local, s.rows, s.received + local, s.out);
   s.out = nullptr;
   return move_front_to_axis(assembled, s.axis);

@@ -152,8 +152,7 @@ std::uint64_t RankComm::stage_blocks(char* stage, const Launch& l, SimWork& w) {
   namespace hd = hpref::detail;
   const auto* in = static_cast<const char*>(l.send.data);
   std::size_t n = l.counts.size();
-  std::vector<std::size_t> at(n, 0);  // each block's place in the packed staging layout
-  for (std::size_t j = 1; j < n; ++j) at[j] = at[j - 1] + l.counts[j - 1];
+  std::vector<std::size_t> at = hd::packed_displs(l.counts);  // places in the staging layout
   bool stream = l.sig.bytes >= hd::kStreamBytes;
   w.displaced = true;
   w.own_src = l.displs[l.self];
@@ -289,10 +288,7 @@ Work RankComm::all_to_all_v(const Group& group, ConstBuffer in,
   std::size_t self = std::accumulate(in_counts.begin(), in_counts.begin() + m, std::size_t{0});
   // Displacements that put the blocks back to back from in's start are the packed form (the
   // same staging, checksum and trace).
-  bool packed = true;
-  for (std::size_t j = 0, at = 0; j < in_displs.size(); at += in_counts[j++])
-    packed = packed && (in_counts[j] == 0 || in_displs[j] == at);
-  if (packed) {
+  if (hpref::detail::displs_are_packed(in_counts, in_displs)) {
     ConstBuffer send{in.data, sig.bytes, in.space};
     return launch(
         {group, std::move(sig), send, {out.data, received, out.space}, self, self + in_counts[m]});

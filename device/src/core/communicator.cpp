@@ -101,10 +101,12 @@ struct CoreCommunicator::State {
 
   // The launch preamble: the next sequence number; in checked mode the agreement and the
   // send buffer's checksum (host memory only: the core cannot read device memory).
-  // `runs`: where the bytes are, when they are not the first send_bytes of `send`.
+  // all_to_all_v: `counts` and `displs` say where the bytes are when they are not the first
+  // send_bytes of `send` (their runs are found in checked mode only).
   std::shared_ptr<CoreWork> begin(const Group& group, Entry& g, const OpSignature& sig,
                                   const void* send, std::size_t send_bytes,
-                                  std::vector<detail::ByteRun> runs = {}) {
+                                  std::span<const std::size_t> counts = {},
+                                  std::span<const std::size_t> displs = {}) {
     auto w = std::make_shared<CoreWork>();
     w->op = {group.id(), g.seq++, sig.kind, g.ranks, transport->rank()};
     if (checked) {
@@ -112,7 +114,8 @@ struct CoreCommunicator::State {
       if (send_bytes && transport->host_memory(send)) {
         w->send = send;
         w->send_bytes = send_bytes;
-        w->send_runs = std::move(runs);
+        if (!detail::displs_are_packed(counts, displs))
+          w->send_runs = detail::block_runs(counts, displs);
         w->send_sum = w->checksum();
       }
     }
@@ -227,17 +230,13 @@ Work CoreCommunicator::all_to_all_v(const Group& group, ConstBuffer in,
   if (g.runner) {
     return g.runner->all_to_all_v(g.runner_group, in, in_counts, in_displs, out, out_counts);
   }
+  auto w = state_->begin(group, g, sig, in.data, sig.bytes, in_counts, in_displs);
   // The transports always take displacements: the packed ones when none were given.
   std::vector<std::size_t> packed;
-  std::vector<detail::ByteRun> runs;
   if (in_displs.empty()) {
-    packed.assign(in_counts.size(), 0);
-    for (std::size_t i = 1; i < packed.size(); ++i) packed[i] = packed[i - 1] + in_counts[i - 1];
+    packed = detail::packed_displs(in_counts);
     in_displs = packed;
-  } else {
-    runs = detail::block_runs(in_counts, in_displs);
   }
-  auto w = state_->begin(group, g, sig, in.data, sig.bytes, std::move(runs));
   w->pending =
       state_->transport->all_to_all_v(w->op, in.data, in_counts, in_displs, out.data, out_counts);
   return Work(w);

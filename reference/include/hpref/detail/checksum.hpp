@@ -34,6 +34,12 @@ struct ByteRun {
 };
 std::vector<ByteRun> block_runs(std::span<const std::size_t> counts,
                                 std::span<const std::size_t> displs);
+// The displacements of blocks back to back from 0: counts' prefix sums.
+std::vector<std::size_t> packed_displs(std::span<const std::size_t> counts);
+// Whether `displs` (none: yes) put every non-empty block where packed_displs would: the
+// packed call, whose bytes are the first sum(counts) of the buffer, one run.
+bool displs_are_packed(std::span<const std::size_t> counts,
+                       std::span<const std::size_t> displs) noexcept;
 // The checksum of bytes sent as runs: each run's buffer_checksum, folded in order by
 // fold_run_checksum (run 0's value is its own checksum, so a single run from offset 0 checks
 // as the packed buffer does); no run: buffer_checksum of no bytes.
