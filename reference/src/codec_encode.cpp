@@ -20,10 +20,13 @@ constexpr std::string_view kTupleTag = "__hp_tuple__";
 constexpr std::string_view kListTag = "__hp_list__";
 constexpr std::string_view kValueTag = "__hp_value__";
 
-// One step below items[i]: an index into a tuple/list or a key of a mapping.
+// One step below items[i]: an index into a tuple/list or a key of a mapping. The steps of
+// the node being written are linked on the call stack (the writer's recursion), each to
+// the one above it; a path is only spelled out for an error.
 struct Step {
   const Value* key = nullptr;  // mapping key, or nullptr for an index
   std::size_t index = 0;
+  const Step* up = nullptr;  // the step above (nullptr: the item's value itself)
 };
 
 bool contains_binary(const Value& v) {
@@ -64,10 +67,7 @@ class Encoder {
   std::uint64_t offset = 0;
 
   // Where errors are reported from: item i, at its top.
-  void begin_item(std::size_t i) {
-    item_ = i;
-    path_.clear();
-  }
+  void begin_item(std::size_t i) { item_ = i; }
 
   // Checks what both forms need: hashable keys, and depth (SPEC 2.3 limit) of each pair.
   void check_item(std::size_t i, const Item& item) {
@@ -83,9 +83,10 @@ class Encoder {
     // A pair sits at level 2; the value's own containers go deeper.
     const Value* v = &item.second;
     int level = 3;
+    std::vector<Step> path;  // down to the node that is too deep, if one is
     while (v->is_container() && level - 1 + v->depth() > options_.max_depth) {
-      if (level > options_.max_depth) fail_depth();
-      v = deepest_child(*v);
+      if (level > options_.max_depth) fail_depth(path);
+      v = deepest_child(*v, path);
       ++level;
     }
   }
@@ -113,11 +114,11 @@ class Encoder {
   PickleWriter& writer() { return writer_; }
 
   // The schema node of `v`, whose tuple sits at metadata level `level`.
-  void schema(const Value& v, int level) {
-    if (level > options_.max_depth) fail_depth();
+  void schema(const Value& v, int level, const Step* at = nullptr) {
+    if (level > options_.max_depth) fail_depth(at);
     switch (v.kind()) {
       case ValueKind::tensor:
-        tensor(v.as_tensor(), level);
+        tensor(v.as_tensor(), level, at);
         return;
       case ValueKind::bytes:
       case ValueKind::bytearray: {
@@ -130,10 +131,10 @@ class Encoder {
       }
       case ValueKind::tuple:
       case ValueKind::list:
-        sequence(v, level);
+        sequence(v, level, at);
         return;
       case ValueKind::mapping:
-        mapping(v, level);
+        mapping(v, level, at);
         return;
       default:
         writer_.begin_tuple(2);
@@ -149,18 +150,24 @@ class Encoder {
     throw Error(code, "cannot encode segment: " + message);
   }
 
-  [[noreturn]] void fail_depth() const {
-    fail(Errc::depth_limit, path() + " nests deeper than the " +
+  [[noreturn]] void fail_depth(const std::vector<Step>& path) const {
+    fail(Errc::depth_limit, path_text(path) + " nests deeper than the " +
                                 std::to_string(options_.max_depth) +
                                 "-level metadata pickle limit (SPEC 2.3)");
   }
 
-  const Value* deepest_child(const Value& v) {
+  [[noreturn]] void fail_depth(const Step* at) const {
+    std::vector<Step> path;
+    for (; at != nullptr; at = at->up) path.insert(path.begin(), *at);
+    fail_depth(path);
+  }
+
+  static const Value* deepest_child(const Value& v, std::vector<Step>& path) {
     if (v.is(ValueKind::mapping)) {
       auto entries = v.entries();
       for (std::size_t i = 0; i < entries.size(); ++i) {
         if (entries[i].second.depth() + 1 == v.depth()) {
-          path_.push_back({&entries[i].first, i});
+          path.push_back({&entries[i].first, i});
           return &entries[i].second;
         }
       }
@@ -170,18 +177,18 @@ class Encoder {
     auto items = v.items();
     for (std::size_t i = 0; i < items.size(); ++i) {
       if (items[i].depth() + 1 == v.depth()) {
-        path_.push_back({nullptr, i});
+        path.push_back({nullptr, i});
         return &items[i];
       }
     }
     return &v;
   }
 
-  std::string path() const {
+  std::string path_text(const std::vector<Step>& path) const {
     std::string out = "items[";
     out += std::to_string(item_);
     out += "].value";
-    for (const Step& s : path_) {
+    for (const Step& s : path) {
       if (s.key == nullptr) {
         out += "[" + std::to_string(s.index) + "]";
       } else if (s.key->is(ValueKind::string)) {
@@ -201,8 +208,8 @@ class Encoder {
     offset += bytes.size();
   }
 
-  void tensor(const Tensor& t, int level) {
-    if (level + 1 > options_.max_depth) fail_depth();
+  void tensor(const Tensor& t, int level, const Step* at) {
+    if (level + 1 > options_.max_depth) fail_depth(at);
     writer_.begin_tuple(5);
     writer_.str(kTensorTag);
     writer_.str(dtype_wire_name(t.dtype()));
@@ -213,38 +220,36 @@ class Encoder {
     writer_.end_tuple(5);
   }
 
-  void sequence(const Value& v, int level) {
+  void sequence(const Value& v, int level, const Step* at) {
     auto items = v.items();
-    if (level + 1 > options_.max_depth) fail_depth();
+    if (level + 1 > options_.max_depth) fail_depth(at);
     writer_.begin_tuple(2);
     writer_.str(v.is(ValueKind::tuple) ? kTupleTag : kListTag);
     writer_.begin_tuple(items.size());
     for (std::size_t i = 0; i < items.size(); ++i) {
-      path_.push_back({nullptr, i});
-      schema(items[i], level + 2);
-      path_.pop_back();
+      Step step{nullptr, i, at};
+      schema(items[i], level + 2, &step);
     }
     writer_.end_tuple(items.size());
     writer_.end_tuple(2);
   }
 
-  void mapping(const Value& v, int level) {
+  void mapping(const Value& v, int level, const Step* at) {
     auto entries = v.entries();
-    if (level + 1 > options_.max_depth) fail_depth();
+    if (level + 1 > options_.max_depth) fail_depth(at);
     writer_.begin_tuple(2);
     writer_.str(kMappingTag);
     writer_.begin_tuple(entries.size());
     for (std::size_t i = 0; i < entries.size(); ++i) {
-      path_.push_back({&entries[i].first, i});
+      Step step{&entries[i].first, i, at};
       if (level + 2 > options_.max_depth ||
           level + 2 + entries[i].first.depth() > options_.max_depth) {
-        fail_depth();
+        fail_depth(&step);
       }
       writer_.begin_tuple(2);
       writer_.mapping_key(entries[i].first);  // SPEC 2.3 memo: a user mapping's key
-      schema(entries[i].second, level + 3);
+      schema(entries[i].second, level + 3, &step);
       writer_.end_tuple(2);
-      path_.pop_back();
     }
     writer_.end_tuple(entries.size());
     writer_.end_tuple(2);
@@ -253,7 +258,6 @@ class Encoder {
   const EncodeOptions& options_;
   PickleWriter writer_;
   std::size_t item_ = 0;
-  std::vector<Step> path_;
 };
 
 void put_be64(std::uint8_t* out, std::uint64_t x) {

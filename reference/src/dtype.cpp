@@ -11,39 +11,39 @@ namespace hpref {
 namespace {
 
 struct DTypeInfo {
-  std::string_view name;
+  std::string_view wire_name;  // "torch." and the name
   std::size_t size;
 };
 
 constexpr std::array<DTypeInfo, kDTypeCount> kTable{{
-    {"float64", 8},
-    {"float32", 4},
-    {"float16", 2},
-    {"bfloat16", 2},
-    {"complex32", 4},
-    {"complex64", 8},
-    {"complex128", 16},
-    {"int64", 8},
-    {"int32", 4},
-    {"int16", 2},
-    {"int8", 1},
-    {"uint8", 1},
-    {"uint16", 2},
-    {"uint32", 4},
-    {"uint64", 8},
-    {"bool", 1},
-    {"qint8", 1},
-    {"quint8", 1},
-    {"qint32", 4},
-    {"quint4x2", 1},
-    {"quint2x4", 1},
-    {"float8_e4m3fn", 1},
-    {"float8_e4m3fnuz", 1},
-    {"float8_e5m2", 1},
-    {"float8_e5m2fnuz", 1},
-    {"float8_e8m0fnu", 1},
-    {"bits8", 1},
-    {"bits16", 2},
+    {"torch.float64", 8},
+    {"torch.float32", 4},
+    {"torch.float16", 2},
+    {"torch.bfloat16", 2},
+    {"torch.complex32", 4},
+    {"torch.complex64", 8},
+    {"torch.complex128", 16},
+    {"torch.int64", 8},
+    {"torch.int32", 4},
+    {"torch.int16", 2},
+    {"torch.int8", 1},
+    {"torch.uint8", 1},
+    {"torch.uint16", 2},
+    {"torch.uint32", 4},
+    {"torch.uint64", 8},
+    {"torch.bool", 1},
+    {"torch.qint8", 1},
+    {"torch.quint8", 1},
+    {"torch.qint32", 4},
+    {"torch.quint4x2", 1},
+    {"torch.quint2x4", 1},
+    {"torch.float8_e4m3fn", 1},
+    {"torch.float8_e4m3fnuz", 1},
+    {"torch.float8_e5m2", 1},
+    {"torch.float8_e5m2fnuz", 1},
+    {"torch.float8_e8m0fnu", 1},
+    {"torch.bits8", 1},
+    {"torch.bits16", 2},
 }};
 
 struct Alias {
@@ -74,10 +74,12 @@ bool is_quantized(DType dtype) noexcept {
          dtype == DType::quint4x2 || dtype == DType::quint2x4;
 }
 
-std::string_view dtype_name(DType dtype) noexcept { return kTable[static_cast<int>(dtype)].name; }
+std::string_view dtype_name(DType dtype) noexcept {
+  return dtype_wire_name(dtype).substr(kPrefix.size());
+}
 
-std::string dtype_wire_name(DType dtype) {
-  return std::string(kPrefix) + std::string(dtype_name(dtype));
+std::string_view dtype_wire_name(DType dtype) noexcept {
+  return kTable[static_cast<int>(dtype)].wire_name;
 }
 
 std::ostream& operator<<(std::ostream& os, DType dtype) { return os << dtype_name(dtype); }
@@ -86,7 +88,7 @@ DType dtype_at(int index) noexcept { return static_cast<DType>(index); }
 
 std::optional<DType> dtype_from_bare_name(std::string_view name) noexcept {
   for (int i = 0; i < kDTypeCount; ++i) {
-    if (kTable[i].name == name) return static_cast<DType>(i);
+    if (dtype_name(static_cast<DType>(i)) == name) return static_cast<DType>(i);
   }
   for (const Alias& a : kAliases) {
     if (a.alias == name) return a.dtype;

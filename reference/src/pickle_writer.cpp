@@ -3,6 +3,7 @@
 // pattern, and a memo for mapping-key strs and the key-class global only (issue 15).
 #include <bit>
 #include <cstring>
+#include <optional>
 
 #include "hpref/error.hpp"
 #include "hpref/pickle.hpp"
@@ -14,8 +15,23 @@ namespace {
 
 constexpr std::size_t kBatchSize = 1000;
 
-void put_le(std::string& out, std::uint64_t x, int nbytes) {
-  for (int i = 0; i < nbytes; ++i) out.push_back(static_cast<char>((x >> (8 * i)) & 0xff));
+static_assert(std::endian::native == std::endian::little, "the writer stores words as they lie");
+
+// n <= 32 bytes from `from` to `to` by two overlapping fixed-size copies each (no call, as a
+// memcpy of a size known only at run time is).
+void copy_small(char* to, const char* from, std::size_t n) noexcept {
+  if (n >= 16) {
+    std::memcpy(to, from, 16);
+    std::memcpy(to + n - 16, from + n - 16, 16);
+  } else if (n >= 8) {
+    std::memcpy(to, from, 8);
+    std::memcpy(to + n - 8, from + n - 8, 8);
+  } else if (n >= 4) {
+    std::memcpy(to, from, 4);
+    std::memcpy(to + n - 4, from + n - 4, 4);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) to[i] = from[i];
+  }
 }
 
 // Bytes in the minimal two's-complement form of x (1..8).
@@ -35,17 +51,17 @@ void PickleWriter::begin() {
   opcode(5);
 }
 
-void PickleWriter::end() { opcode(op::STOP); }
+void PickleWriter::end() {
+  opcode(op::STOP);
+  flush();
+}
 
-void PickleWriter::pushes() {
-  if (height_ >= max_stack_) {
-    throw Error(Errc::pickle_stack_limit,
-                "cannot write pickle: its reader's stack would hold more than " +
-                    std::to_string(max_stack_) +
-                    " entries (items and MARKs), the SPEC 2.3 limit: a tuple that long cannot "
-                    "be decoded");
-  }
-  ++height_;
+void PickleWriter::stack_full() const {
+  throw Error(Errc::pickle_stack_limit,
+              "cannot write pickle: its reader's stack would hold more than " +
+                  std::to_string(max_stack_) +
+                  " entries (items and MARKs), the SPEC 2.3 limit: a tuple that long cannot "
+                  "be decoded");
 }
 
 void PickleWriter::none() {
@@ -58,46 +74,62 @@ void PickleWriter::boolean(bool b) {
   opcode(b ? op::NEWTRUE : op::NEWFALSE);
 }
 
+void PickleWriter::flush() {
+  out_.append(buf_, len_);
+  len_ = 0;
+}
+
+void PickleWriter::opcode_le(std::uint8_t op, std::uint64_t x, std::size_t n) {
+  char* p = room();
+  p[0] = static_cast<char>(op);
+  std::memcpy(p + 1, &x, 8);  // little-endian (above): its low n bytes first
+  len_ += 1 + n;
+}
+
+void PickleWriter::append(std::string_view data) {
+  std::size_t n = data.size();
+  if (n > kSlackBytes) {
+    flush();
+    out_.append(data);
+    return;
+  }
+  copy_small(room(), data.data(), n);
+  len_ += n;
+}
+
 void PickleWriter::integer(std::int64_t i) {
   pushes();
+  auto u = static_cast<std::uint64_t>(i);
   if (i >= 0 && i <= 0xff) {
-    opcode(op::BININT1);
-    put_le(out_, static_cast<std::uint64_t>(i), 1);
+    opcode_le(op::BININT1, u, 1);
   } else if (i >= 0 && i <= 0xffff) {
-    opcode(op::BININT2);
-    put_le(out_, static_cast<std::uint64_t>(i), 2);
+    opcode_le(op::BININT2, u, 2);
   } else if (i >= INT32_MIN && i <= INT32_MAX) {
-    opcode(op::BININT);
-    put_le(out_, static_cast<std::uint64_t>(i), 4);
+    opcode_le(op::BININT, u, 4);
   } else {
-    int n = signed_byte_count(i);
-    opcode(op::LONG1);
-    opcode(static_cast<std::uint8_t>(n));
-    put_le(out_, static_cast<std::uint64_t>(i), n);
+    auto n = static_cast<std::size_t>(signed_byte_count(i));
+    opcode_le(op::LONG1, n, 1);
+    append({reinterpret_cast<const char*>(&u), n});
   }
 }
 
 void PickleWriter::floating(double d) {
   pushes();
-  opcode(op::BINFLOAT);
-  std::uint64_t bits = std::bit_cast<std::uint64_t>(d);
-  for (int i = 7; i >= 0; --i) out_.push_back(static_cast<char>((bits >> (8 * i)) & 0xff));
+  // BINFLOAT's 8 bytes are big-endian.
+  opcode_le(op::BINFLOAT, __builtin_bswap64(std::bit_cast<std::uint64_t>(d)), 8);
 }
 
 void PickleWriter::length_prefixed(std::uint8_t op1, std::uint8_t op4, std::uint8_t op8,
                                    std::string_view data) {
   pushes();
   if (op1 != 0 && data.size() < 256) {
-    opcode(op1);
-    put_le(out_, data.size(), 1);
+    opcode_le(op1, data.size(), 1);
   } else if (op4 != 0 && data.size() <= 0xffffffffu) {
-    opcode(op4);
-    put_le(out_, data.size(), 4);
+    opcode_le(op4, data.size(), 4);
   } else {
-    opcode(op8);
-    put_le(out_, data.size(), 8);
+    opcode_le(op8, data.size(), 8);
   }
-  out_.append(data);
+  append(data);
 }
 
 void PickleWriter::str(std::string_view utf8) {
@@ -110,25 +142,36 @@ void PickleWriter::bytes(std::string_view data) {
 
 void PickleWriter::bytearray(std::string_view data) { length_prefixed(0, 0, op::BYTEARRAY8, data); }
 
+void PickleWriter::get(std::uint64_t index) {
+  pushes();
+  if (index < 256) {
+    opcode_le(op::BINGET, index, 1);
+  } else {
+    opcode_le(op::LONG_BINGET, index, 4);
+  }
+}
+
 bool PickleWriter::fetch(const MemoTable& table, std::string_view name) {
   auto it = table.find(name);
   if (it == table.end()) return false;
-  pushes();
-  if (it->second < 256) {
-    opcode(op::BINGET);
-    put_le(out_, it->second, 1);
-  } else {
-    opcode(op::LONG_BINGET);
-    put_le(out_, it->second, 4);
-  }
+  get(it->second);
   return true;
 }
 
-void PickleWriter::memoize(MemoTable& table, std::string_view name) {
+std::optional<std::uint64_t> PickleWriter::memoize(MemoTable& table, std::string_view name) {
   // The reader refuses a memo of more than max_memo_ entries; LONG_BINGET's index is 4 bytes.
-  if (memo_size_ >= max_memo_ || memo_size_ > 0xffffffffu) return;
+  if (memo_size_ >= max_memo_ || memo_size_ > 0xffffffffu) return std::nullopt;
   opcode(op::MEMOIZE);
-  table.emplace(std::string(name), memo_size_++);
+  table.emplace(std::string(name), memo_size_);
+  return memo_size_++;
+}
+
+PickleWriter::ShortKey PickleWriter::ShortKey::of(std::string_view text) noexcept {
+  ShortKey k;
+  auto* to = reinterpret_cast<char*>(k.bytes);  // the rest stays 0
+  copy_small(to, text.data(), text.size());
+  k.length = text.size();
+  return k;
 }
 
 void PickleWriter::mapping_key(const Value& key) {
@@ -137,9 +180,31 @@ void PickleWriter::mapping_key(const Value& key) {
     return;
   }
   std::string_view text = key.as_str();
-  if (fetch(memo_keys_, text)) return;
-  str(text);
-  memoize(memo_keys_, text);
+  if (text.size() > sizeof ShortKey::bytes) {
+    if (fetch(memo_keys_, text)) return;
+    str(text);
+    memoize(memo_keys_, text);
+    return;
+  }
+  // A short key (most are) is looked up in the front slots first: its length and bytes
+  // are compared whole, no hash of the text taken.
+  ShortKey k = ShortKey::of(text);
+  ShortKey& front = short_keys_[k.slot()];
+  if (front.same(k)) {
+    get(front.index);
+    return;
+  }
+  auto it = memo_keys_.find(text);
+  if (it != memo_keys_.end()) {
+    k.index = it->second;
+    get(k.index);
+  } else {
+    str(text);
+    auto index = memoize(memo_keys_, text);
+    if (!index) return;
+    k.index = *index;
+  }
+  front = k;
 }
 
 void PickleWriter::begin_tuple(std::size_t n) {

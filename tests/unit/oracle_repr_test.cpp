@@ -737,7 +737,7 @@ BOOST_AUTO_TEST_CASE(whole_table_spec_1_3) {
       DType d = dtype_at(k);
       BOOST_TEST(dtype_name(d) == name);
       BOOST_TEST(element_size(d) == size);
-      BOOST_TEST(dtype_wire_name(d) == std::string("torch.") + name);
+      BOOST_TEST(std::string(dtype_wire_name(d)) == std::string("torch.") + name);
       BOOST_TEST((parse_dtype(std::string("torch.") + name) == d));
       BOOST_TEST((*dtype_from_bare_name(name) == d));
     }

@@ -1,6 +1,9 @@
 // SPEC 2.3: the metadata pickle subset. One test per accepted shape, per refusal and
 // per limit (each asserting the error kind and that the message names the offender),
 // and the writer's golden bytes.
+#include <algorithm>
+#include <map>
+#include <numeric>
 #include <string>
 
 #include "hpref/pickle.hpp"
@@ -733,6 +736,61 @@ BOOST_AUTO_TEST_CASE(golden_memo_binget_and_long_binget_spec_2_3) {
   BOOST_TEST(out.substr(out.size() - tail.size()) == tail);
   BOOST_TEST(out.find("8c046b32353694") != std::string::npos);  // "k256" MEMOIZE (entry 256)
   BOOST_TEST((read(write_pickle(v)) == v));
+}
+
+// SPEC 2.3 memo, against a model of its bytes: keys that differ only in length, in a NUL,
+// in their 16th byte, or past it, and 700 short keys (more than the writer's 64 slots for
+// short keys, so they collide there), each written in three mappings: MEMOIZE at the
+// first occurrence only, BINGET/LONG_BINGET of the right index at every later one.
+BOOST_AUTO_TEST_CASE(memo_of_many_short_keys_matches_a_model_spec_2_3) {
+  std::vector<std::string> keys = {"",
+                                   "a",
+                                   "a\0"s,
+                                   "\0"s,
+                                   "\0\0"s,
+                                   "0123456789abcdef",
+                                   "0123456789abcdeg",
+                                   "0123456789abcdef0",
+                                   "0123456789abcdef1"};
+  std::uint64_t state = 7;
+  while (keys.size() < 700) {
+    std::string k;
+    state = state * 6364136223846793005u + 1442695040888963407u;
+    for (std::size_t n = (state >> 33) % 21; n > 0; --n) {
+      state = state * 6364136223846793005u + 1442695040888963407u;
+      k.push_back(static_cast<char>("ab\0z"[(state >> 40) % 4]));
+    }
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  }
+  std::vector<std::size_t> order(keys.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::vector<std::vector<std::size_t>> orders = {order, {order.rbegin(), order.rend()}, {}};
+  for (std::size_t i = 0; i < order.size(); ++i) orders[2].push_back(order[(i * 337) % 700]);
+  std::vector<Value> maps;
+  std::string model = "\x80\x05]("s;  // PROTO 5, EMPTY_LIST MARK
+  std::map<std::string, std::uint32_t> memo;
+  for (const auto& o : orders) {
+    std::vector<Value::Entry> entries;
+    model += "}(";
+    for (std::size_t i : o) {
+      entries.emplace_back(str(keys[i]), Value());
+      auto [it, first] = memo.emplace(keys[i], static_cast<std::uint32_t>(memo.size()));
+      if (first) {
+        model += short_str(keys[i]) + "\x94";
+      } else if (it->second < 256) {
+        model += "h"s + static_cast<char>(it->second);
+      } else {
+        model += "j" + std::string(reinterpret_cast<const char*>(&it->second), 4);
+      }
+      model += "N";
+    }
+    model += "u";  // SETITEMS
+    maps.push_back(Value::mapping(std::move(entries)));
+  }
+  model += "e.";  // APPENDS STOP
+  Value v = Value::list(maps);
+  BOOST_TEST(hex(write_pickle(v)) == hex(model));
+  BOOST_TEST((read_pickle(write_pickle(v)) == v));
 }
 
 // The writer never makes more memo entries than the reader's limit (max_memo_entries): a

@@ -323,7 +323,7 @@ Json value_to_json(const Value& v) {
       const Tensor& t = v.as_tensor();
       Json shape = Json::array();
       for (std::int64_t d : t.shape()) shape.push_back(d);
-      return Json{{"tensor", Json{{"dtype", dtype_wire_name(t.dtype())},
+      return Json{{"tensor", Json{{"dtype", std::string(dtype_wire_name(t.dtype()))},
                                   {"shape", std::move(shape)},
                                   {"hex", to_hex(t.bytes())}}}};
     }

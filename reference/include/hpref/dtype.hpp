@@ -53,7 +53,7 @@ bool is_quantized(DType dtype) noexcept;
 std::string_view dtype_name(DType dtype) noexcept;
 
 // "torch.float32": the form written on the wire.
-std::string dtype_wire_name(DType dtype);
+std::string_view dtype_wire_name(DType dtype) noexcept;
 
 // Looks up a bare name or alias ("float32", "float", "long"); nullopt if unknown.
 std::optional<DType> dtype_from_bare_name(std::string_view name) noexcept;

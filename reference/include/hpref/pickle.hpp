@@ -5,7 +5,9 @@
 // pickle.loads reads back.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -43,7 +45,8 @@ std::pair<std::string_view, std::string_view> split_key_class(std::string_view k
 Value read_pickle(std::span<const std::uint8_t> data, const PickleReadOptions& options = {});
 Value read_pickle(std::string_view data, const PickleReadOptions& options = {});
 
-// A streaming writer of the golden form. Appends to `out`. It refuses what the reader
+// A streaming writer of the golden form. Appends to `out` (in pieces: all of it once
+// end() returns). It refuses what the reader
 // would refuse under the same `limits` (SPEC 2.3: whatever encodes decodes): a stack of
 // more than max_stack entries (Error pickle_stack_limit); write_pickle also refuses a Value
 // deeper than max_depth (Error depth_limit).
@@ -62,7 +65,7 @@ class PickleWriter {
       : out_(out), max_stack_(limits.max_stack), max_memo_(limits.max_memo_entries) {}
 
   void begin();  // PROTO 5
-  void end();    // STOP
+  void end();    // STOP; then all the bytes are in `out`
 
   // A whole Value. Tensors cannot be written (Error pickle_unwritable): segments carry
   // them in the binary region.
@@ -106,15 +109,37 @@ class PickleWriter {
   };
   using MemoTable = std::unordered_map<std::string, std::uint64_t, TextHash, std::equal_to<>>;
 
-  void opcode(std::uint8_t op) { out_.push_back(static_cast<char>(op)); }
+  // Bytes are gathered in buf_ and appended to out_ a piece at a time: small appends to a
+  // string are each a call, and most of a pickle is opcodes of 1-9 bytes.
+  static constexpr std::size_t kBufferBytes = 1024;  // at most this much before a flush
+  static constexpr std::size_t kSlackBytes = 32;     // free after room()
+  void flush();
+  // Where the next bytes go: at least kSlackBytes free there.
+  char* room() {
+    if (len_ > kBufferBytes) flush();
+    return buf_ + len_;
+  }
+  void append(std::string_view data);
+  void opcode(std::uint8_t op) {
+    *room() = static_cast<char>(op);
+    ++len_;
+  }
+  // `op` then the low `n` bytes of `x`, least significant first (n <= 8).
+  void opcode_le(std::uint8_t op, std::uint64_t x, std::size_t n);
   // The reader's stack, mirrored: an opcode that pushes, one that pops n entries.
-  void pushes();
+  void pushes() {
+    if (height_ >= max_stack_) stack_full();
+    ++height_;
+  }
+  [[noreturn]] void stack_full() const;
   void pops(std::size_t n) noexcept { height_ -= n; }
   // BINGET/LONG_BINGET of `name`'s entry in `table` if it has one (true), else false.
   bool fetch(const MemoTable& table, std::string_view name);
-  // MEMOIZE the object on top of the stack as `name`'s entry in `table`, unless the memo
-  // is full (then nothing is written).
-  void memoize(MemoTable& table, std::string_view name);
+  // BINGET/LONG_BINGET of memo entry `index`.
+  void get(std::uint64_t index);
+  // MEMOIZE the object on top of the stack as `name`'s entry in `table` and return its
+  // index, unless the memo is full (then nothing is written).
+  std::optional<std::uint64_t> memoize(MemoTable& table, std::string_view name);
   // EMPTY_LIST / EMPTY_DICT, then `n` items (`item(i)` writes item i, pushing `per_item`
   // entries) in batches of at most 1000: APPEND/SETITEM for one, MARK ... APPENDS/SETITEMS.
   template <typename WriteItem>
@@ -122,11 +147,31 @@ class PickleWriter {
                std::size_t per_item, WriteItem&& item);
   void length_prefixed(std::uint8_t op1, std::uint8_t op4, std::uint8_t op8, std::string_view data);
   std::string& out_;
+  char buf_[kBufferBytes + kSlackBytes + 1];
+  std::size_t len_ = 0;
   std::uint64_t max_stack_;
   std::uint64_t height_ = 0;
   std::uint64_t max_memo_;
   std::uint64_t memo_size_ = 0;
-  MemoTable memo_keys_;         // mapping-key strs by value
+  MemoTable memo_keys_;  // mapping-key strs by value
+  // A direct-mapped front of memo_keys_ for keys of at most 16 bytes, each held whole
+  // (bytes, zero-padded, and length), so that a repeated short key costs no hash.
+  struct ShortKey {
+    std::uint64_t bytes[2] = {0, 0};
+    std::uint64_t length = ~std::uint64_t{0};            // none
+    std::uint64_t index = 0;                             // its memo entry
+    static ShortKey of(std::string_view text) noexcept;  // text of at most 16 bytes
+    std::size_t slot() const noexcept {
+      // Any spread will do: a collision only sends a key to the table (no worst case).
+      std::uint64_t mix =
+          (bytes[0] ^ ((bytes[1] << 29) | (bytes[1] >> 35)) ^ length) * 0x9e3779b97f4a7c15u;
+      return static_cast<std::size_t>(mix >> 58);  // 64 slots
+    }
+    bool same(const ShortKey& o) const noexcept {
+      return length == o.length && bytes[0] == o.bytes[0] && bytes[1] == o.bytes[1];
+    }
+  };
+  std::array<ShortKey, 64> short_keys_{};
   MemoTable memo_globals_;      // key-class globals by dotted name
   KeyClass checked_key_class_;  // the last key class key_object validated
 };
