@@ -169,7 +169,13 @@ def tensor_maker(tensors: str, dtypes: Optional[FrozenSet[str]] = None):
         if kind is None:
             raise refuse(dtype, f"is not a dtype of torch {torch.__version__} or of the release asked for")
         if not len(data):
-            return empty(shape, dtype=kind)
+            try:
+                return empty(shape, dtype=kind)
+            except RuntimeError as e:
+                # No elements, yet strides beyond int64 (a zero dim beside huge ones, e.g.
+                # (0, 2, 0, 2**62)): torch.empty refuses, as in the original's decode.
+                raise _from_core("invalid_shape", f"tensor shape {tuple(shape)} cannot be made "
+                                 f"as a torch tensor: {e}") from None
         if dtype in _QUANTIZED:
             # torch.frombuffer makes such a tensor without a quantizer (the wire has no scale
             # or zero point), and torch then crashes the process on its first use (reshape,
@@ -178,6 +184,11 @@ def tensor_maker(tensors: str, dtypes: Optional[FrozenSet[str]] = None):
                                 "wire format has no scale or zero point; decode with tensors='raw' "
                                 "for its bytes")
         t = frombuffer(data, dtype=kind)
+        if dtype == "complex128" and t.data_ptr() % 16:
+            # torch crashes (SIGSEGV) on complex128 bytes that are not 16-byte aligned, as
+            # python/src/codec.cpp says: an aligned private copy.
+            t = empty(len(data) // 16, dtype=kind).view(torch.uint8).copy_(
+                frombuffer(data, dtype=torch.uint8)).view(kind)
         return t if len(shape) == 1 else t.reshape(shape)
     # The decoder (python/src/codec.cpp) makes the tensors of known dtypes itself with these,
     # as make_torch does (no Python frame per tensor); empty ones and refusals come here.

@@ -945,6 +945,8 @@ def _schema_field_count(message: str) -> Any:
 
 
 def _invalid_shape(message: str) -> Any:
+    if "cannot be made as a torch tensor" in message:
+        return RuntimeError  # torch.empty's own refusal, the original's too
     m = re.search(r"tensor shape (.*) is not a tuple or list of non-negative ints", message)
     if m:
         return _unpack_type(m.group(1))  # tuple(shape)

@@ -497,11 +497,23 @@ nb::object byte_view(const SharedBytes& bytes) {
   return nb::steal(PyMemoryView_FromObject(array.ptr()));
 }
 
+// Torch's complex128 (c10::complex<double>, alignas(16)) kills the process with SIGSEGV when
+// its bytes are not 16-byte aligned: clone, sum, repr, copy_ (torch 2.13 and 1.13; found by
+// tests/python/test_decode_fuzz.py; no other dtype did at any offset). A segment's tensors lie
+// where the peer's metadata put them, so such a tensor is made from an aligned private copy.
+bool torch_needs_a_copy(const Tensor& t) {
+  static_assert(__STDCPP_DEFAULT_NEW_ALIGNMENT__ >= 16, "SharedBytes::copy_of must align to 16");
+  return t.dtype() == DType::complex128 &&
+         reinterpret_cast<std::uintptr_t>(t.storage().data()) % 16 != 0;
+}
+
 nb::object TensorViews::operator()(const Tensor& t) {
   const SharedBytes& storage = t.storage();
   nb::object data;
-  if (!storage.empty() && storage.owner() && storage.owner().get() == owner_ &&
-      storage.data() >= base_ && storage.data() + storage.size() <= base_ + size_) {
+  if (torch_ && !storage.empty() && torch_needs_a_copy(t)) {
+    data = byte_view(SharedBytes::copy_of(storage.span()));
+  } else if (!storage.empty() && storage.owner() && storage.owner().get() == owner_ &&
+             storage.data() >= base_ && storage.data() + storage.size() <= base_ + size_) {
     // One memoryview per buffer, sliced per tensor (a slice costs ~0.1 us, a fresh view ~10).
     auto offset = static_cast<Py_ssize_t>(storage.data() - base_);
     data = nb::steal(PySequence_GetSlice(whole_.ptr(), offset,

@@ -212,3 +212,66 @@ def test_every_dtype_decodes_to_a_torch_tensor_torch_can_use_or_a_named_refusal(
         repr(t)
     except (RuntimeError, NotImplementedError, TypeError):
         pass
+
+
+def buffer_address(buffer):
+    import ctypes
+    return ctypes.addressof((ctypes.c_char * len(buffer)).from_buffer(buffer))
+
+
+def test_a_complex128_tensor_anywhere_in_the_segment_is_one_torch_can_use():
+    """torch (2.13 and 1.13) kills the process with SIGSEGV on complex128 bytes that are not
+    16-byte aligned (clone, sum, repr, copy_; no other dtype at any offset), and a peer puts
+    tensors where its metadata says. Decoding into torch tensors gives such a tensor an
+    aligned private copy of its bytes; an aligned one stays a view of the caller's buffer.
+    Found by test_decode_fuzz.py (2026-12-01); the original's decode crashes there too."""
+    torch = pytest.importorskip("torch")
+    values = torch.tensor([1 + 2j, -3.5 + 0.25j, 7e300 - 1e-300j], dtype=torch.complex128)
+    data = values.view(torch.uint8).numpy().tobytes()
+    seen = set()
+    for pad in range(16):  # the tensor's bytes start at every offset modulo 16
+        z = RawTensor("complex128", (3,), data)
+        frame = hpref.codec.encode([((1, 0), {"pad": b"x" * pad, "z": z}),
+                                    ((2, 0), RawTensor("complex128", (), data[16:32]))])
+        buffer = bytearray(frame)
+        at = buffer_address(buffer) + frame.index(data)
+        seen.add(at % 16)
+        [(_, first), (_, scalar)] = hpref.codec.decode(buffer)
+        t = first["z"]
+        assert t.data_ptr() % 16 == 0 and scalar.data_ptr() % 16 == 0
+        assert torch.equal(t.clone().view(torch.uint8), values.view(torch.uint8))
+        assert t.sum() == values.sum() and scalar.clone().item() == -3.5 + 0.25j and repr(t)
+        buffer[frame.index(data)] ^= 1  # a view sees the caller's buffer change; a copy not
+        assert (t.view(torch.uint8)[0].item() != data[0]) == (at % 16 == 0)
+        [(_, first), _] = hpref.codec.decode(frame)  # from bytes: hpref's own copy
+        assert first["z"].data_ptr() % 16 == 0 and first["z"].clone().sum() == values.sum()
+    assert len(seen) == 16
+    # A RawTensor's bytes made into a torch tensor (hpref.oracle's path) likewise.
+    from hpref._tensors import from_raw
+    odd = bytearray(49)
+    odd[1:] = data
+    t = from_raw(RawTensor("complex128", (3,), memoryview(odd)[1:]))
+    assert t.data_ptr() % 16 == 0 and torch.equal(t.clone(), values)
+
+
+def test_an_empty_tensor_whose_strides_overflow_is_an_invalid_shape_error():
+    """A shape with no elements can still have strides beyond int64 ((0, 2, 0, 2**62):
+    2 * 2**62); torch.empty refuses it with a RuntimeError (the original's decode raises
+    that; torch 1.13 makes it). Decoding into torch tensors says invalid_shape where torch
+    refuses, naming the shape, and python_equivalent says RuntimeError; elsewhere the tensor
+    is torch's. tensors='raw' gives it as it is."""
+    torch = pytest.importorskip("torch")
+    shape = (0, 2, 0, 2 ** 62)
+    frame = hpref.codec.encode([((1, 0), RawTensor("float32", shape, b""))])
+    try:
+        torch.empty(shape)
+    except RuntimeError:
+        with pytest.raises(hpref.Error) as e:
+            hpref.codec.decode(frame)
+        assert e.value.kind == "invalid_shape" and str(shape) in e.value.message
+        assert hpref.python_equivalent(e.value) is RuntimeError
+    else:
+        [(_, t)] = hpref.codec.decode(frame)
+        assert tuple(t.shape) == shape and t.dtype == torch.float32
+    [(_, raw)] = hpref.codec.decode(frame, tensors="raw")
+    assert tuple(raw.shape) == shape
