@@ -156,7 +156,13 @@ def tensor_maker(tensors: str, dtypes: Optional[FrozenSet[str]] = None):
             if code is None:
                 raise refuse(dtype, "has no numpy dtype" if dtype in _NUMPY
                              else "is not a dtype of the torch release asked for")
-            return np.frombuffer(data, code).reshape(shape)
+            try:
+                return np.frombuffer(data, code).reshape(shape)
+            except ValueError as e:
+                # No elements, yet more bytes than numpy can address ((0, 2**63 - 1)), or
+                # more than numpy's 64 dims.
+                raise _from_core("invalid_shape", f"tensor shape {tuple(shape)} cannot be made "
+                                 f"as a numpy array: {e}") from None
         return make_numpy
     import torch
 

@@ -947,6 +947,8 @@ def _schema_field_count(message: str) -> Any:
 def _invalid_shape(message: str) -> Any:
     if "cannot be made as a torch tensor" in message:
         return RuntimeError  # torch.empty's own refusal, the original's too
+    if "cannot be made as a numpy array" in message:
+        return None  # numpy arrays are ours; the original makes torch tensors of most such
     m = re.search(r"tensor shape (.*) is not a tuple or list of non-negative ints", message)
     if m:
         return _unpack_type(m.group(1))  # tuple(shape)

@@ -1,16 +1,16 @@
-"""Python-side fuzz of decoding a peer's segment into torch tensors (SPEC 2.4: the bytes give
-items or one error, never a crash). The C++ fuzzers (fuzz/) cannot see this class of bug:
-torch's own code on tensors we hand it, and the binding that makes them. Until 2026-12-01 a
-non-empty quantized tensor killed the process with SIGSEGV inside torch.
+"""Python-side fuzz of decoding a peer's segment into torch tensors and numpy arrays (SPEC
+2.4: the bytes give items or one error, never a crash). The C++ fuzzers (fuzz/) cannot see
+this class of bug: torch's own code on tensors we hand it, and the binding that makes them.
+Until 2026-12-01 a non-empty quantized tensor killed the process with SIGSEGV inside torch.
 
 hypothesis writes segments the way a peer does: an HPB1 frame whose metadata is
 pickle.dumps of schema nodes (SPEC 2.2) over a binary region, with dtype names from all of
 SPEC 1.3 and some that are not, shapes with zero, huge, negative and bool dims, ranges that
 fit or not, nested mapping/tuple/list nodes, plain values; some frames then get bytes
-flipped or cut. A worker process decodes each with tensors='torch' and uses every tensor it
-gets (reshape, clone, sum, repr). The test fails when decode raises anything but
-hpref.Error, or when the worker dies: then with the segment in hex, to replay. Torch's own
-exceptions from using a tensor (bits16 has no repr) are torch's answers, not failures.
+flipped or cut. A worker process decodes each with tensors='torch', then 'numpy', and uses
+every tensor it gets (reshape, clone or copy, sum, repr). The test fails when decode raises
+anything but hpref.Error, or when the worker dies: then with the segment in hex, to replay.
+Torch's own exceptions from using a tensor (bits16 has no repr) are torch's answers.
 
 Cases: the segments it found, then 300, the same every run; HPREF_FUZZ_EXAMPLES=N runs N
 random ones (a failure prints hypothesis's seed to replay it)."""
@@ -34,14 +34,15 @@ EXAMPLES = int(os.environ.get("HPREF_FUZZ_EXAMPLES", "0"))
 SETTINGS = settings(max_examples=EXAMPLES or 300, deadline=None, derandomize=not EXAMPLES,
                     suppress_health_check=list(HealthCheck))
 
-# The worker: reads cases (8-byte little-endian length, then the bytes) from stdin, answers
-# each with one line: "ok N" (N tensors used), "refused KIND", or "raised TYPE: MESSAGE".
+# The worker: reads cases (8-byte little-endian length, then the bytes) from stdin, decodes
+# each into torch tensors, then into numpy arrays, and answers with one line of two answers
+# joined by " | ", each "ok N" (N tensors used), "refused KIND" or "raised TYPE (how): ...".
 WORKER = r"""
 import struct, sys
-import hpref, torch
+import hpref, numpy, torch
 
 def tensors(v):
-    if isinstance(v, torch.Tensor):
+    if isinstance(v, (torch.Tensor, numpy.ndarray)):
         yield v
     elif isinstance(v, dict):
         for k, x in v.items():
@@ -52,8 +53,13 @@ def tensors(v):
             yield from tensors(x)
 
 def use(t):
-    for op in (lambda: t.reshape(-1), t.clone, t.contiguous, lambda: repr(t),
-               lambda: t.sum() if t.numel() <= 1 << 20 else None):
+    if isinstance(t, numpy.ndarray):
+        ops = (lambda: t.reshape(-1), t.copy, lambda: repr(t),
+               lambda: t.sum() if t.size <= 1 << 20 else None)
+    else:
+        ops = (lambda: t.reshape(-1), t.clone, t.contiguous, lambda: repr(t),
+               lambda: t.sum() if t.numel() <= 1 << 20 else None)
+    for op in ops:
         try:
             op()
         except Exception:  # torch's answer (an op it lacks for the dtype): not a crash
@@ -65,18 +71,21 @@ while True:
     if len(head) < 8:
         break
     data = stdin.read(struct.unpack("<Q", head)[0])
-    try:
-        items = hpref.codec.decode(data)
-    except hpref.Error as e:
-        stdout.write(f"refused {e.kind}\n")
-    except BaseException as e:
-        stdout.write(f"raised {type(e).__name__}: {e}\n".replace("\n", " ") + "\n")
-    else:
-        n = 0
-        for t in tensors(items):
-            use(t)
-            n += 1
-        stdout.write(f"ok {n}\n")
+    answers = []
+    for kind in ("torch", "numpy"):
+        try:
+            items = hpref.codec.decode(data, tensors=kind)
+        except hpref.Error as e:
+            answers.append(f"refused {e.kind}")
+        except BaseException as e:
+            answers.append(f"raised {type(e).__name__} ({kind}): {e}".replace("\n", " "))
+        else:
+            n = 0
+            for t in tensors(items):
+                use(t)
+                n += 1
+            answers.append(f"ok {n}")
+    stdout.write(" | ".join(answers) + "\n")
     stdout.flush()
 """
 
@@ -228,18 +237,19 @@ def test_a_peers_segment_decodes_to_usable_tensors_or_an_hpref_error(worker, fra
     answer, status = worker.decode(frame)
     assert answer is not None, (
         f"the decoding process died (exit status {status}) on the segment {frame.hex()}")
-    assert not answer.startswith("raised"), f"{answer} on the segment {frame.hex()}"
+    assert "raised" not in answer, f"{answer} on the segment {frame.hex()}"
 
 
 def test_the_worker_reports_a_death_as_a_failure(worker):
     """The harness itself: a case that kills the worker is seen (not read as a refusal), and
     the next case gets a fresh worker."""
-    assert worker.decode(b"HPB1" + bytes(15)) == ("refused truncated_header", None)
+    assert worker.decode(b"HPB1" + bytes(15)) == (
+        "refused truncated_header | refused truncated_header", None)
     proc = worker.proc
     proc.kill()
     proc.wait()
     answer, status = worker.decode(b"")
-    assert answer == "ok 0" and status is None  # a fresh worker: the empty segment, no items
+    assert answer == "ok 0 | ok 0" and status is None  # a fresh worker: the empty segment
     worker.proc.kill()
     worker.proc.wait()
     worker.proc.poll = lambda: None  # as if alive: the write or the read finds it dead
