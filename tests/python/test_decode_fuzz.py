@@ -8,8 +8,9 @@ pickle.dumps of schema nodes (SPEC 2.2) over a binary region, with dtype names f
 SPEC 1.3 and some that are not, shapes with zero, huge, negative and bool dims, ranges that
 fit or not, nested mapping/tuple/list nodes, plain values; some frames then get bytes
 flipped or cut. A worker process decodes each with tensors='torch', then 'numpy', and uses
-every tensor it gets (reshape, clone or copy, sum, repr). The test fails when decode raises
-anything but hpref.Error, or when the worker dies: then with the segment in hex, to replay.
+every tensor it gets (reshape, clone or copy, sum, repr); it also inspects each and merges it
+received twice (decode_received). The test fails when one of those raises anything but
+hpref.Error, or when the worker dies: then with the segment in hex, to replay.
 Torch's own exceptions from using a tensor (bits16 has no repr) are torch's answers.
 
 Cases: the segments it found, then 300, the same every run; HPREF_FUZZ_EXAMPLES=N runs N
@@ -36,7 +37,9 @@ SETTINGS = settings(max_examples=EXAMPLES or 300, deadline=None, derandomize=not
 
 # The worker: reads cases (8-byte little-endian length, then the bytes) from stdin, decodes
 # each into torch tensors, then into numpy arrays, and answers with one line of two answers
-# joined by " | ", each "ok N" (N tensors used), "refused KIND" or "raised TYPE (how): ...".
+# joined by " | ", each "ok N" (N tensors used), "refused KIND" or "raised TYPE (how): ...";
+# then inspects it (strict) and merges it received twice (a duplicate key, or none), adding
+# a "raised" answer if either raises anything but hpref.Error.
 WORKER = r"""
 import struct, sys
 import hpref, numpy, torch
@@ -85,6 +88,15 @@ while True:
                 use(t)
                 n += 1
             answers.append(f"ok {n}")
+    for name, call in (("inspect", lambda: hpref.codec.inspect(data, strict=True)),
+                       ("received", lambda: hpref.codec.decode_received(
+                           data + data, [len(data), len(data)], tensors="raw"))):
+        try:
+            call()
+        except hpref.Error:
+            pass
+        except BaseException as e:
+            answers.append(f"raised {type(e).__name__} ({name}): {e}".replace("\n", " "))
     stdout.write(" | ".join(answers) + "\n")
     stdout.flush()
 """
