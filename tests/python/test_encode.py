@@ -65,3 +65,90 @@ def test_tensors_without_dense_bytes_are_refused_by_kind_and_strided_views_encod
     imag = torch.tensor([1 + 2j, 3 - 4j]).conj().imag[:1]  # shape (1,), stride 2, a neg view
     [(_, back)] = hpref.codec.decode(hpref.codec.encode([((1, 0), imag)]))
     assert back.tolist() == [-2.0] and back.dtype == torch.float32
+
+
+def strided_views():
+    """hypothesis: torch tensors as programs hand them to encode: views of a random base
+    (transposed, sliced with steps and offsets, expanded, real/imag/conj of complex, a
+    negated conj's imag, reinterpreted as bytes, as_strided with zero strides), some of
+    them contiguous (read in place through data_ptr), most not."""
+    torch = pytest.importorskip("torch")
+    from hypothesis import strategies as st
+
+    dtypes = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64,
+              torch.int8, torch.uint8, torch.bool, torch.complex64, torch.complex128]
+
+    @st.composite
+    def views(draw):
+        dtype = draw(st.sampled_from(dtypes))
+        shape = draw(st.lists(st.sampled_from([0, 1, 1, 2, 3, 5]), min_size=0, max_size=4))
+        n = 1
+        for d in shape:
+            n *= d
+        g = torch.Generator().manual_seed(draw(st.integers(0, 2 ** 31)))
+        t = (torch.randn(n, generator=g, dtype=torch.float64) * 100).to(
+            torch.complex128 if dtype.is_complex else torch.float64)
+        t = (t != 0).to(dtype) if dtype == torch.bool else t.to(dtype)
+        t = t.reshape(shape)
+        for _ in range(draw(st.integers(0, 3))):
+            op = draw(st.sampled_from(["t", "slice", "expand", "conj", "real", "imag", "bytes",
+                                       "zero_stride", "select", "neg"]))
+            if op == "t" and t.dim() >= 2:
+                i, j = draw(st.permutations(range(t.dim())))[:2]
+                t = t.transpose(i, j)
+            elif op == "slice" and t.dim() >= 1:
+                d = draw(st.integers(0, t.dim() - 1))
+                start = draw(st.integers(0, t.shape[d]))
+                step = draw(st.integers(1, 3))
+                t = t[(slice(None),) * d + (slice(start, None, step),)]
+            elif op == "expand" and t.dim() < 4:
+                t = t.unsqueeze(0).expand(draw(st.integers(0, 3)), *t.shape)
+            elif op == "conj" and t.is_complex():
+                t = t.conj()
+            elif op in ("real", "imag") and t.is_complex():
+                t = getattr(t, op)  # the imag of a conj view is a neg view
+            elif op == "neg" and t.is_complex():
+                t = t.conj().imag  # a neg view; contiguous when its dims are 0 or 1 long
+            elif op == "bytes" and t.dim() >= 1 and t.is_contiguous() and t.stride(-1) == 1 \
+                    and not t.is_conj() and not t.is_neg() and t.numel():
+                t = t.view(torch.uint8)
+            elif op == "zero_stride" and t.dim() >= 1 and t.numel():
+                t = t.as_strided(t.shape, [0] + list(t.stride())[1:], t.storage_offset())
+            elif op == "select" and t.dim() >= 1 and t.shape[0]:
+                t = t[draw(st.integers(0, t.shape[0] - 1))]
+        return t
+
+    return views()
+
+
+def test_any_strided_view_encodes_its_values():
+    """decode(encode([(k, t)])) is t's values, for views of every layout a program makes
+    (strided_views): same dtype and shape, the bytes of t with its conj and neg resolved,
+    made contiguous. The encoder reads contiguous CPU tensors in place (data_ptr) and copies
+    the others; a wrong offset, stride or lazy bit in either path changes the bytes."""
+    torch = pytest.importorskip("torch")
+    from hypothesis import HealthCheck, example, given, settings
+
+    c = torch.tensor([[1 + 2j]], dtype=torch.complex128)
+
+    # Contiguous neg views (their dims 0 or 1 long), which the random views rarely reach.
+    @settings(max_examples=300, deadline=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(strided_views())
+    @example(c.conj().imag)
+    @example(c[0].conj().imag)
+    @example(c[0, 0].conj().imag)
+    @example(c.to(torch.complex64).conj().imag.expand(1, 1))
+    def check(t):
+        [(_, back)] = hpref.codec.decode(hpref.codec.encode([((1, 0), t)]))
+        assert back.dtype == t.dtype and tuple(back.shape) == tuple(t.shape)
+
+        def flat_bytes(x):  # a dense copy (contiguous() keeps a size-1 dim's odd stride)
+            if not x.numel():
+                return torch.empty(0, dtype=torch.uint8)
+            x = x.resolve_conj().resolve_neg().reshape(-1)
+            return x.clone(memory_format=torch.contiguous_format).view(torch.uint8)
+        assert torch.equal(flat_bytes(back), flat_bytes(t)), \
+            (t.shape, t.stride(), t.storage_offset(), t.is_conj(), t.is_neg())
+
+    check()
