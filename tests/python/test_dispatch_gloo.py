@@ -56,8 +56,10 @@ def _worker(rank, store, out_dir):
     torch.set_num_threads(1)
     from datetime import timedelta
 
+    # A deadline for a hang, not a speed bound: under CI's load (an ASan build beside) four
+    # torch imports and gloo rendezvous once took longer than 60 s.
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=WORLD,
-                            timeout=timedelta(seconds=60))
+                            timeout=timedelta(seconds=300))
     results = {}
     try:
         for seed_value, (name, kind, last, dim, shape) in enumerate(CASES):
