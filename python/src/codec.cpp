@@ -148,6 +148,22 @@ struct Converter {
 //   a KeyClass                object.__new__(cls) and object.__setattr__ per field, in field
 //                             order: KeyClass.make's way (pickle's NEWOBJ + BUILD), in C;
 //                             cls is read from its `type` when the first key needs it.
+// Key-class field names as interned strs (attribute lookups compare interned names first).
+std::vector<nb::object> interned_names(nb::handle names) {
+  std::vector<nb::object> out;
+  for (nb::handle f : names) {
+    if (!PyUnicode_Check(f.ptr())) {
+      throw Error(Errc::invalid_argument, "a key class field name must be a str, got " +
+                                              nb::cast<std::string>(nb::repr(f)));
+    }
+    PyObject* name = f.ptr();
+    Py_INCREF(name);
+    PyUnicode_InternInPlace(&name);
+    out.push_back(nb::steal(name));
+  }
+  return out;
+}
+
 struct KeyMaker {
   nb::object make;
   std::size_t arity = 2;
@@ -163,12 +179,7 @@ nb::object KeyMaker::instance(const nb::object& values) const {
   if (!cls.is_valid()) {
     cls = make.attr("type");
     if (!PyType_Check(cls.ptr())) throw Error(Errc::internal, "KeyClass.type is not a class");
-    for (nb::handle f : make.attr("fields")) {
-      PyObject* name = f.ptr();
-      Py_INCREF(name);
-      PyUnicode_InternInPlace(&name);
-      fields.push_back(nb::steal(name));
-    }
+    fields = interned_names(make.attr("fields"));
   }
   static PyObject* no_args = PyTuple_New(0);
   nb::object obj = nb::steal(
@@ -467,10 +478,8 @@ struct KeyFields {
   nb::handle type;                 // None: no key class
   std::vector<nb::object> fields;  // interned field names
 
-  KeyFields(nb::handle key_type, const std::vector<std::string>& names) : type(key_type) {
-    for (const std::string& f : names)
-      fields.push_back(nb::steal(PyUnicode_InternFromString(f.c_str())));
-  }
+  KeyFields(nb::handle key_type, nb::handle names)
+      : type(key_type), fields(interned_names(names)) {}
 
   std::optional<Value> operator()(nb::handle key, const FromPython& from) const {
     if (type.is_none() || PyTuple_Check(key.ptr())) return std::nullopt;
@@ -640,7 +649,7 @@ void bind_codec(nb::module_& m) {
   m.def(
       "encode",
       [](nb::handle items, nb::object key_class, nb::handle raw_type, nb::handle convert,
-         nb::handle key_type, const std::vector<std::string>& key_fields, nb::handle torch_tensor) {
+         nb::handle key_type, nb::handle key_fields, nb::handle torch_tensor) {
         FromPython from(raw_type, convert, torch_tensor);
         KeyFields key_of(key_type, key_fields);
         std::vector<Item> pairs;
