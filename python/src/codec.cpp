@@ -509,9 +509,9 @@ nb::object byte_view(const SharedBytes& bytes) {
 // Torch's complex128 (c10::complex<double>, alignas(16)) kills the process with SIGSEGV when
 // its bytes are not 16-byte aligned: clone, sum, repr, copy_ (torch 2.13 and 1.13; found by
 // tests/python/test_decode_fuzz.py; no other dtype did at any offset). A segment's tensors lie
-// where the peer's metadata put them, so such a tensor is made from an aligned private copy.
-bool torch_needs_a_copy(const Tensor& t) {
-  static_assert(__STDCPP_DEFAULT_NEW_ALIGNMENT__ >= 16, "SharedBytes::copy_of must align to 16");
+// where the peer's metadata put them: such a tensor goes to make_torch (hpref/_tensors.py),
+// which makes it from an aligned private copy.
+bool misaligned_complex128(const Tensor& t) {
   return t.dtype() == DType::complex128 &&
          reinterpret_cast<std::uintptr_t>(t.storage().data()) % 16 != 0;
 }
@@ -519,10 +519,8 @@ bool torch_needs_a_copy(const Tensor& t) {
 nb::object TensorViews::operator()(const Tensor& t) {
   const SharedBytes& storage = t.storage();
   nb::object data;
-  if (torch_ && !storage.empty() && torch_needs_a_copy(t)) {
-    data = byte_view(SharedBytes::copy_of(storage.span()));
-  } else if (!storage.empty() && storage.owner() && storage.owner().get() == owner_ &&
-             storage.data() >= base_ && storage.data() + storage.size() <= base_ + size_) {
+  if (!storage.empty() && storage.owner() && storage.owner().get() == owner_ &&
+      storage.data() >= base_ && storage.data() + storage.size() <= base_ + size_) {
     // One memoryview per buffer, sliced per tensor (a slice costs ~0.1 us, a fresh view ~10).
     auto offset = static_cast<Py_ssize_t>(storage.data() - base_);
     data = nb::steal(PySequence_GetSlice(whole_.ptr(), offset,
@@ -535,10 +533,10 @@ nb::object TensorViews::operator()(const Tensor& t) {
   Py_ssize_t i = 0;
   for (std::int64_t d : t.shape()) PyTuple_SET_ITEM(dims.ptr(), i++, PyLong_FromLongLong(d));
   auto index = static_cast<std::size_t>(t.dtype());  // the SPEC 1.3 table order (dtype_at)
-  if (torch_ && storage.size() != 0 && !is_quantized(t.dtype())) {
+  if (torch_ && storage.size() != 0 && !is_quantized(t.dtype()) && !misaligned_complex128(t)) {
     // make_torch's own steps, called from here: torch.frombuffer(data, dtype=kind), reshaped
     // unless one-dimensional. A dtype it lacks, and a quantized one (which it refuses), go to
-    // make_torch, which names it.
+    // make_torch, which names it; so does a misaligned complex128 (above), which it copies.
     if (!kind_looked_[index]) {
       std::string_view name = dtype_name(t.dtype());
       PyObject* kind = PyDict_GetItemString(kinds_.ptr(), std::string(name).c_str());
