@@ -18,6 +18,7 @@ random ones (a failure prints hypothesis's seed to replay it)."""
 import os
 import pathlib
 import pickle
+import select
 import struct
 import subprocess
 import sys
@@ -103,23 +104,38 @@ while True:
 
 
 class Worker:
-    """One long-lived decoding process, started again after it dies."""
+    """One long-lived decoding process, started again after it dies or hangs."""
+
+    # A case's deadline (the first includes importing torch): a hang, not a speed bound.
+    DEADLINE_S = 120
 
     def __init__(self):
         self.proc = None
 
     def decode(self, data):
-        """The worker's answer line for `data`, or None when it died on it (and its status)."""
+        """The worker's answer line for `data`, or None and how it ended on it: its exit
+        status when it died, "hung" when it gave no answer within DEADLINE_S (then killed)."""
         if self.proc is None or self.proc.poll() is not None:
             self.proc = subprocess.Popen([sys.executable, "-c", WORKER], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                          text=False)
+        line = ""
         try:
             self.proc.stdin.write(struct.pack("<Q", len(data)) + data)
             self.proc.stdin.flush()
-            line = self.proc.stdout.readline().decode()
+            # The worker writes one whole line per case, so a readable pipe holds it (or EOF).
+            if select.select([self.proc.stdout], [], [], self.DEADLINE_S)[0]:
+                line = self.proc.stdout.readline().decode()
+            else:
+                self.proc.kill()
+                self.proc.wait()
+                self.proc = None
+                return None, "hung"
         except BrokenPipeError:
-            line = ""
+            try:
+                self.proc.stdin.close()  # drops what the dead process never read
+            except BrokenPipeError:
+                pass
         if line:
             return line.strip(), None
         status = self.proc.wait(timeout=60)
@@ -248,13 +264,13 @@ FOUND = [
 def test_a_peers_segment_decodes_to_usable_tensors_or_an_hpref_error(worker, frame):
     answer, status = worker.decode(frame)
     assert answer is not None, (
-        f"the decoding process died (exit status {status}) on the segment {frame.hex()}")
+        f"the decoding process died or hung ({status}) on the segment {frame.hex()}")
     assert "raised" not in answer, f"{answer} on the segment {frame.hex()}"
 
 
 def test_the_worker_reports_a_death_as_a_failure(worker):
-    """The harness itself: a case that kills the worker is seen (not read as a refusal), and
-    the next case gets a fresh worker."""
+    """The harness itself: a case that kills the worker is seen (not read as a refusal), the
+    next case gets a fresh worker, and a worker that never answers is killed and reported."""
     assert worker.decode(b"HPB1" + bytes(15)) == (
         "refused truncated_header | refused truncated_header", None)
     proc = worker.proc
@@ -267,3 +283,12 @@ def test_the_worker_reports_a_death_as_a_failure(worker):
     worker.proc.poll = lambda: None  # as if alive: the write or the read finds it dead
     answer, status = worker.decode(b"")
     assert answer is None and status != 0
+    # A hang: a worker that reads and never answers is killed at the deadline.
+    silent = "import sys, time\nsys.stdin.buffer.read(8)\ntime.sleep(600)"
+    worker.proc = subprocess.Popen([sys.executable, "-c", silent], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE)
+    worker.DEADLINE_S = 2
+    try:
+        assert worker.decode(b"") == (None, "hung") and worker.proc is None
+    finally:
+        del worker.DEADLINE_S  # the class's again, for whatever runs next
