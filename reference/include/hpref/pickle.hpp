@@ -45,11 +45,11 @@ std::pair<std::string_view, std::string_view> split_key_class(std::string_view k
 Value read_pickle(std::span<const std::uint8_t> data, const PickleReadOptions& options = {});
 Value read_pickle(std::string_view data, const PickleReadOptions& options = {});
 
-// A streaming writer of the golden form. Appends to `out` (in pieces: all of it once
-// end() returns). It refuses what the reader
-// would refuse under the same `limits` (SPEC 2.3: whatever encodes decodes): a stack of
-// more than max_stack entries (Error pickle_stack_limit); write_pickle also refuses a Value
-// deeper than max_depth (Error depth_limit).
+// A streaming writer of the golden form. Appends to `out` (in pieces: all of it once end()
+// returns). It refuses what the reader would refuse under the same `limits` (SPEC 2.3:
+// whatever encodes decodes): a stack of more than max_stack entries (Error
+// pickle_stack_limit); write_pickle also refuses a Value deeper than max_depth (Error
+// depth_limit).
 //
 // The memo (SPEC 2.3, revised by issue 15): a str used as a mapping key (mapping_key, and
 // the keys of every mapping value() writes) and the key-class global (key_object) are
