@@ -8,6 +8,7 @@
 // The tensors hold the shared pattern; a decode's are checked against it (exit 1 if wrong).
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -150,26 +151,39 @@ BENCHMARK(BM_memcpy_reused)->Arg(0)->Arg(1)->ArgName("workload");
 BENCHMARK(BM_memcpy_fresh)->Arg(0)->Arg(1)->ArgName("workload");
 BENCHMARK(BM_decode)->Arg(0)->Arg(1)->ArgName("workload");
 
-// The ratio table printed after the runs.
+// The ratio table printed after the runs: one row per op and destination whose op and
+// memcpy both ran (a --benchmark_filter may leave some out; they are counted, not printed
+// as NaN).
 void print_ratios(const bench::Times& time) {
   std::printf("\nratios to memcpy of the same bytes, same run (time per iteration)\n");
   std::printf("%-10s %-8s %-10s %14s %14s %10s  %s\n", "workload", "op", "dest", "op time",
               "memcpy time", "ratio", "target");
+  int left_out = 0;
+  auto row = [&](const char* name, const char* op, const char* dest, double op_time, double mem,
+                 const char* target) {
+    if (std::isnan(op_time) || std::isnan(mem)) {
+      ++left_out;
+      return;
+    }
+    std::printf("%-10s %-8s %-10s %14.1f %14.1f %9.2fx  %s\n", name, op, dest, op_time, mem,
+                mem / op_time, target);
+  };
   for (int w = 0; w < 2; ++w) {
     const char* name = w == 0 ? "(a) 8x1MiB" : "(b) 10k";
     std::string arg = "/workload:" + std::to_string(w);
     for (const char* dest : {"reused", "fresh"}) {
-      double enc = time(std::string("BM_encode_") + dest + arg);
-      double mem = time(std::string("BM_memcpy_") + dest + arg);
-      std::printf("%-10s %-8s %-10s %14.1f %14.1f %9.2fx  %s\n", name, "encode", dest, enc, mem,
-                  mem / enc, w == 0 && std::string(dest) == "reused" ? ">= 0.5x bandwidth" : "-");
+      row(name, "encode", dest, time(std::string("BM_encode_") + dest + arg),
+          time(std::string("BM_memcpy_") + dest + arg),
+          w == 0 && std::string(dest) == "reused" ? ">= 0.5x bandwidth" : "-");
     }
     for (const char* dest : {"reused", "fresh"}) {
-      double dec = time("BM_decode" + arg);
-      double mem = time(std::string("BM_memcpy_") + dest + arg);
-      std::printf("%-10s %-8s %-10s %14.1f %14.1f %9.1fx  %s\n", name, "decode", dest, dec, mem,
-                  mem / dec, w == 0 ? ">= 20x faster" : "-");
+      row(name, "decode", dest, time("BM_decode" + arg),
+          time(std::string("BM_memcpy_") + dest + arg), w == 0 ? ">= 20x faster" : "-");
     }
+  }
+  if (left_out > 0) {
+    std::printf("(%d rows left out: their op or its memcpy was not run, --benchmark_filter)\n",
+                left_out);
   }
   std::printf(
       "(times in the benchmark's unit; encode ratio = memcpy time / encode time = "
