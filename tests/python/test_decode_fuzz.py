@@ -8,9 +8,11 @@ pickle.dumps of schema nodes (SPEC 2.2) over a binary region, with dtype names f
 SPEC 1.3 and some that are not, shapes with zero, huge, negative and bool dims, ranges that
 fit or not, nested mapping/tuple/list nodes, plain values; some frames then get bytes
 flipped or cut. A worker process decodes each with tensors='torch', then 'numpy', and uses
-every tensor it gets (reshape, clone or copy, sum, repr); it also inspects each and merges it
-received twice (decode_received). The test fails when one of those raises anything but
-hpref.Error, or when the worker dies: then with the segment in hex, to replay.
+every tensor it gets (reshape, clone or copy, sum, repr); it also decodes each with two key
+classes (tests/python/fuzz_keys.py: some item keys are their pickled instances, with fields
+of any kind), inspects it and merges it received twice (decode_received). The test fails
+when one of those raises anything but hpref.Error, or when the worker dies: then with the
+segment in hex, to replay.
 Torch's own exceptions from using a tensor (bits16 has no repr) are torch's answers.
 
 Cases: the segments it found, then 300, the same every run; HPREF_FUZZ_EXAMPLES=N runs N
@@ -30,8 +32,11 @@ from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "interop"))
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import fuzz_keys  # noqa: E402
 import hpref_interop as J  # noqa: E402
 
+HERE = pathlib.Path(__file__).resolve().parent
 EXAMPLES = int(os.environ.get("HPREF_FUZZ_EXAMPLES", "0"))
 SETTINGS = settings(max_examples=EXAMPLES or 300, deadline=None, derandomize=not EXAMPLES,
                     suppress_health_check=list(HealthCheck))
@@ -44,6 +49,8 @@ SETTINGS = settings(max_examples=EXAMPLES or 300, deadline=None, derandomize=not
 WORKER = r"""
 import struct, sys
 import hpref, numpy, torch
+sys.path.insert(0, sys.argv[1])  # this file's folder, for fuzz_keys
+import fuzz_keys
 
 def tensors(v):
     if isinstance(v, (torch.Tensor, numpy.ndarray)):
@@ -89,7 +96,11 @@ while True:
                 use(t)
                 n += 1
             answers.append(f"ok {n}")
-    for name, call in (("inspect", lambda: hpref.codec.inspect(data, strict=True)),
+    for name, call in (("key class", lambda: hpref.codec.decode(data, key_class=fuzz_keys.Key,
+                                                                tensors="raw")),
+                       ("slots key class", lambda: hpref.codec.decode(
+                           data, key_class=fuzz_keys.SlotKey, tensors="raw")),
+                       ("inspect", lambda: hpref.codec.inspect(data, strict=True)),
                        ("received", lambda: hpref.codec.decode_received(
                            data + data, [len(data), len(data)], tensors="raw"))):
         try:
@@ -116,9 +127,9 @@ class Worker:
         """The worker's answer line for `data`, or None and how it ended on it: its exit
         status when it died, "hung" when it gave no answer within DEADLINE_S (then killed)."""
         if self.proc is None or self.proc.poll() is not None:
-            self.proc = subprocess.Popen([sys.executable, "-c", WORKER], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                         text=False)
+            self.proc = subprocess.Popen([sys.executable, "-c", WORKER, str(HERE)],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.DEVNULL, text=False)
         line = ""
         try:
             self.proc.stdin.write(struct.pack("<Q", len(data)) + data)
@@ -225,9 +236,32 @@ def end_of_ranges(node):
     return 0
 
 
+FIELD = st.one_of(st.integers(-2, 2 ** 63 - 1), st.text(max_size=4), st.none(), st.booleans(),
+                  st.floats(), st.tuples(st.integers(0, 3), st.text(max_size=2)),
+                  st.binary(max_size=3))
+
+
+@st.composite
+def item_key(draw, i):
+    """An item key: mostly an int, else an instance of a fuzz_keys class (pickled as the
+    SPEC 1.4 object pattern) with fields of any kind, hashable or not."""
+    kind = percent(draw)
+    if kind < 60:
+        return i
+    cls = fuzz_keys.Key if kind < 80 else fuzz_keys.SlotKey
+    if percent(draw) < 70:  # a valid SampleKey's fields: decoded as an instance
+        key = cls(draw(st.one_of(st.integers(0, 2 ** 40), st.text(min_size=1, max_size=4))),
+                  draw(st.integers(0, 3)))
+    else:  # anything: decoded as a tuple, or refused
+        key = cls(draw(FIELD), draw(st.one_of(st.integers(0, 3), FIELD)))
+    if cls is fuzz_keys.Key and percent(draw) < 10:
+        key.sample_id = [draw(FIELD)]  # a list: not hashable
+    return key
+
+
 @st.composite
 def segments(draw):
-    pairs = tuple((i, draw(SCHEMA)) for i in range(draw(st.integers(1, 3))))
+    pairs = tuple((draw(item_key(i)), draw(SCHEMA)) for i in range(draw(st.integers(1, 3))))
     region = max(end_of_ranges(node) for _, node in pairs) + draw(st.integers(0, 8))
     binary = draw(st.binary(min_size=region, max_size=region))
     metadata = pickle.dumps(pairs, protocol=draw(st.integers(2, 5)))
