@@ -137,6 +137,11 @@ def tensor_maker(tensors: str, dtypes: Optional[FrozenSet[str]] = None):
     def refuse(dtype: str, why: str):
         return _from_core("unsupported_dtype", f"torch.{dtype} {why} (SPEC 1.3)")
 
+    def unmakeable(shape, kind: str, e: Exception):
+        # errors.py's python_equivalent reads `kind` back from this message
+        return _from_core("invalid_shape", f"tensor shape {tuple(shape)} cannot be made as "
+                                           f"{kind}: {e}")
+
     if tensors == "raw":
         if dtypes is None:
             return RawTensor
@@ -161,8 +166,7 @@ def tensor_maker(tensors: str, dtypes: Optional[FrozenSet[str]] = None):
             except ValueError as e:
                 # No elements, yet more bytes than numpy can address ((0, 2**63 - 1)), or
                 # more than numpy's 64 dims.
-                raise _from_core("invalid_shape", f"tensor shape {tuple(shape)} cannot be made "
-                                 f"as a numpy array: {e}") from None
+                raise unmakeable(shape, "a numpy array", e) from None
         return make_numpy
     import torch
 
@@ -180,8 +184,7 @@ def tensor_maker(tensors: str, dtypes: Optional[FrozenSet[str]] = None):
             except RuntimeError as e:
                 # No elements, yet strides beyond int64 (a zero dim beside huge ones, e.g.
                 # (0, 2, 0, 2**62)): torch.empty refuses, as in the original's decode.
-                raise _from_core("invalid_shape", f"tensor shape {tuple(shape)} cannot be made "
-                                 f"as a torch tensor: {e}") from None
+                raise unmakeable(shape, "a torch tensor", e) from None
         if dtype in _QUANTIZED:
             # torch.frombuffer makes such a tensor without a quantizer (the wire has no scale
             # or zero point), and torch then crashes the process on its first use (reshape,

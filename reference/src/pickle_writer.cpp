@@ -151,11 +151,16 @@ void PickleWriter::get(std::uint64_t index) {
   }
 }
 
-bool PickleWriter::fetch(const MemoTable& table, std::string_view name) {
+template <typename Write>
+std::optional<std::uint64_t> PickleWriter::memo_or(MemoTable& table, std::string_view name,
+                                                   Write&& write) {
   auto it = table.find(name);
-  if (it == table.end()) return false;
-  get(it->second);
-  return true;
+  if (it != table.end()) {
+    get(it->second);
+    return it->second;
+  }
+  write();
+  return memoize(table, name);
 }
 
 std::optional<std::uint64_t> PickleWriter::memoize(MemoTable& table, std::string_view name) {
@@ -180,10 +185,9 @@ void PickleWriter::mapping_key(const Value& key) {
     return;
   }
   std::string_view text = key.as_str();
+  auto write = [&] { str(text); };
   if (text.size() > sizeof ShortKey::bytes) {
-    if (fetch(memo_keys_, text)) return;
-    str(text);
-    memoize(memo_keys_, text);
+    memo_or(memo_keys_, text, write);
     return;
   }
   // A short key (most are) is looked up in the front slots first: its length and bytes
@@ -194,17 +198,10 @@ void PickleWriter::mapping_key(const Value& key) {
     get(front.index);
     return;
   }
-  auto it = memo_keys_.find(text);
-  if (it != memo_keys_.end()) {
-    k.index = it->second;
-    get(k.index);
-  } else {
-    str(text);
-    auto index = memoize(memo_keys_, text);
-    if (!index) return;
+  if (auto index = memo_or(memo_keys_, text, write)) {
     k.index = *index;
+    front = k;
   }
-  front = k;
 }
 
 void PickleWriter::begin_tuple(std::size_t n) {
@@ -335,14 +332,13 @@ void PickleWriter::key_object(const Value& key, const KeyClass& key_class) {
                                             key_class.describe());
   }
   auto values = key.items();
-  if (!fetch(memo_globals_, key_class.name)) {
+  memo_or(memo_globals_, key_class.name, [&] {
     str(key_class.module());
     str(key_class.class_name());
     pops(2);
     pushes();
     opcode(op::STACK_GLOBAL);
-    memoize(memo_globals_, key_class.name);
-  }
+  });
   pushes();
   opcode(op::EMPTY_TUPLE);
   pops(2);

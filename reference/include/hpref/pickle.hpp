@@ -133,8 +133,10 @@ class PickleWriter {
   }
   [[noreturn]] void stack_full() const;
   void pops(std::size_t n) noexcept { height_ -= n; }
-  // BINGET/LONG_BINGET of `name`'s entry in `table` if it has one (true), else false.
-  bool fetch(const MemoTable& table, std::string_view name);
+  // BINGET/LONG_BINGET of `name`'s entry in `table` if it has one, else `write()` then
+  // MEMOIZE (memoize below); the entry's index either way (none: the memo is full).
+  template <typename Write>
+  std::optional<std::uint64_t> memo_or(MemoTable& table, std::string_view name, Write&& write);
   // BINGET/LONG_BINGET of memo entry `index`.
   void get(std::uint64_t index);
   // MEMOIZE the object on top of the stack as `name`'s entry in `table` and return its
