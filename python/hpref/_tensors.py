@@ -104,23 +104,30 @@ def to_raw(x: Any) -> Optional[RawTensor]:
             t = t.resolve_neg()
         t = t.contiguous()
         flat = t.reshape(-1)
-        if flat.numel() and flat.stride(0) != 1:
+        if flat.stride(0) != 1:
             # contiguous() keeps a size-1 dim's stride (the imag of a conj view: (1,) with
-            # stride 2), which view() below refuses.
+            # stride 2), and an empty tensor's any stride, which view() below refuses.
             flat = flat.clone(memory_format=torch.contiguous_format)
         if flat.dtype != torch.uint8:
             flat = flat.view(torch.uint8)
         return RawTensor(str(t.dtype)[len("torch."):], tuple(t.shape), flat.numpy())
     np = sys.modules.get("numpy")
     if np is not None and isinstance(x, np.ndarray):
+        if type(x) is not np.ndarray and isinstance(x, np.ma.MaskedArray):
+            raise _from_core("invalid_tensor",
+                             f"a numpy masked array of {x.dtype} cannot be encoded: the wire has "
+                             "no mask (encode .filled(value) or .data)")
         code = x.dtype.str.lstrip("<|")
         name = _FROM_NUMPY.get(code)
         if name is None or x.dtype.byteorder == ">":
             raise _from_core("unsupported_dtype",
                              f"numpy dtype {x.dtype.str!r} has no little-endian SPEC 1.3 "
                              "equivalent (convert it to a torch dtype's numpy form first)")
-        a = np.ascontiguousarray(x)
-        return RawTensor(name, tuple(int(d) for d in a.shape), a.reshape(-1).view(np.uint8))
+        # Not np.ascontiguousarray: it makes a 0-d array 1-d (shape (1,) on the wire).
+        # Subclasses (np.matrix reshapes to 2-d) are read as the plain array they hold.
+        a = x if type(x) is np.ndarray else x.view(np.ndarray)
+        a = a if a.flags.c_contiguous else a.copy(order="C")
+        return RawTensor(name, tuple(int(d) for d in x.shape), a.reshape(-1).view(np.uint8))
     return None
 
 

@@ -12,6 +12,7 @@ compares and hashes equal to the plain ``(sample_id, position)`` tuple.
 items (SPEC 2.3's golden writer bytes), reading tensors without a copy where contiguous."""
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import importlib
 import sys
@@ -51,6 +52,11 @@ class KeyClass:
 
     def __init__(self, module: str, qualname: str, fields: Sequence[str] = _DEFAULT_FIELDS,
                  state: str = "dict", type: Optional[type] = None):  # noqa: A002
+        for what, name in (("module", module), ("qualname", qualname)):
+            if not isinstance(name, str):
+                raise TypeError(f"a key class's {what} must be a str, got {name!r}")
+        if isinstance(fields, str):  # tuple("sample_id") would be nine one-letter fields
+            raise TypeError(f"fields must be a sequence of field names, got the str {fields!r}")
         if "." in qualname:
             raise _from_core("invalid_argument", f"a nested class {module}.{qualname} cannot be a "
                              "key class: SPEC 1.4 names split at the last dot")
@@ -202,8 +208,9 @@ def decode_received(buffer: Any, splits: Sequence[int], *, strict: bool = False,
     items merged into a dict; a key that arrives twice is refused naming the key (the
     original raises ValueError). Same options as :func:`decode`."""
     for i, s in enumerate(splits):
-        if isinstance(s, bool) or not isinstance(s, int) or s < 0:
-            raise _from_core("invalid_argument", f"splits[{i}] must be a non-negative int, got {s!r}")
+        if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < 1 << 63:
+            raise _from_core("invalid_argument",
+                             f"splits[{i}] must be a non-negative int64, got {s!r}")
     a = _decode_args(key_class, tensors, torch_version)
     return dict(_core.decode_received(buffer, list(splits), strict=strict, copy=copy, **a))
 
@@ -215,6 +222,10 @@ def inspect(buffer: Any, *, strict: bool = False,
     item's key and schema tree (dtype, shape, offset and size of every binary leaf). Decodes
     first, so a bad segment raises its error; a view longer than ``max_output_bytes`` is
     refused (``output_limit``)."""
+    if isinstance(max_output_bytes, bool) or not isinstance(max_output_bytes, int) \
+            or not 0 <= max_output_bytes < 1 << 64:
+        raise _from_core("invalid_argument", "max_output_bytes must be a non-negative int "
+                         f"(at most 2**64 - 1), got {max_output_bytes!r}")
     kc = KeyClass.coerce(key_class)
     return _core.inspect(buffer, strict=strict,
                          key_class=DEFAULT_KEY_CLASS if kc is None else kc._core_spec(),
@@ -228,8 +239,10 @@ def _convert_value(x: Any) -> Optional[RawTensor]:
 def encode(items: Any, *, key_class: Union[None, str, type, KeyClass] = None) -> bytes:
     """Encodes ``[(key, value), ...]`` as one payload segment (SPEC 2.1-2.3), the bytes the
     original's ``_encode_payload_segment`` writes for them: values are None, bool, int
-    (64-bit), float, str, bytes, bytearray, tuple, list, dict and tensors (torch tensors,
-    numpy arrays, :class:`RawTensor`; read in place when contiguous on the host). With
+    (64-bit), float, str, bytes, bytearray, tuple, list, mappings (a dict; any other
+    ``collections.abc.Mapping`` and dict subclass in the order its ``items()`` gives) and
+    tensors (torch tensors, numpy arrays, :class:`RawTensor`; read in place when contiguous
+    on the host; masked arrays are refused: the mask has no wire form). With
     ``key_class``, keys that are its instances (or ``(sample_id, position)`` tuples) are
     written as its pickle pattern (SPEC 1.4); without it keys are written as tuples. Raises
     :class:`hpref.Error` naming the kind and the bad value."""
@@ -237,7 +250,7 @@ def encode(items: Any, *, key_class: Union[None, str, type, KeyClass] = None) ->
     return _core.encode(items if isinstance(items, (list, tuple)) else list(items),
                         key_class=None if kc is None else kc._core_spec(),
                         raw_type=RawTensor, convert=_convert_value,
-                        torch_tensor=_torch_tensor_type(),
+                        torch_tensor=_torch_tensor_type(), mapping_type=collections.abc.Mapping,
                         key_type=kc.type if kc is not None and _importable(kc) else None,
                         key_fields=list(kc.fields) if kc is not None else [])
 

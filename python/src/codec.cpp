@@ -375,13 +375,14 @@ struct FromPython {
   nb::handle raw_type;
   nb::handle convert;
   nb::handle torch_tensor;  // torch.Tensor, or None when torch is not imported
+  nb::handle mapping_type;  // collections.abc.Mapping
   // Mapping-key strs already converted, by object: the same key str in every item's dict
   // becomes one shared Value (no copy, no UTF-8 check, no allocation per item). Each entry
   // holds a reference, so no address is reused by another str during the call.
   mutable std::unordered_map<PyObject*, Value> key_strs{};
 
-  FromPython(nb::handle raw, nb::handle conv, nb::handle torch)
-      : raw_type(raw), convert(conv), torch_tensor(torch) {}
+  FromPython(nb::handle raw, nb::handle conv, nb::handle torch, nb::handle mapping)
+      : raw_type(raw), convert(conv), torch_tensor(torch), mapping_type(mapping) {}
   FromPython(const FromPython&) = delete;
   FromPython& operator=(const FromPython&) = delete;
   ~FromPython() {
@@ -444,7 +445,7 @@ struct FromPython {
       for (nb::handle x : o) items.push_back((*this)(x, depth + 1));
       return PyTuple_Check(p) ? Value::tuple(std::move(items)) : Value::list(std::move(items));
     }
-    if (PyDict_Check(p)) {
+    if (PyDict_CheckExact(p)) {
       std::vector<Value::Entry> entries;
       entries.reserve(static_cast<std::size_t>(PyDict_Size(p)));
       Py_ssize_t pos = 0;
@@ -453,6 +454,25 @@ struct FromPython {
       while (PyDict_Next(p, &pos, &k, &v)) {
         nb::object held_key = nb::borrow(k), held_value = nb::borrow(v);  // `convert` may edit
         Value converted_key = key(k, depth + 1);
+        entries.emplace_back(std::move(converted_key), (*this)(held_value, depth + 1));
+      }
+      return Value::mapping(std::move(entries));
+    }
+    // Any other mapping (a dict subclass, a collections.abc.Mapping) in the order its items()
+    // gives, as the original's encoder reads it: an OrderedDict after move_to_end keeps its
+    // own order, which its dict storage does not.
+    if (PyDict_Check(p) || PyObject_IsInstance(p, mapping_type.ptr()) == 1) {
+      std::vector<Value::Entry> entries;
+      for (nb::handle pair : o.attr("items")()) {
+        PyObject* kv = pair.ptr();
+        if (!(PyTuple_Check(kv) || PyList_Check(kv)) || PySequence_Fast_GET_SIZE(kv) != 2) {
+          throw Error(Errc::unencodable_value,
+                      "the items() of a Python " + py_type_name(o) + " gave " +
+                          nb::cast<std::string>(nb::repr(pair)) + ", not a (key, value) pair");
+        }
+        nb::object held_key = nb::borrow(PySequence_Fast_GET_ITEM(kv, 0));
+        nb::object held_value = nb::borrow(PySequence_Fast_GET_ITEM(kv, 1));
+        Value converted_key = key(held_key.ptr(), depth + 1);
         entries.emplace_back(std::move(converted_key), (*this)(held_value, depth + 1));
       }
       return Value::mapping(std::move(entries));
@@ -586,15 +606,38 @@ nb::object tensor_to_python(const Tensor& t, nb::handle make) {
 }
 
 Tensor tensor_from_python(nb::handle raw) {
-  std::string name = nb::cast<std::string>(nb::str(raw.attr("dtype")));
+  // Every field is the caller's: checked here, named in the error (a dtype that was not a
+  // str, or a dim past int64, escaped as std::bad_cast until 2026-12-02).
+  nb::object dtype_name = raw.attr("dtype");
+  if (!PyUnicode_Check(dtype_name.ptr())) {
+    throw Error(Errc::invalid_dtype,
+                "a RawTensor's dtype must be a str naming a SPEC 1.3 dtype "
+                "('float32'), got " +
+                    nb::cast<std::string>(nb::repr(dtype_name)));
+  }
+  std::string name = nb::cast<std::string>(dtype_name);
+  if (name.rfind("torch.", 0) == 0) {
+    throw Error(Errc::unsupported_dtype, "a RawTensor's dtype is named without 'torch.': '" +
+                                             name.substr(6) + "', not '" + name + "'");
+  }
   DType dtype = parse_dtype("torch." + name);
+  nb::object dims = raw.attr("shape");
+  if (!PyTuple_Check(dims.ptr()) && !PyList_Check(dims.ptr())) {
+    throw Error(Errc::invalid_tensor, "a RawTensor's shape must be a tuple of ints, got " +
+                                          nb::cast<std::string>(nb::repr(dims)));
+  }
   std::vector<std::int64_t> shape;
-  for (nb::handle d : raw.attr("shape")) {
-    if (!PyLong_Check(d.ptr()) || PyBool_Check(d.ptr())) {
-      throw Error(Errc::invalid_tensor,
-                  "a tensor dim must be an int, got " + nb::cast<std::string>(nb::repr(d)));
+  for (nb::handle d : dims) {
+    int overflow = 0;
+    long long v = PyLong_Check(d.ptr()) && !PyBool_Check(d.ptr())
+                      ? PyLong_AsLongLongAndOverflow(d.ptr(), &overflow)
+                      : (overflow = 2, 0);
+    if (overflow) {
+      throw Error(Errc::invalid_tensor, (overflow == 2 ? "a tensor dim must be an int, got "
+                                                       : "a tensor dim must fit in int64, got ") +
+                                            nb::cast<std::string>(nb::repr(d)));
     }
-    shape.push_back(nb::cast<std::int64_t>(d));
+    shape.push_back(v);
   }
   nb::object data = raw.attr("data");
   auto bytes = view_buffer(data, /*writable=*/false);
@@ -647,8 +690,9 @@ void bind_codec(nb::module_& m) {
   m.def(
       "encode",
       [](nb::handle items, nb::object key_class, nb::handle raw_type, nb::handle convert,
-         nb::handle key_type, nb::handle key_fields, nb::handle torch_tensor) {
-        FromPython from(raw_type, convert, torch_tensor);
+         nb::handle key_type, nb::handle key_fields, nb::handle torch_tensor,
+         nb::handle mapping_type) {
+        FromPython from(raw_type, convert, torch_tensor, mapping_type);
         KeyFields key_of(key_type, key_fields);
         std::vector<Item> pairs;
         {
@@ -687,6 +731,7 @@ void bind_codec(nb::module_& m) {
       },
       nb::arg("items"), nb::arg("key_class").none(), nb::arg("raw_type"), nb::arg("convert"),
       nb::arg("key_type").none(), nb::arg("key_fields"), nb::arg("torch_tensor").none(),
+      nb::arg("mapping_type"),
       "Encodes (key, value) pairs as one HPB1 payload segment (SPEC 2); keys that are "
       "instances of `key_type` are written as the tuple of their `key_fields`.");
 

@@ -112,6 +112,11 @@ def test_inspect_prints_what_hpref_frame_inspect_prints():
     with pytest.raises(hpref.Error) as e:
         hpref.codec.inspect(frame[:-1])
     assert e.value.kind == "frame_size_mismatch"
+    for bad in (-1, 1 << 64, 1.5, True):  # named, not nanobind's "incompatible arguments"
+        with pytest.raises(hpref.Error, match=f"max_output_bytes .*got {bad!r}"):
+            hpref.codec.inspect(frame, max_output_bytes=bad)
+    with pytest.raises(hpref.Error, match=f"splits\\[1\\] must be a non-negative int64, got {1 << 64}"):
+        hpref.codec.decode_received(frame, [len(frame), 1 << 64])
 
 
 def test_a_long_string_fetched_from_the_memo_is_one_python_object():

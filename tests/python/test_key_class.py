@@ -125,3 +125,14 @@ def test_keys_of_the_wrong_arity_stay_tuples_and_nested_classes_are_refused():
     with pytest.raises(hpref.Error) as e:
         hpref.KeyClass(MODULE, "Outer.Inner")
     assert e.value.kind == "invalid_argument" and "nested" in e.value.message
+
+
+def test_a_description_of_the_wrong_types_is_refused_by_name():
+    """A list for the class name, or one str for the fields (whose letters would otherwise
+    become nine fields), is a TypeError naming it, not a description that matches nothing."""
+    with pytest.raises(TypeError, match="qualname must be a str, got \\['x'\\]"):
+        hpref.KeyClass(MODULE, ["x"])
+    with pytest.raises(TypeError, match="module must be a str, got 3"):
+        hpref.KeyClass(3, "Key")
+    with pytest.raises(TypeError, match="the str 'sample_id'"):
+        hpref.KeyClass(MODULE, "Key", "sample_id")
