@@ -19,6 +19,7 @@ Refusals raise :class:`hpref.Error` with one kind per check: ``topology_*``, ``g
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -181,7 +182,36 @@ def _field_tuples(layout: Union[BatchLayout, Sequence[Any]]):
     out = []
     for f in fields:
         f = Field(*f)
-        out.append((f.name, "torch." + _dtype_name(f.dtype), f.placement, list(f.dims)))
+        # Each part checked here, named: a str for dims would be read letter by letter as
+        # symbols, and nanobind's refusal of a float or a dim past int64 names no value.
+        if not isinstance(f.name, str) or not isinstance(f.placement, str):
+            raise _from_core("batch_spec", f"batch field {f.name!r}: the name and placement must "
+                             f"be strs, got {f.name!r} and {f.placement!r}")
+        if isinstance(f.dims, str):
+            raise _from_core("batch_spec", f"batch field {f.name!r} has dims given as the str "
+                             f"{f.dims!r}: give a tuple of ints and symbol names")
+        dims = list(f.dims)
+        for d in dims:
+            if not isinstance(d, str) and (isinstance(d, bool) or not isinstance(d, int)
+                                           or not -1 << 63 <= d < 1 << 63):
+                raise _from_core("batch_spec", f"batch field {f.name!r} has the dim {d!r}: "
+                                 "dims are int64 sizes or symbol names")
+        out.append((f.name, "torch." + _dtype_name(f.dtype), f.placement, dims))
+    return out
+
+
+def _int64s(what: str, values: Any, kind: str) -> list:
+    """`values` as a list of int64 (ints, numpy or torch integer scalars), or the error
+    `kind` naming the first that is not one."""
+    out = []
+    for i, v in enumerate(values):
+        try:
+            n = operator.index(v)
+        except TypeError:
+            n = None
+        if isinstance(v, bool) or n is None or not -1 << 63 <= n < 1 << 63:
+            raise _from_core(kind, f"{what}[{i}] must be an int64, got {v!r}")
+        out.append(n)
     return out
 
 
@@ -211,6 +241,8 @@ def batch_header(layout: Union[BatchLayout, Sequence[Any]], batch: Optional[Mapp
     if batch is None:
         if status is None:
             raise ValueError("batch_header needs a batch or a status")
+        if isinstance(status, bool) or not isinstance(status, int) or not -1 << 63 <= status < 1 << 63:
+            raise _from_core("batch_header", f"status must be an int64, got {status!r}")
         return tuple(_core.batch_header(specs, None, status))
     if status not in (None, BATCH):
         raise ValueError(f"a header of a batch has status 1, got status={status!r}")
@@ -225,7 +257,7 @@ def batch_header(layout: Union[BatchLayout, Sequence[Any]], batch: Optional[Mapp
 def header_status(layout: Union[BatchLayout, Sequence[Any]], header: Sequence[int]) -> int:
     """SPEC 6.3: the status (-1, 0 or 1) of a received header; ``batch_header`` if its
     length is not 1 + the number of symbols or the status is another value."""
-    return _core.batch_header_status(_field_tuples(layout), list(header))
+    return _core.batch_header_status(_field_tuples(layout), _int64s("header", header, "batch_header"))
 
 
 def batch_shapes(layout: Union[BatchLayout, Sequence[Any]], header: Sequence[int], *,
@@ -233,5 +265,10 @@ def batch_shapes(layout: Union[BatchLayout, Sequence[Any]], header: Sequence[int
     """SPEC 6.3: every field's shape from a status-1 header, in field order, checked before
     anything is allocated: each symbol value >= 0 (``batch_header``) and each field's byte
     size <= ``max_message_bytes`` (``batch_size_limit``)."""
-    shapes = _core.batch_shapes(_field_tuples(layout), list(header), max_message_bytes)
+    if isinstance(max_message_bytes, bool) or not isinstance(max_message_bytes, int) \
+            or not 0 <= max_message_bytes < 1 << 64:
+        raise _from_core("invalid_argument", "max_message_bytes must be a non-negative int "
+                         f"(at most 2**64 - 1), got {max_message_bytes!r}")
+    shapes = _core.batch_shapes(_field_tuples(layout), _int64s("header", header, "batch_header"),
+                                max_message_bytes)
     return tuple(tuple(s) for s in shapes)

@@ -270,8 +270,32 @@ def test_batch_refusals_by_kind():
                          ([("a", "float32", "cpu", (-1,))], "batch_spec"),
                          ([("a", "float32", "cpu", ("",))], "batch_spec"),
                          ([("a", "float32", "gpu")], "batch_spec"),
+                         ([("a", "float32", "cpu", "BT")], "batch_spec"),  # not symbols B, T
+                         ([("a", "float32", "cpu", (1.5,))], "batch_spec"),
+                         ([("a", "float32", "cpu", (1 << 63,))], "batch_spec"),
+                         ([(7, "float32")], "batch_spec"),
                          ([("a", "float31")], "unsupported_dtype")):
         assert kind_of(lambda: planning.batch_layout(fields)) == kind, fields
+
+
+def test_headers_and_limits_that_are_not_int64_are_named():
+    """A received header's values, a status and max_message_bytes are checked in Python and
+    named (nanobind's own refusal listed its signatures and named no value); numpy and torch
+    integers are ints here, bools are not."""
+    np = pytest.importorskip("numpy")
+    layout = planning.batch_layout(FIELDS)
+    for header, bad in (((1, 2, 5.0, 4), "header\\[2\\] .* got 5.0"),
+                        ((1, 1 << 63, 5, 4), f"header\\[1\\] .* got {1 << 63}"),
+                        ((True, 2, 5, 4), "header\\[0\\] .* got True")):
+        for f in (planning.header_status, planning.batch_shapes):
+            with pytest.raises(hpref.Error, match=bad) as e:
+                f(layout, header)
+            assert e.value.kind == "batch_header"
+    assert planning.batch_shapes(layout, np.array([1, 2, 5, 4]))[0] == (2, 5)
+    with pytest.raises(hpref.Error, match="status must be an int64, got 2.0"):
+        planning.batch_header(layout, status=2.0)
+    with pytest.raises(hpref.Error, match="max_message_bytes .* got -1"):
+        planning.batch_shapes(layout, (1, 2, 5, 4), max_message_bytes=-1)
 
 
 def test_docstring_example():
