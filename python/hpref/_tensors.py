@@ -13,7 +13,7 @@ import sys
 from typing import Any, FrozenSet, NamedTuple, Optional, Tuple
 
 from . import _core
-from .errors import _from_core
+from .errors import Error, _from_core
 
 
 class RawTensor(NamedTuple):
@@ -87,30 +87,21 @@ def to_raw(x: Any) -> Optional[RawTensor]:
         return x
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(x, torch.Tensor):
-        t = x.detach()
-        kind = ("nested" if getattr(t, "is_nested", False) else
-                "meta-device" if t.device.type == "meta" else
-                str(t.layout)[len("torch."):] if t.layout != torch.strided else None)
-        if kind is not None:
-            raise _from_core("invalid_tensor",
-                             f"a {kind} tensor of {t.dtype} cannot be encoded: SPEC 1.2 tensors "
-                             "are dense and strided, with their bytes (.to_dense(), or real data, "
-                             "first)")
-        if t.device.type != "cpu":
-            t = t.cpu()
-        if t.is_conj():
-            t = t.resolve_conj()
-        if t.is_neg():
-            t = t.resolve_neg()
-        t = t.contiguous()
-        flat = t.reshape(-1)
-        if flat.stride(0) != 1:
-            # contiguous() keeps a size-1 dim's stride (the imag of a conj view: (1,) with
-            # stride 2), and an empty tensor's any stride, which view() below refuses.
-            flat = flat.clone(memory_format=torch.contiguous_format)
-        if flat.dtype != torch.uint8:
-            flat = flat.view(torch.uint8)
-        return RawTensor(str(t.dtype)[len("torch."):], tuple(t.shape), flat.numpy())
+        if type(x) is torch.Tensor:
+            return _torch_raw(torch, x)
+        # A subclass: a MaskedTensor's mask has no wire form; other wrapper subclasses (no
+        # storage of their own) say through torch whether they have dense bytes.
+        masked = getattr(getattr(torch, "masked", None), "MaskedTensor", None)
+        if masked is not None and isinstance(x, masked):
+            raise _from_core("invalid_tensor", "a torch MaskedTensor cannot be encoded: the wire "
+                             "has no mask (encode .get_data() or a filled tensor)")
+        try:
+            return _torch_raw(torch, x)
+        except Error:
+            raise
+        except Exception as e:
+            raise _from_core("invalid_tensor", f"a {type(x).__qualname__} (a torch.Tensor "
+                             f"subclass) has no dense bytes to encode: {type(e).__name__}: {e}") from e
     np = sys.modules.get("numpy")
     if np is not None and isinstance(x, np.ndarray):
         if type(x) is not np.ndarray and isinstance(x, np.ma.MaskedArray):
@@ -129,6 +120,35 @@ def to_raw(x: Any) -> Optional[RawTensor]:
         a = a if a.flags.c_contiguous else a.copy(order="C")
         return RawTensor(name, tuple(int(d) for d in x.shape), a.reshape(-1).view(np.uint8))
     return None
+
+
+def _torch_raw(torch: Any, x: Any) -> RawTensor:
+    """A torch tensor's RawTensor: detached, on the host, its conj and neg bits applied,
+    C-contiguous; read in place where it already is all of these."""
+    t = x.detach()
+    kind = ("nested" if getattr(t, "is_nested", False) else
+            "meta-device" if t.device.type == "meta" else
+            str(t.layout)[len("torch."):] if t.layout != torch.strided else None)
+    if kind is not None:
+        raise _from_core("invalid_tensor",
+                         f"a {kind} tensor of {t.dtype} cannot be encoded: SPEC 1.2 tensors "
+                         "are dense and strided, with their bytes (.to_dense(), or real data, "
+                         "first)")
+    if t.device.type != "cpu":
+        t = t.cpu()
+    if t.is_conj():
+        t = t.resolve_conj()
+    if t.is_neg():
+        t = t.resolve_neg()
+    t = t.contiguous()
+    flat = t.reshape(-1)
+    if flat.stride(0) != 1:
+        # contiguous() keeps a size-1 dim's stride (the imag of a conj view: (1,) with
+        # stride 2), and an empty tensor's any stride, which view() below refuses.
+        flat = flat.clone(memory_format=torch.contiguous_format)
+    if flat.dtype != torch.uint8:
+        flat = flat.view(torch.uint8)
+    return RawTensor(str(t.dtype)[len("torch."):], tuple(t.shape), flat.numpy())
 
 
 @functools.lru_cache(maxsize=64)

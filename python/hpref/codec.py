@@ -21,7 +21,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _core
 from ._tensors import RawTensor, tensor_maker, to_raw, torch_dtypes
-from .errors import _from_core
+from .errors import _checked_int, _from_core
 
 __all__ = ["Key", "KeyClass", "RawTensor", "decode", "decode_received", "encode", "inspect",
            "torch_dtypes", "DEFAULT_KEY_CLASS"]
@@ -69,6 +69,12 @@ class KeyClass:
         if not fields or len(set(fields)) != len(fields) or not all(
                 isinstance(f, str) and f.isidentifier() for f in fields):
             raise _from_core("invalid_argument", f"fields must be distinct identifiers, got {fields!r}")
+        for name in (module, qualname):
+            try:
+                name.encode("utf-8")
+            except UnicodeEncodeError:
+                raise _from_core("invalid_argument", f"a key class name must be valid UTF-8, got "
+                                 f"{name!r} (a lone surrogate)") from None
         self.module, self.qualname, self.fields, self.state = module, qualname, fields, state
         # Weak: coerce's table of described classes would otherwise keep every class alive.
         self._type = None if type is None else weakref.ref(type)
@@ -207,12 +213,10 @@ def decode_received(buffer: Any, splits: Sequence[int], *, strict: bool = False,
     order) must sum to its length; each segment is decoded as :func:`decode` does and the
     items merged into a dict; a key that arrives twice is refused naming the key (the
     original raises ValueError). Same options as :func:`decode`."""
-    for i, s in enumerate(splits):
-        if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < 1 << 63:
-            raise _from_core("invalid_argument",
-                             f"splits[{i}] must be a non-negative int64, got {s!r}")
+    splits = [_checked_int(f"splits[{i}]", s, "invalid_argument", 0, 1 << 63)
+              for i, s in enumerate(splits)]
     a = _decode_args(key_class, tensors, torch_version)
-    return dict(_core.decode_received(buffer, list(splits), strict=strict, copy=copy, **a))
+    return dict(_core.decode_received(buffer, splits, strict=strict, copy=copy, **a))
 
 
 def inspect(buffer: Any, *, strict: bool = False,
@@ -222,14 +226,11 @@ def inspect(buffer: Any, *, strict: bool = False,
     item's key and schema tree (dtype, shape, offset and size of every binary leaf). Decodes
     first, so a bad segment raises its error; a view longer than ``max_output_bytes`` is
     refused (``output_limit``)."""
-    if isinstance(max_output_bytes, bool) or not isinstance(max_output_bytes, int) \
-            or not 0 <= max_output_bytes < 1 << 64:
-        raise _from_core("invalid_argument", "max_output_bytes must be a non-negative int "
-                         f"(at most 2**64 - 1), got {max_output_bytes!r}")
+    limit = _checked_int("max_output_bytes", max_output_bytes, "invalid_argument", 0, 1 << 64)
     kc = KeyClass.coerce(key_class)
     return _core.inspect(buffer, strict=strict,
                          key_class=DEFAULT_KEY_CLASS if kc is None else kc._core_spec(),
-                         max_output_bytes=max_output_bytes)
+                         max_output_bytes=limit)
 
 
 def _convert_value(x: Any) -> Optional[RawTensor]:

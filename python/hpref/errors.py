@@ -18,6 +18,7 @@ differential test can assert that both refuse for the same reason::
 from __future__ import annotations
 
 import ast
+import operator
 import pickle
 import re
 from typing import Any, Callable, Dict, Optional, Type, Union
@@ -714,6 +715,23 @@ __all__ += sorted(c.__name__ for c in _CLASSES.values())
 def error_class(kind: str) -> Type[Error]:
     """The class of ``kind`` (:class:`Error` itself for a kind this module does not know)."""
     return _CLASSES.get(kind, Error)
+
+
+def _checked_int(what: str, value: Any, kind: str, low: int, high: int) -> int:
+    """``value`` as an int in ``[low, high)``: an int, or a numpy or torch integer
+    (``operator.index``), not a bool or a float; else the error ``kind`` naming
+    ``what`` and the value."""
+    try:
+        n = operator.index(value)
+    except TypeError:
+        n = None
+    if isinstance(value, bool) or n is None or not low <= n < high:
+        wanted = ("an int64" if (low, high) == (-1 << 63, 1 << 63) else
+                  "a non-negative int64" if (low, high) == (0, 1 << 63) else
+                  f"an int in [{low}, 2**{high.bit_length() - 1})" if high & (high - 1) == 0 else
+                  f"an int in [{low}, {high})")
+        raise _from_core(kind, f"{what} must be {wanted}, got {value!r}")
+    return n
 
 
 def _from_core(kind: str, message: str) -> Error:

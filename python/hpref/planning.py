@@ -19,13 +19,12 @@ Refusals raise :class:`hpref.Error` with one kind per check: ``topology_*``, ``g
 """
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _core
 from ._tensors import to_raw
-from .errors import _from_core
+from .errors import _checked_int, _from_core
 
 __all__ = ["Topology", "topology", "GroupCreation", "GroupPlan", "group_plan", "Field",
            "BatchLayout", "batch_layout", "batch_header", "header_status", "batch_shapes",
@@ -190,12 +189,15 @@ def _field_tuples(layout: Union[BatchLayout, Sequence[Any]]):
         if isinstance(f.dims, str):
             raise _from_core("batch_spec", f"batch field {f.name!r} has dims given as the str "
                              f"{f.dims!r}: give a tuple of ints and symbol names")
-        dims = list(f.dims)
-        for d in dims:
-            if not isinstance(d, str) and (isinstance(d, bool) or not isinstance(d, int)
-                                           or not -1 << 63 <= d < 1 << 63):
-                raise _from_core("batch_spec", f"batch field {f.name!r} has the dim {d!r}: "
-                                 "dims are int64 sizes or symbol names")
+        for what, text in (("name", f.name), ("placement", f.placement)):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise _from_core("batch_spec", f"batch field {f.name!r}: the {what} is not "
+                                 "valid UTF-8 (a lone surrogate)") from None
+        dims = [d if isinstance(d, str) else
+                _checked_int(f"batch field {f.name!r} dim {i}", d, "batch_spec", -1 << 63, 1 << 63)
+                for i, d in enumerate(f.dims)]
         out.append((f.name, "torch." + _dtype_name(f.dtype), f.placement, dims))
     return out
 
@@ -203,16 +205,7 @@ def _field_tuples(layout: Union[BatchLayout, Sequence[Any]]):
 def _int64s(what: str, values: Any, kind: str) -> list:
     """`values` as a list of int64 (ints, numpy or torch integer scalars), or the error
     `kind` naming the first that is not one."""
-    out = []
-    for i, v in enumerate(values):
-        try:
-            n = operator.index(v)
-        except TypeError:
-            n = None
-        if isinstance(v, bool) or n is None or not -1 << 63 <= n < 1 << 63:
-            raise _from_core(kind, f"{what}[{i}] must be an int64, got {v!r}")
-        out.append(n)
-    return out
+    return [_checked_int(f"{what}[{i}]", v, kind, -1 << 63, 1 << 63) for i, v in enumerate(values)]
 
 
 def batch_layout(fields: Iterable[Any]) -> BatchLayout:
@@ -241,8 +234,7 @@ def batch_header(layout: Union[BatchLayout, Sequence[Any]], batch: Optional[Mapp
     if batch is None:
         if status is None:
             raise ValueError("batch_header needs a batch or a status")
-        if isinstance(status, bool) or not isinstance(status, int) or not -1 << 63 <= status < 1 << 63:
-            raise _from_core("batch_header", f"status must be an int64, got {status!r}")
+        status = _checked_int("status", status, "batch_header", -1 << 63, 1 << 63)
         return tuple(_core.batch_header(specs, None, status))
     if status not in (None, BATCH):
         raise ValueError(f"a header of a batch has status 1, got status={status!r}")
@@ -265,10 +257,7 @@ def batch_shapes(layout: Union[BatchLayout, Sequence[Any]], header: Sequence[int
     """SPEC 6.3: every field's shape from a status-1 header, in field order, checked before
     anything is allocated: each symbol value >= 0 (``batch_header``) and each field's byte
     size <= ``max_message_bytes`` (``batch_size_limit``)."""
-    if isinstance(max_message_bytes, bool) or not isinstance(max_message_bytes, int) \
-            or not 0 <= max_message_bytes < 1 << 64:
-        raise _from_core("invalid_argument", "max_message_bytes must be a non-negative int "
-                         f"(at most 2**64 - 1), got {max_message_bytes!r}")
+    limit = _checked_int("max_message_bytes", max_message_bytes, "invalid_argument", 0, 1 << 64)
     shapes = _core.batch_shapes(_field_tuples(layout), _int64s("header", header, "batch_header"),
-                                max_message_bytes)
+                                limit)
     return tuple(tuple(s) for s in shapes)

@@ -23,9 +23,50 @@
 #include "hpref/sample_key.hpp"
 #include "hpref/shared_bytes.hpp"
 #include "hpref/tensor.hpp"
+#include "hpref/utf8.hpp"
 #include "hpref/value.hpp"
 
 namespace hpref::py {
+
+std::string utf8_text(nb::handle str) {
+  if (!PyUnicode_Check(str.ptr())) return repr_text(str);
+  Py_ssize_t size = 0;
+  if (const char* utf8 = PyUnicode_AsUTF8AndSize(str.ptr(), &size))
+    return std::string(utf8, static_cast<std::size_t>(size));
+  PyErr_Clear();  // a lone surrogate
+  nb::object escaped = nb::steal(PyUnicode_AsEncodedString(str.ptr(), "utf-8", "backslashreplace"));
+  if (!escaped.is_valid()) throw nb::python_error();
+  return std::string(PyBytes_AS_STRING(escaped.ptr()),
+                     static_cast<std::size_t>(PyBytes_GET_SIZE(escaped.ptr())));
+}
+
+std::string repr_text(nb::handle o) { return utf8_text(nb::repr(o)); }
+
+std::string str_text(nb::handle o) { return utf8_text(nb::str(o)); }
+
+std::string py_type_name(nb::handle o) { return utf8_text(o.type().attr("__qualname__")); }
+
+std::optional<Errc> errc_named(std::string_view kind) {
+#define HPREF_KIND_MATCH(name) \
+  if (kind == #name) return Errc::name;
+  HPREF_ERROR_KINDS(HPREF_KIND_MATCH)
+#undef HPREF_KIND_MATCH
+  return std::nullopt;
+}
+
+std::optional<Error> hpref_error_of(nb::python_error& e) {
+  nb::handle value = e.value();
+  nb::object error_type = nb::module_::import_("hpref.errors").attr("Error");
+  nb::object kind = nb::getattr(value, "kind", nb::none());
+  if (PyObject_IsInstance(value.ptr(), error_type.ptr()) != 1 || !PyUnicode_Check(kind.ptr())) {
+    PyErr_Clear();  // IsInstance may have failed: the caller rethrows e itself
+    return std::nullopt;
+  }
+  std::optional<Errc> code = errc_named(utf8_text(kind));
+  if (!code) return std::nullopt;
+  return Error(*code, str_text(value));
+}
+
 namespace {
 
 // A Python buffer held for as long as a SharedBytes views it; released with the GIL held.
@@ -50,10 +91,6 @@ std::optional<SharedBytes> view_buffer(nb::handle object, bool writable) {
   std::span<const std::uint8_t> bytes(static_cast<const std::uint8_t*>(held->view.buf),
                                       static_cast<std::size_t>(held->view.len));
   return SharedBytes(std::move(held), bytes);
-}
-
-std::string py_type_name(nb::handle o) {
-  return nb::cast<std::string>(nb::str(o.type().attr("__qualname__")));
 }
 
 // The segment bytes of `buffer`: its own memory when it is writable (tensors decoded from
@@ -153,8 +190,8 @@ std::vector<nb::object> interned_names(nb::handle names) {
   std::vector<nb::object> out;
   for (nb::handle f : names) {
     if (!PyUnicode_Check(f.ptr())) {
-      throw Error(Errc::invalid_argument, "a key class field name must be a str, got " +
-                                              nb::cast<std::string>(nb::repr(f)));
+      throw Error(Errc::invalid_argument,
+                  "a key class field name must be a str, got " + repr_text(f));
     }
     PyObject* name = f.ptr();
     Py_INCREF(name);
@@ -363,9 +400,68 @@ std::optional<Value> torch_tensor_in_place(nb::handle o) {
   if (!address_object.is_valid()) return std::nullopt;
   auto address = static_cast<std::uintptr_t>(PyLong_AsUnsignedLongLong(address_object.ptr()));
   if (PyErr_Occurred()) throw nb::python_error();
+  if (address == 0) return std::nullopt;  // no storage here: the general path asks torch
   auto held = std::make_shared<HeldObject>(o);
   SharedBytes bytes(std::move(held), {reinterpret_cast<const std::uint8_t*>(address), size});
   return Value::tensor(Tensor(dtype, std::move(shape), std::move(bytes)));
+}
+
+// A conversion error below an item's key or value: the steps down to the object that could
+// not be converted ("[0][\"image\"]", as the C++ encoder spells paths, SPEC 2.6), collected
+// as the error unwinds, so nothing is built unless one happens.
+struct PathError {
+  Errc code;
+  std::string message;
+  std::vector<std::string> steps;  // innermost first: the 8 deepest, then the 8 outermost
+  std::size_t elided = 0;          // steps left out between them (a chain 1000 deep)
+
+  void up(std::string step) {
+    if (step.empty()) return;  // the item's key or value itself
+    steps.push_back(std::move(step));
+    if (steps.size() > 16) {
+      steps.erase(steps.begin() + 8);
+      ++elided;
+    }
+  }
+  std::string path() const {
+    std::string out;
+    for (std::size_t i = steps.size(); i-- > 0;) {
+      out += steps[i];
+      if (i == 8 && elided > 0) out += "[... " + std::to_string(elided) + " more ...]";
+    }
+    return out;
+  }
+};
+
+// convert(), with its error (ours, an hpref.Error from Python code such as hpref._tensors,
+// or a PathError from further down) taken one step `step()` further from the item.
+template <class Convert, class Step>
+Value below(Convert&& convert, Step&& step) {
+  try {
+    return convert();
+  } catch (const Error& e) {
+    PathError up{e.code(), e.what(), {}};
+    up.up(step());
+    throw up;
+  } catch (PathError& e) {
+    e.up(step());
+    throw;
+  } catch (nb::python_error& e) {
+    std::optional<Error> error = hpref_error_of(e);
+    if (!error) throw;
+    PathError up{error->code(), error->what(), {}};
+    up.up(step());
+    throw up;
+  }
+}
+
+// The step to the value under mapping key `k`: ["text"] for a str (the first 40 bytes),
+// else [repr(k)]; a key that itself fails is reached through [key repr(k)].
+std::string key_step(nb::handle k, bool to_key) {
+  std::string text = PyUnicode_Check(k.ptr()) && !to_key ? utf8_text(k) : repr_text(k);
+  if (text.size() > 40) text = std::string(utf8_prefix(text, 40)) + "...";
+  if (to_key) return "[key " + text + "]";
+  return PyUnicode_Check(k.ptr()) ? "[\"" + text + "\"]" : "[" + text + "]";
 }
 
 // A Python object as a Value (SPEC 1.1): None, bool, int (int64), float, str, bytes,
@@ -411,7 +507,7 @@ struct FromPython {
   }
 
   Value operator()(nb::handle o, int depth) const {
-    if (depth > 1000) throw Error(Errc::depth_limit, "value nests deeper than 1000 levels");
+    if (depth > 1000) throw Error(Errc::depth_limit, "nests deeper than 1000 levels");
     PyObject* p = o.ptr();
     if (p == Py_None) return Value::none();
     if (PyBool_Check(p)) return Value::boolean(p == Py_True);
@@ -419,8 +515,8 @@ struct FromPython {
       int overflow = 0;
       long long v = PyLong_AsLongLongAndOverflow(p, &overflow);
       if (overflow) {
-        throw Error(Errc::invalid_argument, "int " + nb::cast<std::string>(nb::str(o)) +
-                                                " does not fit in 64 bits (SPEC 1.1)");
+        throw Error(Errc::invalid_argument,
+                    "int " + str_text(o) + " does not fit in 64 bits (SPEC 1.1)");
       }
       return Value::integer(v);
     }
@@ -442,7 +538,12 @@ struct FromPython {
     if (PyTuple_Check(p) || PyList_Check(p)) {
       std::vector<Value> items;
       items.reserve(static_cast<std::size_t>(PySequence_Fast_GET_SIZE(p)));
-      for (nb::handle x : o) items.push_back((*this)(x, depth + 1));
+      std::size_t i = 0;
+      for (nb::handle x : o) {
+        items.push_back(below([&] { return (*this)(x, depth + 1); },
+                              [&] { return "[" + std::to_string(i) + "]"; }));
+        ++i;
+      }
       return PyTuple_Check(p) ? Value::tuple(std::move(items)) : Value::list(std::move(items));
     }
     if (PyDict_CheckExact(p)) {
@@ -453,41 +554,54 @@ struct FromPython {
       PyObject* v = nullptr;
       while (PyDict_Next(p, &pos, &k, &v)) {
         nb::object held_key = nb::borrow(k), held_value = nb::borrow(v);  // `convert` may edit
-        Value converted_key = key(k, depth + 1);
-        entries.emplace_back(std::move(converted_key), (*this)(held_value, depth + 1));
+        entries.push_back(entry(held_key, held_value, depth));
       }
       return Value::mapping(std::move(entries));
     }
-    // Any other mapping (a dict subclass, a collections.abc.Mapping) in the order its items()
-    // gives, as the original's encoder reads it: an OrderedDict after move_to_end keeps its
-    // own order, which its dict storage does not.
-    if (PyDict_Check(p) || PyObject_IsInstance(p, mapping_type.ptr()) == 1) {
-      std::vector<Value::Entry> entries;
-      for (nb::handle pair : o.attr("items")()) {
-        PyObject* kv = pair.ptr();
-        if (!(PyTuple_Check(kv) || PyList_Check(kv)) || PySequence_Fast_GET_SIZE(kv) != 2) {
-          throw Error(Errc::unencodable_value,
-                      "the items() of a Python " + py_type_name(o) + " gave " +
-                          nb::cast<std::string>(nb::repr(pair)) + ", not a (key, value) pair");
-        }
-        nb::object held_key = nb::borrow(PySequence_Fast_GET_ITEM(kv, 0));
-        nb::object held_value = nb::borrow(PySequence_Fast_GET_ITEM(kv, 1));
-        Value converted_key = key(held_key.ptr(), depth + 1);
-        entries.emplace_back(std::move(converted_key), (*this)(held_value, depth + 1));
-      }
-      return Value::mapping(std::move(entries));
-    }
-    if (!torch_tensor.is_none() &&
-        PyObject_TypeCheck(p, reinterpret_cast<PyTypeObject*>(torch_tensor.ptr()))) {
+    if (PyDict_Check(p)) return mapping_items(o, depth);
+    // Exactly torch.Tensor: a subclass may hold no storage of its own (a wrapper subclass
+    // such as MaskedTensor or DTensor: data_ptr() 0, read there until 2026-12-02) and goes
+    // through hpref._tensors.to_raw, which asks torch for its dense bytes.
+    if (Py_TYPE(p) == reinterpret_cast<PyTypeObject*>(torch_tensor.ptr())) {
       if (auto v = torch_tensor_in_place(o)) return std::move(*v);
     }
     nb::object converted = convert(o);
-    if (converted.is_none()) {
-      throw Error(Errc::unencodable_value, "cannot encode a Python " + py_type_name(o) +
-                                               " (SPEC 1.1: None, bool, int, float, str, bytes, "
-                                               "bytearray, tuple, list, dict, tensors)");
+    if (!converted.is_none()) return (*this)(converted, depth);
+    // Checked last: an ABC's isinstance costs a call, which tensors and arrays need not pay.
+    int mapping = PyObject_IsInstance(p, mapping_type.ptr());
+    if (mapping < 0) throw nb::python_error();
+    if (mapping) return mapping_items(o, depth);
+    throw Error(Errc::unencodable_value, "a Python " + py_type_name(o) +
+                                             " is not a SPEC 1.1 Value (None, bool, int, float, "
+                                             "str, bytes, bytearray, tuple, list, mapping, "
+                                             "tensor)");
+  }
+
+  // A mapping other than an exact dict (a dict subclass, a collections.abc.Mapping) in the
+  // order its items() gives, as the original's encoder reads it: an OrderedDict after
+  // move_to_end keeps its own order, which its dict storage does not.
+  Value mapping_items(nb::handle o, int depth) const {
+    std::vector<Value::Entry> entries;
+    for (nb::handle pair : o.attr("items")()) {
+      PyObject* kv = pair.ptr();
+      if (!(PyTuple_Check(kv) || PyList_Check(kv)) || PySequence_Fast_GET_SIZE(kv) != 2) {
+        throw Error(Errc::unencodable_value, "the items() of a Python " + py_type_name(o) +
+                                                 " gave " + repr_text(pair) +
+                                                 ", not a (key, value) pair");
+      }
+      nb::object held_key = nb::borrow(PySequence_Fast_GET_ITEM(kv, 0));
+      nb::object held_value = nb::borrow(PySequence_Fast_GET_ITEM(kv, 1));
+      entries.push_back(entry(held_key, held_value, depth));
     }
-    return (*this)(converted, depth);
+    return Value::mapping(std::move(entries));
+  }
+
+  // One mapping entry, an error in it named by the path through the key.
+  Value::Entry entry(nb::handle k, nb::handle v, int depth) const {
+    Value converted_key =
+        below([&] { return key(k.ptr(), depth + 1); }, [&] { return key_step(k, true); });
+    return {std::move(converted_key),
+            below([&] { return (*this)(v, depth + 1); }, [&] { return key_step(k, false); })};
   }
 };
 
@@ -613,9 +727,9 @@ Tensor tensor_from_python(nb::handle raw) {
     throw Error(Errc::invalid_dtype,
                 "a RawTensor's dtype must be a str naming a SPEC 1.3 dtype "
                 "('float32'), got " +
-                    nb::cast<std::string>(nb::repr(dtype_name)));
+                    repr_text(dtype_name));
   }
-  std::string name = nb::cast<std::string>(dtype_name);
+  std::string name = utf8_text(dtype_name);
   if (name.rfind("torch.", 0) == 0) {
     throw Error(Errc::unsupported_dtype, "a RawTensor's dtype is named without 'torch.': '" +
                                              name.substr(6) + "', not '" + name + "'");
@@ -623,8 +737,8 @@ Tensor tensor_from_python(nb::handle raw) {
   DType dtype = parse_dtype("torch." + name);
   nb::object dims = raw.attr("shape");
   if (!PyTuple_Check(dims.ptr()) && !PyList_Check(dims.ptr())) {
-    throw Error(Errc::invalid_tensor, "a RawTensor's shape must be a tuple of ints, got " +
-                                          nb::cast<std::string>(nb::repr(dims)));
+    throw Error(Errc::invalid_tensor,
+                "a RawTensor's shape must be a tuple of ints, got " + repr_text(dims));
   }
   std::vector<std::int64_t> shape;
   for (nb::handle d : dims) {
@@ -635,7 +749,7 @@ Tensor tensor_from_python(nb::handle raw) {
     if (overflow) {
       throw Error(Errc::invalid_tensor, (overflow == 2 ? "a tensor dim must be an int, got "
                                                        : "a tensor dim must fit in int64, got ") +
-                                            nb::cast<std::string>(nb::repr(d)));
+                                            repr_text(d));
     }
     shape.push_back(v);
   }
@@ -702,12 +816,24 @@ void bind_codec(nb::module_& m) {
             if (!PyTuple_Check(pair.ptr()) || PyTuple_GET_SIZE(pair.ptr()) != 2) {
               throw Error(Errc::invalid_argument, "items[" + std::to_string(index) +
                                                       "] must be a (key, value) pair, got " +
-                                                      nb::cast<std::string>(nb::repr(pair)));
+                                                      repr_text(pair));
             }
             nb::handle key = PyTuple_GET_ITEM(pair.ptr(), 0);
-            std::optional<Value> fields = key_of(key, from);
-            pairs.emplace_back(fields ? std::move(*fields) : from(key, 0),
-                               from(PyTuple_GET_ITEM(pair.ptr(), 1), 0));
+            nb::handle value = PyTuple_GET_ITEM(pair.ptr(), 1);
+            // SPEC 2.6: an error names the path to what could not be converted.
+            auto named = [&](const char* part, auto&& convert) -> Value {
+              try {
+                return below(convert, [] { return std::string(); });
+              } catch (const PathError& e) {
+                throw Error(e.code, "cannot encode segment: items[" + std::to_string(index) + "]." +
+                                        part + e.path() + ": " + e.message);
+              }
+            };
+            Value k = named("key", [&] {
+              std::optional<Value> fields = key_of(key, from);
+              return fields ? std::move(*fields) : from(key, 0);
+            });
+            pairs.emplace_back(std::move(k), named("value", [&] { return from(value, 0); }));
             ++index;
           }
         }

@@ -7,8 +7,12 @@
 #include <nanobind/nanobind.h>
 
 #include <array>
+#include <optional>
+#include <string>
+#include <string_view>
 
 #include "hpref/dtype.hpp"
+#include "hpref/error.hpp"
 #include "hpref/shared_bytes.hpp"
 #include "hpref/tensor.hpp"
 
@@ -46,6 +50,21 @@ class TensorViews {
   bool torch_ = false;  // make_ is hpref._tensors' torch maker: call torch.frombuffer here
   nb::object frombuffer_, kinds_, dtype_kw_, reshape_name_;
 };
+
+// Text for error messages: a Python str as UTF-8, its lone surrogates written as \udXXX
+// escapes (nb::cast<std::string> throws std::bad_cast on them); the repr and the str() of
+// an object, and the qualified name of its type, the same way. repr/str may raise (a
+// user's __repr__): nb::python_error.
+std::string utf8_text(nb::handle str);
+std::string repr_text(nb::handle o);
+std::string str_text(nb::handle o);
+std::string py_type_name(nb::handle o);
+
+// The Errc named `kind` ("invalid_tensor"), if there is one.
+std::optional<Errc> errc_named(std::string_view kind);
+// An hpref.Error that Python code raised (its kind and message) as the C++ Error it stands
+// for; nullopt for any other exception.
+std::optional<Error> hpref_error_of(nb::python_error& e);
 
 // A RawTensor-like object (attributes dtype, shape, data; data exposing a C-contiguous
 // buffer) as a Tensor that views the buffer without a copy and holds it (released with the

@@ -6,6 +6,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common.hpp"
@@ -20,9 +21,14 @@ NB_MODULE(_core, m) {
     try {
       std::rethrow_exception(p);
     } catch (const hpref::Error& e) {
-      nb::object exc =
-          nb::module_::import_("hpref.errors")
-              .attr("_from_core")(nb::str(e.kind().data(), e.kind().size()), nb::str(e.what()));
+      // The message as text whatever its bytes: one that quotes invalid UTF-8 gets \xNN
+      // escapes (nb::str would fail, and a RuntimeError would stand in for the refusal).
+      std::string_view what = e.what();
+      nb::object message = nb::steal(PyUnicode_DecodeUTF8(
+          what.data(), static_cast<Py_ssize_t>(what.size()), "backslashreplace"));
+      if (!message.is_valid()) return;  // MemoryError is set
+      nb::object exc = nb::module_::import_("hpref.errors")
+                           .attr("_from_core")(nb::str(e.kind().data(), e.kind().size()), message);
       PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
     }
   });

@@ -51,8 +51,7 @@ std::int64_t to_i64(PyObject* o, const char* what, Py_ssize_t index = -1) {
     Py_DECREF(i);
   }
   if (overflow != 0) {
-    throw Error(Errc::route_overflow,
-                name() + " = " + nb::cast<std::string>(nb::repr(o)) + " is beyond int64");
+    throw Error(Errc::route_overflow, name() + " = " + repr_text(o) + " is beyond int64");
   }
   if (v == -1 && PyErr_Occurred()) throw nb::python_error();
   return v;
@@ -198,7 +197,7 @@ nb::str route_repr(PyRoute& r) {
   std::string out = "Route(";
   for (std::size_t i = 0; i < kFields.size(); ++i) {
     if (i > 0) out += ", ";
-    out += std::string(kFields[i]) + "=" + nb::cast<std::string>(nb::repr(field(r, i)));
+    out += std::string(kFields[i]) + "=" + repr_text(field(r, i));
   }
   return nb::str((out + ")").c_str());
 }

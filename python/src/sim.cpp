@@ -107,28 +107,12 @@ class PyComm {
   Communicator* comm_;
 };
 
-// The Errc of a kind name, for errors a rank's Python code raised as hpref.Error.
-std::optional<Errc> errc_named(std::string_view kind) {
-#define HPREF_KIND_MATCH(name) \
-  if (kind == #name) return Errc::name;
-  HPREF_ERROR_KINDS(HPREF_KIND_MATCH)
-#undef HPREF_KIND_MATCH
-  return std::nullopt;
-}
-
 // What a rank's Python function raised, as the C++ exception the simulator records: an
 // hpref.Error keeps its kind (so the run's failure class follows, SPEC 9.3); any other
 // exception is recorded as kind "exception" with "Type: message".
 [[noreturn]] void rethrow_python(nb::python_error& e) {
-  nb::handle value = e.value();
-  std::string message = nb::cast<std::string>(nb::str(value));
-  nb::object kind = nb::getattr(value, "kind", nb::none());
-  nb::object error_type = nb::module_::import_("hpref.errors").attr("Error");
-  if (PyObject_IsInstance(value.ptr(), error_type.ptr()) == 1 && PyUnicode_Check(kind.ptr())) {
-    if (auto code = errc_named(nb::cast<std::string>(kind))) throw Error(*code, message);
-  }
-  std::string type = nb::cast<std::string>(nb::str(value.type().attr("__qualname__")));
-  throw std::runtime_error(type + ": " + message);
+  if (std::optional<Error> error = hpref_error_of(e)) throw *error;
+  throw std::runtime_error(py_type_name(e.value()) + ": " + str_text(e.value()));
 }
 
 nb::dict sim_run(int world_size, nb::object entry, std::uint64_t seed,

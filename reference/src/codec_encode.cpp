@@ -8,6 +8,7 @@
 #include "hpref/codec.hpp"
 #include "hpref/error.hpp"
 #include "hpref/repr.hpp"
+#include "hpref/utf8.hpp"
 
 namespace hpref {
 namespace {
@@ -193,7 +194,8 @@ class Encoder {
         out += "[" + std::to_string(s.index) + "]";
       } else if (s.key->is(ValueKind::string)) {
         std::string text(s.key->as_str());
-        out += "[\"" + (text.size() > 40 ? text.substr(0, 40) + "..." : text) + "\"]";
+        std::string_view cut = utf8_prefix(text, 40);
+        out += "[\"" + std::string(cut) + (cut.size() < text.size() ? "..." : "") + "\"]";
       } else {
         out += "[" + repr(*s.key, 40) + "]";
       }

@@ -5,6 +5,13 @@
 
 namespace hpref {
 
+std::string_view utf8_prefix(std::string_view text, std::size_t max_bytes) noexcept {
+  if (text.size() <= max_bytes) return text;
+  std::size_t cut = max_bytes;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return text.substr(0, cut);
+}
+
 std::size_t utf8_sequence_length(std::string_view text, std::size_t i) noexcept {
   const auto* p = reinterpret_cast<const std::uint8_t*>(text.data()) + i;
   std::size_t left = text.size() - i;

@@ -112,6 +112,8 @@ def test_inspect_prints_what_hpref_frame_inspect_prints():
     with pytest.raises(hpref.Error) as e:
         hpref.codec.inspect(frame[:-1])
     assert e.value.kind == "frame_size_mismatch"
+    np = pytest.importorskip("numpy")
+    assert hpref.codec.inspect(frame, max_output_bytes=np.int64(1 << 20)) == view
     for bad in (-1, 1 << 64, 1.5, True):  # named, not nanobind's "incompatible arguments"
         with pytest.raises(hpref.Error, match=f"max_output_bytes .*got {bad!r}"):
             hpref.codec.inspect(frame, max_output_bytes=bad)

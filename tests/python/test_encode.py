@@ -152,3 +152,13 @@ def test_any_strided_view_encodes_its_values():
             (t.shape, t.stride(), t.storage_offset(), t.is_conj(), t.is_neg())
 
     check()
+
+
+def test_a_long_key_in_an_error_path_is_cut_between_characters():
+    """SPEC 2.6 paths shorten a key to 40 bytes; cut inside the 2-byte e-acute the message
+    was not UTF-8, and Python saw a RuntimeError from nanobind instead of the refusal (found
+    by test_encode_fuzz.py on torch 1.13)."""
+    with pytest.raises(hpref.Error) as e:
+        hpref.codec.encode([((1, 0), {("k" * 37 + "\u00e9",): 2 ** 64})])
+    assert e.value.kind == "invalid_argument"
+    assert e.value.message.startswith("cannot encode segment: items[0].value[('" + "k" * 37 + "...]")

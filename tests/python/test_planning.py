@@ -292,6 +292,10 @@ def test_headers_and_limits_that_are_not_int64_are_named():
                 f(layout, header)
             assert e.value.kind == "batch_header"
     assert planning.batch_shapes(layout, np.array([1, 2, 5, 4]))[0] == (2, 5)
+    # numpy integers stand for ints in a status, a limit and a fixed dim
+    assert planning.batch_header(layout, status=np.int64(0)) == (0, 0, 0, 0)
+    assert planning.batch_shapes(layout, (1, 2, 5, 4), max_message_bytes=np.int64(192))[2] == (3, 4, 4)
+    assert planning.batch_layout([("a", "int8", "cpu", (np.int32(3),))]).fields[0].dims == (3,)
     with pytest.raises(hpref.Error, match="status must be an int64, got 2.0"):
         planning.batch_header(layout, status=2.0)
     with pytest.raises(hpref.Error, match="max_message_bytes .* got -1"):

@@ -353,6 +353,12 @@ BOOST_AUTO_TEST_CASE(a_legacy_value_too_deep_is_named_by_its_path_spec_2_6) {
   std::vector<Item> long_items = {{key(1), M({{S(long_key), L({L({I(1)})})}})}};
   HPREF_CHECK_ERROR(encode_segment(long_items, depth(4)), Errc::depth_limit,
                     "items[0].value[\"" + std::string(40, 'k') + "...\"][0]" + deeper(4));
+  // ... at a character boundary: 39 bytes then a 2-byte character would cut it in half (an
+  // invalid UTF-8 message, which Python cannot make a str of).
+  std::string wide_key = std::string(39, 'k') + "\xc3\xa9" + std::string(10, 'k');
+  std::vector<Item> wide_items = {{key(1), M({{S(wide_key), L({L({I(1)})})}})}};
+  HPREF_CHECK_ERROR(encode_segment(wide_items, depth(4)), Errc::depth_limit,
+                    "items[0].value[\"" + std::string(39, 'k') + "...\"][0]" + deeper(4));
 }
 
 BOOST_AUTO_TEST_CASE(a_dict_whose_key_is_deepest_is_named_spec_2_6) {
