@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from . import _core
 from ._tensors import to_raw
-from .errors import _checked_int, _from_core
+from .errors import Error, _checked_int, _from_core
 
 __all__ = ["Topology", "topology", "GroupCreation", "GroupPlan", "group_plan", "Field",
            "BatchLayout", "batch_layout", "batch_header", "header_status", "batch_shapes",
@@ -238,12 +238,24 @@ def batch_header(layout: Union[BatchLayout, Sequence[Any]], batch: Optional[Mapp
         return tuple(_core.batch_header(specs, None, status))
     if status not in (None, BATCH):
         raise ValueError(f"a header of a batch has status 1, got status={status!r}")
-    entries = []
+    entries, not_tensors = [], {}
     for name, value in batch.items():
         if not isinstance(name, str):
             raise _from_core("batch_unknown_field", f"batch field {name!r} is not in the spec")
-        entries.append((name, to_raw(value)))
-    return tuple(_core.batch_header(specs, entries, BATCH))
+        raw = to_raw(value)
+        if raw is None and value is not None:
+            not_tensors[name] = value
+        entries.append((name, raw))
+    try:
+        return tuple(_core.batch_header(specs, entries, BATCH))
+    except Error as e:
+        # A value that is not a tensor crossed as None: name what it was instead.
+        for name, value in not_tensors.items():
+            if e.kind == "batch_dtype" and e.message.startswith(f"batch field '{name}' must be ") \
+                    and e.message.endswith(", got NoneType"):
+                raise _from_core("batch_dtype", e.message[:-len("NoneType")] +
+                                 f"a Python {type(value).__qualname__}") from None
+        raise
 
 
 def header_status(layout: Union[BatchLayout, Sequence[Any]], header: Sequence[int]) -> int:

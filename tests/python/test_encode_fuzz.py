@@ -43,6 +43,9 @@ from test_encode import strided_views  # noqa: E402
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "interop"))
 import hpref_interop as J  # noqa: E402
 
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import fuzz_keys  # noqa: E402
+
 # The original (../shared/original), when present, decodes every segment encode writes too;
 # its torch makes the dtypes it has (not quantized ones: they need a scale).
 ORIGINAL, ORIGINAL_DTYPES = None, frozenset()
@@ -293,8 +296,25 @@ def deep(draw):
 
 @st.composite
 def item_lists(draw):
-    """Items, all of them encodable about half the time."""
-    return draw(st.lists(st.tuples(*PAIR_PARTS[draw(st.integers(0, 99)) < 50]), max_size=4))
+    """(key class or None, items), all of them encodable about half the time; with a key
+    class (SPEC 1.4: fuzz_keys.Key pickles its state as a dict, SlotKey as the list of its
+    values), half the item keys are its instances."""
+    bad = draw(st.integers(0, 99)) < 50
+    key_class = draw(st.sampled_from([None, None, fuzz_keys.Key, fuzz_keys.SlotKey]))
+    key, vals = PAIR_PARTS[bad]
+    if key_class is not None:
+        key = sometimes(50, st.builds(key_class, *FIELD_VALUES[bad]), key)
+    return key_class, draw(st.lists(st.tuples(key, vals), max_size=4))
+
+
+# A key-class instance's field values: a SampleKey's (sample_id an int >= 0 or a non-empty
+# str, position an int >= 0), and with `bad`, sometimes not (then it is written as the tuple
+# of its values, or refused when that tuple is no hashable Value).
+_ID, _POSITION = st.one_of(st.integers(0, 2 ** 63 - 1), st.text(min_size=1, max_size=4)), \
+    st.integers(0, 2 ** 63 - 1)
+_NOT_A_FIELD = st.sampled_from([-1, "", True, 1.5, None, (1, 2), 2 ** 64, "\ud800", [1]])
+FIELD_VALUES = {False: (_ID, _POSITION),
+                True: (sometimes(20, _NOT_A_FIELD, _ID), sometimes(20, _NOT_A_FIELD, _POSITION))}
 
 
 def _pair_parts(bad):
@@ -311,20 +331,35 @@ PAIR_PARTS = {False: _pair_parts(False), True: _pair_parts(True)}
 
 # ---- the model -----------------------------------------------------------------------------
 
-class Refused(Exception):
-    pass
-
-
-def expect(items):
+def expect(items, key_class=None):
     """(canonical items, set(), []) for items encode must take; else (None, {error kinds},
     the indices of the items that have them)."""
     kinds, bad, out = set(), [], []
     for i, (key, value) in enumerate(items):
         mine = set()
-        out.append((canon(key, mine, 0, as_key=True), canon(value, mine, 0)))
+        out.append((item_key_canon(key, key_class, mine), canon(value, mine, 0)))
         kinds |= mine
         bad += [i] if mine else []
     return (None, kinds, bad) if kinds else (out, kinds, bad)
+
+
+def item_key_canon(key, key_class, kinds):
+    """An item key's canonical Value: a key-class instance is the tuple of its field values
+    (SPEC 1.4); a 2-tuple that is a SampleKey (an int >= 0 or a non-empty str, then an int
+    >= 0) decodes as the key class's instance (hpref.codec.Key without one): "sample_key"."""
+    if key_class is not None and isinstance(key, key_class):
+        key = (key.sample_id, key.position)
+    c = canon(key, kinds, 0, as_key=True)
+    if isinstance(key, tuple) and len(key) == 2 and _is_sample_key(*key):
+        return ("sample_key", c[1])
+    return c
+
+
+def _is_sample_key(sample_id, position):
+    def int64(x):
+        return isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2 ** 63
+    text = isinstance(sample_id, str) and sample_id != ""
+    return (int64(sample_id) or text) and int64(position)
 
 
 def canon(v, kinds, depth, as_key=False):
@@ -489,10 +524,10 @@ KIND_OF = {hpref.errors.UnencodableValueError: "unencodable_value",
 
 # ---- the property --------------------------------------------------------------------------
 
-def check(items):
-    want, kinds, bad = expect(items)
+def check(key_class, items):
+    want, kinds, bad = expect(items, key_class)
     try:
-        segment = hpref.codec.encode(items)
+        segment = hpref.codec.encode(items, key_class=key_class)
     except hpref.Error as e:
         got = KIND_OF.get(type(e), type(e).__name__)
         assert kinds, f"refused items the SPEC takes: {type(e).__name__}: {e}"
@@ -503,15 +538,17 @@ def check(items):
             assert str(e).startswith(f"cannot encode segment: items[{bad[0]}]."), str(e)
         return
     assert not kinds, f"encoded items that have {sorted(kinds)}"
-    back = hpref.codec.decode(segment, tensors="raw")
-    assert [(decoded_canon(item_key(k)), decoded_canon(v)) for k, v in back] == want
+    back = hpref.codec.decode(segment, tensors="raw", key_class=key_class)
+    assert [(decoded_item_key(k, key_class), decoded_canon(v)) for k, v in back] == want
     if ORIGINAL is not None:  # the reference reads the same Values from our bytes
         try:
             theirs = ORIGINAL._decode_payload_segment(segment)
         except Exception as e:  # only for a dtype its torch cannot make
             assert _tensor_dtypes(want) - ORIGINAL_DTYPES, f"the original refused: {e!r}"
         else:
-            assert [(decoded_canon(k), decoded_canon(v)) for k, v in theirs] == want
+            if key_class is None:  # pickle.loads keeps a SampleKey tuple a tuple
+                want = [(("tuple", k[1]) if k[0] == "sample_key" else k, v) for k, v in want]
+            assert [(decoded_item_key(k, key_class), decoded_canon(v)) for k, v in theirs] == want
 
 
 def _tensor_dtypes(v):
@@ -524,10 +561,12 @@ def _tensor_dtypes(v):
     return out
 
 
-def item_key(k):
-    """An item key as written: decode gives a (sample_id, position) tuple key as a Key
-    (SPEC 1.4)."""
-    return tuple(k) if type(k) is hpref.codec.Key else k
+def decoded_item_key(k, key_class):
+    """A decoded item key in canonical form: an instance of the key class (hpref.codec.Key
+    without one) is a "sample_key"."""
+    if type(k) is (key_class or hpref.codec.Key):
+        return ("sample_key", [decoded_canon(k.sample_id), decoded_canon(k.position)])
+    return decoded_canon(k)
 
 
 o = collections.OrderedDict([("a", 1), ("b", torch.ones(1))])
@@ -542,22 +581,22 @@ with warnings.catch_warnings():
 
 @SETTINGS
 @given(item_lists())
-@example([((1, 0), np.array(2.5))])  # a 0-d array encoded as shape (1,) until 2026-12-02
-@example([((1, 0), o)])  # an OrderedDict's own order, not its dict storage's
-@example([((1, 0), View([("x", 1), ("y", [2])]))])  # a Mapping that is not a dict
-@example([((1, 0), np.ma.masked_array([1.0, 2.0], mask=[False, True]))])  # masks are refused
-@example([((1, 0), {"k": Name("v")})])
+@example((None, [((1, 0), np.array(2.5))]))  # a 0-d array encoded as shape (1,) until 2026-12-02
+@example((None, [((1, 0), o)]))  # an OrderedDict's own order, not its dict storage's
+@example((None, [((1, 0), View([("x", 1), ("y", [2])]))]))  # a Mapping that is not a dict
+@example((None, [((1, 0), np.ma.masked_array([1.0, 2.0], mask=[False, True]))]))  # masks are refused
+@example((None, [((1, 0), {"k": Name("v")})]))
 # an empty neg view: torch's view() as bytes refused its stride (RuntimeError) until 2026-12-02
-@example([((1, 0), torch.zeros(0, dtype=torch.complex64).conj().imag)])
-@example([((1, 0), {"m": [masked]})])
+@example((None, [((1, 0), torch.zeros(0, dtype=torch.complex64).conj().imag)]))
+@example((None, [((1, 0), {"m": [masked]})]))
 # a path step cut at 40 bytes inside a character: an invalid UTF-8 message, which nanobind
 # could not make a str of (RuntimeError) until 2026-12-02
-@example([((1, 0), {("k" * 37 + "\u00e9",): 2 ** 64})])
-@example([((1, 0), RawTensor(3, (1,), b"a"))])  # std::bad_cast escaped until 2026-12-02
-@example([((1, 0), RawTensor("\ud800", (1,), b"a"))])  # and here
-@example([((1, 0), RawTensor("uint8", (0, 2 ** 63), b""))])  # here too
-def test_any_python_object_encodes_to_its_value_or_is_refused_with_its_reason(items):
-    check(items)
+@example((None, [((1, 0), {("k" * 37 + "\u00e9",): 2 ** 64})]))
+@example((None, [((1, 0), RawTensor(3, (1,), b"a"))]))  # std::bad_cast escaped until 2026-12-02
+@example((None, [((1, 0), RawTensor("\ud800", (1,), b"a"))]))  # and here
+@example((None, [((1, 0), RawTensor("uint8", (0, 2 ** 63), b""))]))  # here too
+def test_any_python_object_encodes_to_its_value_or_is_refused_with_its_reason(case):
+    check(*case)
 
 
 def test_the_model_is_not_the_encoder():
@@ -572,3 +611,9 @@ def test_the_model_is_not_the_encoder():
     want, _, _ = expect([((1, 0), o)])
     assert [k for k, _ in want[0][1][1]] == [("str", "b"), ("str", "a")]
     assert expect([((1, 0), 1), ((2, 0), View([(1, 0), (1.0, 0)]))])[1:] == ({"duplicate_key"}, [1])
+    # SPEC 1.4: an instance stands for its field values; a SampleKey decodes as the class
+    assert expect([(fuzz_keys.Key(3, 0), 1)], fuzz_keys.Key)[0][0][0] == \
+        ("sample_key", [("int", 3), ("int", 0)])
+    assert expect([(fuzz_keys.Key(-3, 0), 1)], fuzz_keys.Key)[0][0][0] == \
+        ("tuple", [("int", -3), ("int", 0)])
+    assert expect([(fuzz_keys.Key([1], 0), 1)], fuzz_keys.Key)[1] == {"unhashable_key"}

@@ -258,6 +258,8 @@ def test_batch_refusals_by_kind():
                         (dict(good, **{"7": np.zeros(1)}), "batch_unknown_field")):
         assert kind_of(lambda: planning.batch_header(layout, batch)) == kind, kind
     assert kind_of(lambda: planning.batch_header(layout, {**good, 7: 1})) == "batch_unknown_field"
+    with pytest.raises(hpref.Error, match="batch field 'ids' must be a int32 tensor, got a Python str"):
+        planning.batch_header(layout, dict(good, ids="abc"))  # it said "got NoneType"
     assert kind_of(lambda: planning.batch_header(layout, status=1)) == "batch_header"
     assert kind_of(lambda: planning.header_status(layout, (1, 2, 3))) == "batch_header"
     assert kind_of(lambda: planning.header_status(layout, (2, 0, 0, 0))) == "batch_header"
