@@ -532,8 +532,10 @@ struct FromPython {
           std::span<const std::uint8_t>(b, static_cast<std::size_t>(PyByteArray_GET_SIZE(p))));
     }
     // A RawTensor is a NamedTuple: checked before tuples.
-    if (PyTuple_Check(p) && PyObject_IsInstance(p, raw_type.ptr()) == 1) {
-      return Value::tensor(tensor_from_python(o));
+    if (PyTuple_Check(p)) {
+      int raw = PyObject_IsInstance(p, raw_type.ptr());
+      if (raw < 0) throw nb::python_error();  // a __class__ that raises: the user's error
+      if (raw) return Value::tensor(tensor_from_python(o));
     }
     if (PyTuple_Check(p) || PyList_Check(p)) {
       std::vector<Value> items;
