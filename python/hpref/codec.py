@@ -238,7 +238,8 @@ def _convert_value(x: Any) -> Optional[RawTensor]:
 
 
 def encode(items: Any, *, key_class: Union[None, str, type, KeyClass] = None) -> bytes:
-    """Encodes ``[(key, value), ...]`` as one payload segment (SPEC 2.1-2.3), the bytes the
+    """Encodes ``[(key, value), ...]`` (or a ``{key: value}`` mapping, in its order) as one
+    payload segment (SPEC 2.1-2.3), the bytes the
     original's ``_encode_payload_segment`` writes for them: values are None, bool, int
     (64-bit), float, str, bytes, bytearray, tuple, list, mappings (a dict; any other
     ``collections.abc.Mapping`` and dict subclass in the order its ``items()`` gives) and
@@ -248,6 +249,10 @@ def encode(items: Any, *, key_class: Union[None, str, type, KeyClass] = None) ->
     written as its pickle pattern (SPEC 1.4); without it keys are written as tuples. Raises
     :class:`hpref.Error` naming the kind and the bad value."""
     kc = KeyClass.coerce(key_class)
+    if isinstance(items, collections.abc.Mapping):
+        # {key: value} (what decode_received gives): its pairs. Iterating it would give the
+        # keys alone, and a 2-tuple key would be read as a (key, value) pair.
+        items = list(items.items())
     return _core.encode(items if isinstance(items, (list, tuple)) else list(items),
                         key_class=None if kc is None else kc._core_spec(),
                         raw_type=RawTensor, convert=_convert_value,

@@ -162,3 +162,12 @@ def test_a_long_key_in_an_error_path_is_cut_between_characters():
         hpref.codec.encode([((1, 0), {("k" * 37 + "\u00e9",): 2 ** 64})])
     assert e.value.kind == "invalid_argument"
     assert e.value.message.startswith("cannot encode segment: items[0].value[('" + "k" * 37 + "...]")
+
+
+def test_a_mapping_of_items_encodes_its_pairs():
+    """encode({key: value}), the form decode_received gives, encodes its pairs: iterating
+    the dict gave its keys alone, and each 2-tuple key was read as a (key, value) pair
+    ({(1, 0): "x"} came back as key 1, value 0)."""
+    items = {(1, 0): "x", (2, 0): [1.5]}
+    assert hpref.codec.decode(hpref.codec.encode(items)) == list(items.items())
+    assert hpref.codec.encode(items) == hpref.codec.encode(list(items.items()))
