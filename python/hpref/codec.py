@@ -21,7 +21,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _core
 from ._tensors import RawTensor, tensor_maker, to_raw, torch_dtypes
-from .errors import _checked_int, _from_core
+from .errors import _checked_int, _from_core, _is_utf8
 
 __all__ = ["Key", "KeyClass", "RawTensor", "decode", "decode_received", "encode", "inspect",
            "torch_dtypes", "DEFAULT_KEY_CLASS"]
@@ -55,6 +55,9 @@ class KeyClass:
         for what, name in (("module", module), ("qualname", qualname)):
             if not isinstance(name, str):
                 raise TypeError(f"a key class's {what} must be a str, got {name!r}")
+            if not _is_utf8(name):
+                raise _from_core("invalid_argument", f"a key class name must be valid UTF-8, got "
+                                 f"{name!r} (a lone surrogate)")
         if isinstance(fields, str):  # tuple("sample_id") would be nine one-letter fields
             raise TypeError(f"fields must be a sequence of field names, got the str {fields!r}")
         if "." in qualname:
@@ -69,12 +72,6 @@ class KeyClass:
         if not fields or len(set(fields)) != len(fields) or not all(
                 isinstance(f, str) and f.isidentifier() for f in fields):
             raise _from_core("invalid_argument", f"fields must be distinct identifiers, got {fields!r}")
-        for name in (module, qualname):
-            try:
-                name.encode("utf-8")
-            except UnicodeEncodeError:
-                raise _from_core("invalid_argument", f"a key class name must be valid UTF-8, got "
-                                 f"{name!r} (a lone surrogate)") from None
         self.module, self.qualname, self.fields, self.state = module, qualname, fields, state
         # Weak: coerce's table of described classes would otherwise keep every class alive.
         self._type = None if type is None else weakref.ref(type)

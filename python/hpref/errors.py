@@ -717,19 +717,26 @@ def error_class(kind: str) -> Type[Error]:
     return _CLASSES.get(kind, Error)
 
 
+def _is_utf8(text: str) -> bool:
+    """Whether a str can be written as UTF-8 (no lone surrogate): names that reach C++."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _checked_int(what: str, value: Any, kind: str, low: int, high: int) -> int:
-    """``value`` as an int in ``[low, high)``: an int, or a numpy or torch integer
-    (``operator.index``), not a bool or a float; else the error ``kind`` naming
-    ``what`` and the value."""
+    """``value`` as an int in ``[low, high)`` (int64, non-negative int64 or uint64): an
+    int, or a numpy or torch integer (``operator.index``), not a bool or a float; else the
+    error ``kind`` naming ``what`` and the value."""
     try:
         n = operator.index(value)
     except TypeError:
         n = None
     if isinstance(value, bool) or n is None or not low <= n < high:
-        wanted = ("an int64" if (low, high) == (-1 << 63, 1 << 63) else
-                  "a non-negative int64" if (low, high) == (0, 1 << 63) else
-                  f"an int in [{low}, 2**{high.bit_length() - 1})" if high & (high - 1) == 0 else
-                  f"an int in [{low}, {high})")
+        wanted = {(-1 << 63, 1 << 63): "an int64", (0, 1 << 63): "a non-negative int64",
+                  (0, 1 << 64): "an int in [0, 2**64)"}[(low, high)]
         raise _from_core(kind, f"{what} must be {wanted}, got {value!r}")
     return n
 

@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from . import _core
 from ._tensors import to_raw
-from .errors import Error, _checked_int, _from_core
+from .errors import Error, _checked_int, _from_core, _is_utf8
 
 __all__ = ["Topology", "topology", "GroupCreation", "GroupPlan", "group_plan", "Field",
            "BatchLayout", "batch_layout", "batch_header", "header_status", "batch_shapes",
@@ -186,15 +186,13 @@ def _field_tuples(layout: Union[BatchLayout, Sequence[Any]]):
         if not isinstance(f.name, str) or not isinstance(f.placement, str):
             raise _from_core("batch_spec", f"batch field {f.name!r}: the name and placement must "
                              f"be strs, got {f.name!r} and {f.placement!r}")
+        for what, text in (("name", f.name), ("placement", f.placement)):
+            if not _is_utf8(text):
+                raise _from_core("batch_spec", f"batch field {f.name!r}: the {what} is not "
+                                 "valid UTF-8 (a lone surrogate)")
         if isinstance(f.dims, str):
             raise _from_core("batch_spec", f"batch field {f.name!r} has dims given as the str "
                              f"{f.dims!r}: give a tuple of ints and symbol names")
-        for what, text in (("name", f.name), ("placement", f.placement)):
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                raise _from_core("batch_spec", f"batch field {f.name!r}: the {what} is not "
-                                 "valid UTF-8 (a lone surrogate)") from None
         dims = [d if isinstance(d, str) else
                 _checked_int(f"batch field {f.name!r} dim {i}", d, "batch_spec", -1 << 63, 1 << 63)
                 for i, d in enumerate(f.dims)]
