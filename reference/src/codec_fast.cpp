@@ -39,7 +39,7 @@ struct Bail {};  // not for the fast path: the general decoder decides
 // Deeper metadata is left to the general decoder (the parser recurses per level).
 constexpr int kMaxFastDepth = 512;
 
-enum class Tag { tensor, bytes, bytearray, mapping, tuple, list, value };
+enum class Tag { tensor, bytes, bytearray, mapping, tuple, list, value, none };
 
 bool is_ascii(const std::uint8_t* p, std::size_t n) noexcept {
   std::size_t i = 0;
@@ -54,33 +54,62 @@ bool is_ascii(const std::uint8_t* p, std::size_t n) noexcept {
   return true;
 }
 
-std::optional<Tag> tag_of(std::string_view t) noexcept {
-  // Within a case the size is known: a fixed-size compare, inlined as a few loads.
-  auto is = [t]<std::size_t N>(const char(&tag)[N]) {
-    return std::memcmp(t.data(), tag, N - 1) == 0;
-  };
-  switch (t.size()) {
-    case 11:
-      if (is("__hp_list__")) return Tag::list;
-      break;
-    case 12:
-      if (is("__hp_value__")) return Tag::value;
-      if (is("__hp_bytes__")) return Tag::bytes;
-      if (is("__hp_tuple__")) return Tag::tuple;
-      break;
-    case 13:
-      if (is("__hp_tensor__")) return Tag::tensor;
-      break;
-    case 14:
-      if (is("__hp_mapping__")) return Tag::mapping;
-      break;
-    case 16:
-      if (is("__hp_bytearray__")) return Tag::bytearray;
-      break;
-    default:
-      break;
+// Eight bytes at `p` as one little-endian word (an unaligned load).
+constexpr std::uint64_t word_at(const char* p) noexcept {
+  std::uint64_t w = 0;
+  for (int i = 0; i < 8; ++i) w |= std::uint64_t{static_cast<std::uint8_t>(p[i])} << (8 * i);
+  return w;
+}
+
+// Whether two strs of the input are equal: strs of 8 to 16 bytes (tags, dtype names) by
+// two word compares, others by memcmp.
+inline bool same_text(std::string_view a, std::string_view b) noexcept {
+  if (a.size() != b.size()) return false;
+  std::size_t n = a.size();
+  if (n < 8 || n > 16) return a == b;
+  std::uint64_t a0, a1, b0, b1;
+  std::memcpy(&a0, a.data(), 8);
+  std::memcpy(&b0, b.data(), 8);
+  std::memcpy(&a1, a.data() + n - 8, 8);
+  std::memcpy(&b1, b.data() + n - 8, 8);
+  return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+}
+
+// A tag (11 to 16 bytes) as its first and last eight bytes, which together cover it.
+struct TagWords {
+  std::size_t size;
+  std::uint64_t head, tail;
+  Tag tag;
+};
+
+template <std::size_t N>
+constexpr TagWords tag_words(const char (&text)[N], Tag tag) noexcept {
+  static_assert(N - 1 >= 8 && N - 1 <= 16);
+  return {N - 1, word_at(text), word_at(text + N - 1 - 8), tag};
+}
+
+constexpr TagWords kTags[] = {
+    tag_words("__hp_value__", Tag::value),         tag_words("__hp_mapping__", Tag::mapping),
+    tag_words("__hp_tensor__", Tag::tensor),       tag_words("__hp_bytes__", Tag::bytes),
+    tag_words("__hp_tuple__", Tag::tuple),         tag_words("__hp_list__", Tag::list),
+    tag_words("__hp_bytearray__", Tag::bytearray),
+};
+
+// The tag `t` names, or Tag::none: two word compares per candidate, no call, no memcmp (a
+// node's tag is read once per node, the commonest string on this path).
+inline Tag tag_of(std::string_view t) noexcept {
+  if (t.size() < 11 || t.size() > 16) return Tag::none;
+  std::uint64_t head, tail;
+  std::memcpy(&head, t.data(), 8);
+  std::memcpy(&tail, t.data() + t.size() - 8, 8);
+  if constexpr (std::endian::native == std::endian::big) {
+    head = __builtin_bswap64(head);
+    tail = __builtin_bswap64(tail);
   }
-  return std::nullopt;
+  for (const TagWords& w : kTags) {
+    if (t.size() == w.size && head == w.head && tail == w.tail) return w.tag;
+  }
+  return Tag::none;
 }
 
 bool is_store_op(std::uint8_t op) noexcept {
@@ -305,7 +334,11 @@ class FastDecoder {
     }
   }
 
+  // Whether no memo store (nor FRAME) follows: the usual case, checked inline before the loop.
+  bool no_store() const noexcept { return p_ < end_ && !is_store_op(*p_); }
+
   void stores(Memo::Kind kind) {
+    if (no_store()) return;
     stores_of([kind] {
       Memo m;
       m.kind = kind;
@@ -315,6 +348,7 @@ class FastDecoder {
 
   // A scalar or bytes (a leaf: fetched as a copy, never frozen).
   void scalar_stores(const Value& value) {
+    if (no_store()) return;
     stores_of([&] {
       Memo m;
       m.kind = Memo::Kind::scalar;
@@ -324,6 +358,7 @@ class FastDecoder {
   }
 
   void text_stores(std::string_view text, const Value* value) {
+    if (no_store()) return;
     stores_of([&] {
       Memo m;
       m.kind = Memo::Kind::text;
@@ -413,7 +448,7 @@ class FastDecoder {
   // above a MARK it opened first: that MARK is then the sequence's (*absorbed is set), which
   // the reader cannot tell apart either until a TUPLE closes it.
   Plain plain(Ends&& ends, bool* absorbed = nullptr) {
-    if (auto quick = quick_plain(ends)) return std::move(*quick);
+    if (auto quick = quick_plain(ends, absorbed)) return std::move(*quick);
     plain_.clear();
     plain_marks_.clear();
     for (;;) {
@@ -464,18 +499,24 @@ class FastDecoder {
   }
 
   // The commonest plain values without the machine: a scalar, a pair of scalars (a
-  // SampleKey) and a memoized str or scalar, each followed by what ends it and no memo store.
+  // SampleKey) and a memoized str or scalar (with `absorbed`, also after the MARK it then
+  // absorbs: a mapping's first key), each followed by what ends it and no memo store.
   // Otherwise none, with the input where it was.
   template <class Ends>
-  std::optional<Plain> quick_plain(Ends& ends) {
+  std::optional<Plain> quick_plain(Ends& ends, bool* absorbed) {
     const std::uint8_t* start = p_;
     auto ended = [&] { return p_ < end_ && !is_store_op(*p_) && ends(*p_); };
-    if (left() >= 2 && *p_ == op::BINGET) {  // a memoized str or scalar (a mapping's key)
-      std::size_t i = p_[1];
+    bool mark = absorbed != nullptr && left() >= 3 && p_[0] == op::MARK;
+    if (left() >= 2 + mark && p_[mark] == op::BINGET) {  // a memoized str or scalar
+      std::size_t i = p_[mark + 1];
       if (i < memo_.size() &&
           (memo_[i].kind == Memo::Kind::text || memo_[i].kind == Memo::Kind::scalar)) {
-        p_ += 2;
+        p_ += 2 + mark;
         if (ended()) {
+          if (mark) {
+            marked();
+            *absorbed = true;
+          }
           pushed();
           return Plain{memo_[i].value, 0};
         }
@@ -780,9 +821,9 @@ class FastDecoder {
       pushed();
       text_stores(t, nullptr);
     }
-    auto found = tag_of(t);
-    if (!found) bail();
-    return *found;
+    Tag found = tag_of(t);
+    if (found == Tag::none) bail();
+    return found;
   }
 
   // One schema node; `depth` becomes its pickle depth.
@@ -823,6 +864,7 @@ class FastDecoder {
         out = sequence_node(t == Tag::tuple, depth);
         break;
       case Tag::tensor:
+      case Tag::none:
         bail();
     }
     expect(static_cast<std::uint8_t>(op::TUPLE1 + fields - 1));
@@ -861,26 +903,32 @@ class FastDecoder {
       pushed();
       text_stores(name, nullptr);
     }
-    if (name.substr(0, 6) != "torch.") bail();
-    auto dtype = dtype_from_bare_name(name.substr(6));
-    if (!dtype) bail();
+    if (!same_text(name, last_dtype_name_)) {  // consecutive tensors mostly share their dtype
+      if (name.substr(0, 6) != "torch.") bail();
+      auto dtype = dtype_from_bare_name(name.substr(6));
+      if (!dtype) bail();
+      last_dtype_ = *dtype;
+      last_dtype_name_ = name;
+    }
     dims_.clear();
     int shape_depth = 0;
     sequence(shape_depth, [this](int&, bool*) { dims_.push_back(count_field()); });
     stores(Memo::Kind::container);
     depth = 1 + shape_depth;
-    if (!last_dims_ || *last_dims_ != dims_) {
+    if (!last_dims_ || !same_dims(*last_dims_, dims_)) {  // and their shape
+      auto numel = checked_numel(dims_);
+      if (!numel) bail();
       last_dims_ = std::make_shared<const std::vector<std::int64_t>>(dims_);
+      last_numel_ = *numel;
     }
     SharedBytes bytes = range();
-    auto numel = checked_numel(*last_dims_);
     std::int64_t expected = 0;
-    if (!numel || __builtin_mul_overflow(*numel, static_cast<std::int64_t>(element_size(*dtype)),
-                                         &expected)) {
+    if (__builtin_mul_overflow(last_numel_, static_cast<std::int64_t>(element_size(last_dtype_)),
+                               &expected)) {
       bail();
     }
     if (static_cast<std::uint64_t>(expected) != bytes.size()) bail();
-    return make_tensor(Tensor(*dtype, last_dims_, std::move(bytes)));
+    return make_tensor(Tensor(last_dtype_, last_dims_, std::move(bytes)));
   }
 
   // Tensors are placed in shared slabs of kSlabTensors, one allocation for many: each Value
@@ -949,6 +997,15 @@ class FastDecoder {
     return out;
   }
 
+  // A loop, not std::equal: that calls memcmp, for shapes of a dim or two.
+  static bool same_dims(const std::vector<std::int64_t>& a, const std::vector<std::int64_t>& b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      if (a[i] != b[i]) return false;
+    }
+    return true;
+  }
+
   // hpref::holds_key, with a str key compared by its bytes (a str equals only a str).
   static bool holds(std::span<const Value::Entry> entries, const Value& key) {
     if (!key.is(ValueKind::string)) return holds_key(entries, key);
@@ -977,7 +1034,10 @@ class FastDecoder {
   std::vector<std::size_t> plain_marks_;
   std::vector<std::int64_t> dims_;
   std::shared_ptr<const std::vector<std::int64_t>> last_dims_;
-  std::uint64_t reader_budget_;  // the reader's own work limit (dict keys it hashes)
+  std::int64_t last_numel_ = 0;        // of *last_dims_
+  std::string_view last_dtype_name_;   // a dtype name read before (bytes of the input) ...
+  DType last_dtype_ = DType::float32;  // ... and its dtype
+  std::uint64_t reader_budget_;        // the reader's own work limit (dict keys it hashes)
   std::uint64_t reader_work_ = 0;
   const KeyClass& key_class_;
   std::string_view key_module_, key_name_;

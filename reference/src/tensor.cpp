@@ -29,14 +29,16 @@ Device Device::parse(std::string_view text) {
 }
 
 std::optional<std::int64_t> checked_numel(std::span<const std::int64_t> shape) noexcept {
-  if (std::any_of(shape.begin(), shape.end(), [](std::int64_t d) { return d < 0; })) {
-    return std::nullopt;
-  }
-  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
+  // One pass: a negative dim refuses, a zero dim makes 0 even past an overflow.
   std::int64_t product = 1;
+  bool zero = false, overflow = false;
   for (std::int64_t d : shape) {
-    if (__builtin_mul_overflow(product, d, &product)) return std::nullopt;
+    if (d < 0) return std::nullopt;
+    if (d == 0) zero = true;
+    overflow |= __builtin_mul_overflow(product, d, &product);
   }
+  if (zero) return 0;
+  if (overflow) return std::nullopt;
   return product;
 }
 

@@ -94,29 +94,6 @@ std::string_view value_kind_name(ValueKind kind) noexcept {
   return "?";
 }
 
-Value::Value() noexcept : kind_(ValueKind::none), scalar_{.i = 0} {}
-
-Value Value::boolean(bool b) noexcept {
-  Value v;
-  v.kind_ = ValueKind::boolean;
-  v.scalar_.b = b;
-  return v;
-}
-
-Value Value::integer(std::int64_t i) noexcept {
-  Value v;
-  v.kind_ = ValueKind::integer;
-  v.scalar_.i = i;
-  return v;
-}
-
-Value Value::floating(double d) noexcept {
-  Value v;
-  v.kind_ = ValueKind::floating;
-  v.scalar_.f = d;
-  return v;
-}
-
 Value Value::string(std::string_view utf8) {
   if (!is_valid_utf8(utf8)) {
     throw Error(Errc::invalid_utf8, "string " + quote_bytes(utf8) + " is not valid UTF-8");

@@ -118,6 +118,10 @@ rc::Gen<Tensor> tensor() {
 rc::Gen<Value> key(int depth) {
   auto leaf = rc::gen::weightedOneOf<Value>({
       {6, scalar()},
+      // Field names from a small pool: real items repeat them, and a repeated str key is
+      // what the writer memoizes (SPEC 2.3) and the decoders fetch back.
+      {3, rc::gen::map(rc::gen::element<std::string>("tokens", "score", "ok", "emb", ""),
+                       [](const std::string& s) { return Value::string(s); })},
       {1, rc::gen::map(byte_string(),
                        [](const std::vector<std::uint8_t>& b) {
                          return Value::bytes(std::span<const std::uint8_t>(b));

@@ -45,12 +45,13 @@ class Value {
  public:
   using Entry = std::pair<Value, Value>;
 
-  Value() noexcept;  // None
+  // Scalars are built inline: decoders build millions.
+  Value() noexcept : kind_(ValueKind::none), scalar_{.i = 0} {}  // None
 
   static Value none() noexcept { return Value(); }
-  static Value boolean(bool b) noexcept;
-  static Value integer(std::int64_t i) noexcept;
-  static Value floating(double d) noexcept;
+  static Value boolean(bool b) noexcept { return Value(ValueKind::boolean, {.b = b}); }
+  static Value integer(std::int64_t i) noexcept { return Value(ValueKind::integer, {.i = i}); }
+  static Value floating(double d) noexcept { return Value(ValueKind::floating, {.f = d}); }
   // Throws Error invalid_utf8 unless `utf8` is valid UTF-8 (no surrogates).
   static Value string(std::string_view utf8);
   static Value bytes(std::span<const std::uint8_t> data);
@@ -96,12 +97,15 @@ class Value {
  private:
   friend struct detail::ValueAccess;
   struct Node;
-  ValueKind kind_;
-  union {
+  union Scalar {
     bool b;
     std::int64_t i;
     double f;
-  } scalar_;
+  };
+  Value(ValueKind kind, Scalar scalar) noexcept : kind_(kind), scalar_(scalar) {}
+
+  ValueKind kind_;
+  Scalar scalar_;
   // The string, SharedBytes, Tensor or Node of this kind (null for scalars).
   std::shared_ptr<void> ptr_;
 };
