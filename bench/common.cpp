@@ -232,6 +232,8 @@ int run_google_benchmark(int argc, char** argv, const std::string& summary,
       for (const Run& run : runs) {
         if (run.run_type == Run::RT_Iteration && run.iterations > 0 && !run.error_occurred) {
           times[run.benchmark_name()] = run.GetAdjustedRealTime();
+          times["seconds:" + run.benchmark_name()] =
+              run.real_accumulated_time / static_cast<double>(run.iterations);
         }
       }
       ConsoleReporter::ReportRuns(runs);

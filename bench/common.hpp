@@ -100,8 +100,9 @@ class Report {
 };
 
 // A Google Benchmark program's main: parse, the runs, then `after` (its ratio table, given
-// each run's time per iteration by name, NaN if it did not run; it returns the wrong values
-// it found) and the footer. Returns the exit status.
+// each run's time per iteration by name, in the benchmark's unit, or by "seconds:" + name
+// in seconds, NaN if it did not run; it returns the wrong values it found) and the footer.
+// Returns the exit status.
 using Times = std::function<double(const std::string&)>;
 int run_google_benchmark(int argc, char** argv, const std::string& summary,
                          const std::function<long long(const Times&)>& after);
