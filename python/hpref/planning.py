@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from . import _core
 from ._tensors import to_raw
-from .errors import Error, _checked_int, _from_core, _is_utf8
+from .errors import _checked_int, _from_core, _is_utf8
 
 __all__ = ["Topology", "topology", "GroupCreation", "GroupPlan", "group_plan", "Field",
            "BatchLayout", "batch_layout", "batch_header", "header_status", "batch_shapes",
@@ -225,7 +225,7 @@ def batch_header(layout: Union[BatchLayout, Sequence[Any]], batch: Optional[Mapp
     ``status`` :data:`END_OF_DATA` or :data:`BATCH_FAILED` without a batch.
 
     Checks per field in order: presence (``batch_missing_field``), a tensor of the dtype
-    (``batch_dtype``; a value that is not a tensor reads as none), rank (``batch_rank``),
+    (``batch_dtype``, naming the Python type of a value that is not a tensor), rank (``batch_rank``),
     fixed dims (``batch_dim``), one value per symbol (``batch_symbol``); then a name not in
     the declaration (``batch_unknown_field``)."""
     specs = _field_tuples(layout)
@@ -236,24 +236,15 @@ def batch_header(layout: Union[BatchLayout, Sequence[Any]], batch: Optional[Mapp
         return tuple(_core.batch_header(specs, None, status))
     if status not in (None, BATCH):
         raise ValueError(f"a header of a batch has status 1, got status={status!r}")
-    entries, not_tensors = [], {}
+    entries = []
     for name, value in batch.items():
         if not isinstance(name, str):
             raise _from_core("batch_unknown_field", f"batch field {name!r} is not in the spec")
         raw = to_raw(value)
-        if raw is None and value is not None:
-            not_tensors[name] = value
-        entries.append((name, raw))
-    try:
-        return tuple(_core.batch_header(specs, entries, BATCH))
-    except Error as e:
-        # A value that is not a tensor crossed as None: name what it was instead.
-        for name, value in not_tensors.items():
-            if e.kind == "batch_dtype" and e.message.startswith(f"batch field '{name}' must be ") \
-                    and e.message.endswith(", got NoneType"):
-                raise _from_core("batch_dtype", e.message[:-len("NoneType")] +
-                                 f"a Python {type(value).__qualname__}") from None
-        raise
+        # A value that is not a tensor crosses as None, with what to call it in batch_dtype.
+        label = f"a Python {type(value).__qualname__}" if raw is None else None
+        entries.append((name, raw, label))
+    return tuple(_core.batch_header(specs, entries, BATCH))
 
 
 def header_status(layout: Union[BatchLayout, Sequence[Any]], header: Sequence[int]) -> int:

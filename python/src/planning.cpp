@@ -8,6 +8,7 @@
 #include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -165,13 +166,20 @@ void bind_planning(nb::module_& m) {
           return layout.header(status);
         }
         std::vector<Value::Entry> batch;
-        for (nb::handle item : entries) {  // (name, RawTensor or None)
+        std::map<std::string, std::string> labels;  // fields whose value is not a tensor
+        for (nb::handle item : entries) {           // (name, RawTensor or None, label or None)
           nb::handle value = item[1];
-          batch.emplace_back(
-              Value::string(nb::cast<std::string>(item[0])),
-              value.is_none() ? Value::none() : Value::tensor(tensor_from_python(value)));
+          auto name = nb::cast<std::string>(item[0]);
+          if (!item[2].is_none()) labels[name] = nb::cast<std::string>(item[2]);
+          batch.emplace_back(Value::string(name), value.is_none()
+                                                      ? Value::none()
+                                                      : Value::tensor(tensor_from_python(value)));
         }
-        return layout.header(layout.flatten(Value::mapping(std::move(batch))));
+        auto label = [&labels](const std::string& field) {
+          auto at = labels.find(field);
+          return at == labels.end() ? std::string() : at->second;
+        };
+        return layout.header(layout.flatten(Value::mapping(std::move(batch)), label));
       },
       nb::arg("fields"), nb::arg("entries").none(), nb::arg("status"),
       "SPEC 6.2: the int64 header [status, symbol values...] of a batch or a status.");

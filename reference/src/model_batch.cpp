@@ -66,7 +66,8 @@ std::string ModelBatchLayout::canonical_text() const {
   return out;
 }
 
-ModelBatchLayout::Flat ModelBatchLayout::flatten(const Value& batch) const {
+ModelBatchLayout::Flat ModelBatchLayout::flatten(const Value& batch,
+                                                 const NotTensorLabel& not_tensor) const {
   if (!batch.is(ValueKind::mapping)) {
     throw Error(Errc::batch_spec, "a batch must be a mapping of field name to tensor, got " +
                                       std::string(value_kind_name(batch.kind())));
@@ -82,9 +83,13 @@ ModelBatchLayout::Flat ModelBatchLayout::flatten(const Value& batch) const {
     if (found == nullptr)
       throw Error(Errc::batch_missing_field, "batch has no field '" + f.name + "'");
     if (!found->is(ValueKind::tensor) || found->as_tensor().dtype() != f.dtype) {
-      std::string got = found->is(ValueKind::tensor)
-                            ? std::string(dtype_name(found->as_tensor().dtype()))
-                            : std::string(value_kind_name(found->kind()));
+      std::string got;
+      if (found->is(ValueKind::tensor)) {
+        got = dtype_name(found->as_tensor().dtype());
+      } else {
+        if (not_tensor) got = not_tensor(f.name);
+        if (got.empty()) got = value_kind_name(found->kind());
+      }
       throw Error(Errc::batch_dtype, "batch field '" + f.name + "' must be a " +
                                          std::string(dtype_name(f.dtype)) + " tensor, got " + got);
     }

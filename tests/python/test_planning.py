@@ -4,6 +4,7 @@ calls, on hypothesis-generated meshes and options, refusals included), and the
 model-batch layout (SPEC 6.1-6.3)."""
 from __future__ import annotations
 
+import collections
 import hashlib
 import pathlib
 import sys
@@ -260,6 +261,13 @@ def test_batch_refusals_by_kind():
     assert kind_of(lambda: planning.batch_header(layout, {**good, 7: 1})) == "batch_unknown_field"
     with pytest.raises(hpref.Error, match="batch field 'ids' must be a int32 tensor, got a Python str"):
         planning.batch_header(layout, dict(good, ids="abc"))  # it said "got NoneType"
+    with pytest.raises(hpref.Error, match="'ids' must be a int32 tensor, got a Python NoneType"):
+        planning.batch_header(layout, dict(good, ids=None))
+    with pytest.raises(hpref.Error, match="'ids' must be a int32 tensor, got a Python OrderedDict"):
+        planning.batch_header(layout, dict(good, ids=collections.OrderedDict()))
+    # The checks' order is the C++ one: a missing field before a later field's type.
+    first, *rest = good
+    assert kind_of(lambda: planning.batch_header(layout, {k: "x" for k in rest})) == "batch_missing_field"
     assert kind_of(lambda: planning.batch_header(layout, status=1)) == "batch_header"
     assert kind_of(lambda: planning.header_status(layout, (1, 2, 3))) == "batch_header"
     assert kind_of(lambda: planning.header_status(layout, (2, 0, 0, 0))) == "batch_header"

@@ -308,6 +308,16 @@ BOOST_AUTO_TEST_CASE(flatten_checks_spec_6_2) {
   HPREF_CHECK_ERROR(l.flatten(with(good, "mask", tensor(DType::uint8, {2, 5}))), Errc::batch_dtype,
                     "uint8");
   HPREF_CHECK_ERROR(l.flatten(with(good, "mask", Value::integer(1))), Errc::batch_dtype, "int");
+  // A binding's label for a value that is not a tensor (the Python type), asked by field;
+  // an empty answer keeps the Value kind.
+  auto label = [](const std::string& field) {
+    return field == "mask" ? std::string("a Python list") : std::string();
+  };
+  HPREF_CHECK_ERROR(l.flatten(with(good, "mask", Value()), label), Errc::batch_dtype,
+                    "'mask' must be a bool tensor, got a Python list");
+  HPREF_CHECK_ERROR(
+      l.flatten(with(with(good, "mask", tensor(DType::boolean, {2, 5})), "tokens", Value()), label),
+      Errc::batch_dtype, "got NoneType");
   HPREF_CHECK_ERROR(l.flatten(with(good, "mask", tensor(DType::boolean, {10}))), Errc::batch_rank,
                     "1 dims");
   HPREF_CHECK_ERROR(l.flatten(with(good, "image", tensor(DType::uint8, {1, 4}))), Errc::batch_dim,

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <variant>
@@ -52,8 +53,11 @@ class ModelBatchLayout {
   // SPEC 6.2: `batch` is a mapping of field name -> tensor. Checks per field in order:
   // presence (batch_missing_field), a tensor of the dtype (batch_dtype), rank
   // (batch_rank), fixed dims (batch_dim), symbols taking one value (batch_symbol); then a
-  // name not in the spec (batch_unknown_field).
-  Flat flatten(const Value& batch) const;
+  // name not in the spec (batch_unknown_field). batch_dtype names a value that is not a
+  // tensor by its kind ("got int"), or by `not_tensor(field name)` where that is given and
+  // answers non-empty (a binding whose values were not Values: "got a Python list").
+  using NotTensorLabel = std::function<std::string(const std::string& field)>;
+  Flat flatten(const Value& batch, const NotTensorLabel& not_tensor = {}) const;
 
   // [kBatch, symbol values...], or [status, 0...] for end of data and failure.
   std::vector<std::int64_t> header(const Flat& flat) const;
