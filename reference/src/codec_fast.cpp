@@ -1034,10 +1034,13 @@ class FastDecoder {
   std::vector<std::size_t> plain_marks_;
   std::vector<std::int64_t> dims_;
   std::shared_ptr<const std::vector<std::int64_t>> last_dims_;
-  std::int64_t last_numel_ = 0;        // of *last_dims_
-  std::string_view last_dtype_name_;   // a dtype name read before (bytes of the input) ...
-  DType last_dtype_ = DType::float32;  // ... and its dtype
-  std::uint64_t reader_budget_;        // the reader's own work limit (dict keys it hashes)
+  std::int64_t last_numel_ = 0;  // of *last_dims_
+  // A dtype name checked before (bytes of the input) and its dtype. It starts as a valid
+  // pair, never as an empty name: an empty dtype name must not be a cache hit (the general
+  // decoder refuses it, invalid_dtype).
+  std::string_view last_dtype_name_ = "torch.float32";
+  DType last_dtype_ = DType::float32;
+  std::uint64_t reader_budget_;  // the reader's own work limit (dict keys it hashes)
   std::uint64_t reader_work_ = 0;
   const KeyClass& key_class_;
   std::string_view key_module_, key_name_;

@@ -508,6 +508,25 @@ BOOST_AUTO_TEST_CASE(shared_shapes_decode_per_tensor_spec_2_6) {
   BOOST_TEST(test::hex(b.bytes()) == "0708");
 }
 
+// SPEC 1.3, 2.4: an empty dtype name is refused, also as the segment's first tensor, where
+// the fast path's dtype cache (the previous tensor's name) held nothing yet and took ""
+// for float32; inline and fetched from the memo (a "" mapping key before it).
+BOOST_AUTO_TEST_CASE(an_empty_dtype_name_is_refused_first_tensor_too_spec_2_4) {
+  std::string inline_name = "\x80\x05K\x00("s + short_str("__hp_tensor__") + short_str("") +
+                            "K\x01\x85K\x00K\x04t\x86\x85."s;
+  HPREF_CHECK_ERROR(decode_bytes(frame_of(inline_name, "abcd")), Errc::invalid_dtype,
+                    "tensor dtype '' is invalid");
+  std::string memo_name = "\x80\x05K\x00"s + short_str("__hp_mapping__") + short_str("") +
+                          "\x94("s + short_str("__hp_tensor__") +
+                          "h\x00K\x01\x85K\x00K\x04t\x86\x85\x86\x86\x85."s;
+  HPREF_CHECK_ERROR(decode_bytes(frame_of(memo_name, "abcd")), Errc::invalid_dtype,
+                    "tensor dtype '' is invalid");
+  // The same bytes with a real name decode (the refusal is the name's).
+  std::string good = "\x80\x05K\x00("s + short_str("__hp_tensor__") + short_str("torch.int32") +
+                     "K\x01\x85K\x00K\x04t\x86\x85."s;
+  BOOST_TEST(decode_bytes(frame_of(good, "abcd")).size() == 1u);
+}
+
 // SPEC 2.1: only a segment that starts with the 4 bytes HPB1 is framed; a shorter one,
 // even a prefix of the magic, is a legacy pickle.
 BOOST_AUTO_TEST_CASE(short_segments_are_legacy_spec_2_1) {

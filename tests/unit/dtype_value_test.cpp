@@ -68,6 +68,14 @@ BOOST_AUTO_TEST_CASE(numel_is_exact_spec_2_4) {
   BOOST_TEST(*checked_numel(scalar) == 1);
   std::vector<std::int64_t> negative = {2, -1};
   BOOST_TEST(!checked_numel(negative).has_value());
+  // The orders a one-pass count can get wrong: a zero after an overflow still makes 0, a
+  // negative dim refuses after an overflow or a zero.
+  std::vector<std::int64_t> zero_after_overflow = {1ll << 32, 1ll << 32, 0};
+  BOOST_TEST(*checked_numel(zero_after_overflow) == 0);
+  std::vector<std::int64_t> negative_after_overflow = {1ll << 32, 1ll << 32, -1};
+  BOOST_TEST(!checked_numel(negative_after_overflow).has_value());
+  std::vector<std::int64_t> negative_after_zero = {0, -1};
+  BOOST_TEST(!checked_numel(negative_after_zero).has_value());
 }
 
 BOOST_AUTO_TEST_CASE(byte_count_must_match_shape) {
