@@ -170,6 +170,7 @@ rc::Gen<Value> count_like() {
       {1, rc::gen::just(Value::integer(-1))},
       {1, rc::gen::map(rc::gen::arbitrary<bool>(), Value::boolean)},
       {1, rc::gen::just(Value::string("3"))},
+      {1, rc::gen::just(Value::integer(std::int64_t{1} << 32))},  // two in a shape overflow
   });
 }
 
