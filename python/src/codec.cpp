@@ -17,6 +17,7 @@
 
 #include "common.hpp"
 #include "hpref/codec.hpp"
+#include "hpref/detail/value_access.hpp"
 #include "hpref/dtype.hpp"
 #include "hpref/error.hpp"
 #include "hpref/inspect.hpp"
@@ -120,11 +121,15 @@ struct Converter {
   // Keyed by (address, size): two bytes leaves may start at one offset of the binary region
   // with different sizes (overlapping ranges are accepted, SPEC 2.4).
   mutable std::map<std::pair<const void*, std::size_t>, nb::object> shared{};
-  static constexpr std::size_t kShareFrom = 64;  // shorter ones: a copy is as cheap as a lookup
+  static constexpr std::size_t kShareFrom = 64;
 
+  // Short ones are shared only when their Value was copied (a memo fetch: the writer
+  // memoizes every repeated mapping key, SPEC 2.3), which is exactly where pickle.loads
+  // gives one object, and one str then hashes once for every dict it keys; a str of its
+  // own is made directly (a lookup would cost what the copy does).
   template <class Make>
-  nb::object once(const void* storage, std::size_t size, Make make) const {
-    if (size < kShareFrom) return make();
+  nb::object once(const Value& v, const void* storage, std::size_t size, Make make) const {
+    if (size < kShareFrom && detail::ValueAccess::use_count(v) <= 1) return make();
     auto [it, fresh] = shared.try_emplace({storage, size});
     if (fresh) it->second = make();
     return it->second;
@@ -142,11 +147,11 @@ struct Converter {
         return nb::float_(v.as_float());
       case ValueKind::string: {
         std::string_view s = v.as_str();
-        return once(s.data(), s.size(), [&] { return nb::str(s.data(), s.size()); });
+        return once(v, s.data(), s.size(), [&] { return nb::str(s.data(), s.size()); });
       }
       case ValueKind::bytes: {
         auto b = v.as_bytes();
-        return once(b.data(), b.size(), [&] { return nb::bytes(b.data(), b.size()); });
+        return once(v, b.data(), b.size(), [&] { return nb::bytes(b.data(), b.size()); });
       }
       case ValueKind::bytearray:
         return nb::steal(

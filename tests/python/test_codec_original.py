@@ -128,6 +128,26 @@ def test_hpref_reads_back_what_hpref_writes_with_torch_tensors(items):
     assert same(list(got), list(items)) is None
 
 
+def test_memoized_keys_are_one_str_object_as_the_original_reads_them():
+    # SPEC 2.3: the writer memoizes each repeated mapping-key str; pickle.loads (the
+    # original's decode) then gives one object for all its places, and so does hpref (one
+    # hash per key, not per dict). Strs that are not memoized stay distinct objects.
+    items = [((i, 0), {"tokens": i, "text": "same" * (i % 2 + 1), "emb": torch.zeros(2)})
+             for i in range(200)]
+    frame = hpref.codec.encode(items)
+
+    def sharing(decoded):
+        dicts = [v for _, v in decoded]
+        keys = [[id(k) for k in d] for d in dicts]
+        texts = {id(d["text"]) for d in dicts}
+        return all(k == keys[0] for k in keys), len(texts)
+
+    ours = hpref.codec.decode(frame)
+    theirs = original._decode_payload_segment(frame)
+    assert sharing(ours) == sharing(theirs) == (True, 200)
+    assert list(ours[5][1]) == ["tokens", "text", "emb"]
+
+
 def test_keys_without_a_key_class_are_tuples_that_find_the_plain_tuple():
     frame = original._encode_payload_segment([(SampleKey(5, 1), {"x": torch.ones(2)})])
     (key, value), = hpref.codec.decode(frame)
