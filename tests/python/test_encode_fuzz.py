@@ -574,6 +574,12 @@ def check(key_class, items):
     assert not kinds, f"encoded items that have {sorted(kinds)}"
     back = hpref.codec.decode(segment, tensors="raw", key_class=key_class)
     assert [(decoded_item_key(k, key_class), decoded_canon(v)) for k, v in back] == want
+    # Our writer's layout is the strict one (SPEC 2.4); decoded in place from a bytearray or
+    # from a private copy of it, the same Values.
+    for options in ({"strict": True}, {"copy": True}):
+        again = hpref.codec.decode(bytearray(segment), tensors="raw", key_class=key_class,
+                                   **options)
+        assert [(decoded_item_key(k, key_class), decoded_canon(v)) for k, v in again] == want, options
     if ORIGINAL is not None and not _tensor_dtypes(want) & QUANTIZED:
         # the reference reads the same Values from our bytes
         try:
