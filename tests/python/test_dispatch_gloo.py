@@ -47,6 +47,17 @@ def plan_of(kind, last):
     return [one(BOUNDARIES, LOCAL, WORLD, r, last) for r in range(WORLD)]
 
 
+def _leave_together(path, rank, timeout):
+    """Every rank done before any destroys its group. A gloo barrier then
+    destroy_process_group is racy (pytorch/gloo#155, open: a rank that tears its context
+    down as soon as its barrier returns can fail a peer still inside it, "Connection closed
+    by peer"; CI saw it once on torch 1.13). The ranks meet in a file store instead, outside
+    gloo's sockets: when it returns, no rank has a gloo operation in flight."""
+    meeting = dist.FileStore(path, WORLD)
+    meeting.set(f"left{rank}", "1")
+    meeting.wait([f"left{r}" for r in range(WORLD)], timeout)
+
+
 def _worker(rank, store, out_dir):
     """One gloo rank: every case's dispatch output and input gradient, saved to out_dir."""
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
@@ -80,7 +91,7 @@ def _worker(rank, store, out_dir):
                     continue
                 out.backward(grads[rank])
                 results[(name, dtype)] = (out.detach().clone(), local.grad.clone())
-        dist.barrier()
+        _leave_together(store + ".leave", rank, timedelta(seconds=300))
     finally:
         dist.destroy_process_group()
     torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
