@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
 #include <unordered_set>
 
@@ -161,14 +162,17 @@ Value Value::mapping(std::vector<Entry> entries) {
   v.kind_ = ValueKind::mapping;
   v.ptr_ = std::make_shared<Node::Growable>();
   detail::ValueAccess::reserve(v, entries.size());
-  KeySet seen;
+  // Up to kScannedKeys entries (most mappings: a sample's fields) are checked by scanning
+  // the entries added so far, as the decoders do; a KeySet's allocations only past that.
+  std::optional<KeySet> seen;
+  if (entries.size() > kScannedKeys) seen.emplace();
   for (Entry& e : entries) {
     if (!e.first.is_hashable()) {
       throw Error(Errc::unhashable_key, "mapping key " + repr(e.first) + " of type " +
                                             std::string(value_kind_name(e.first.kind())) +
                                             " is not hashable");
     }
-    if (!seen.insert(e.first)) {
+    if (seen ? !seen->insert(e.first) : holds_key(v.entries(), e.first)) {
       throw Error(Errc::duplicate_key, "mapping key " + repr(e.first) + " appears twice");
     }
     detail::ValueAccess::add_entry(v, std::move(e.first), std::move(e.second));

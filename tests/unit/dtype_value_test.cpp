@@ -207,6 +207,16 @@ BOOST_AUTO_TEST_CASE(mapping_refuses_duplicate_and_unhashable_keys) {
   HPREF_CHECK_ERROR(Value::mapping({{Value::integer(1), Value()}, {Value::boolean(true), Value()}}),
                     Errc::duplicate_key, "True");
   HPREF_CHECK_ERROR(Value::mapping({{Value::list({}), Value()}}), Errc::unhashable_key, "[]");
+  // Both ways of finding one: scanned (up to kScannedKeys entries) and hashed (more), the
+  // duplicate last and equal under key equality only (1.0 and 1, SPEC 1.1).
+  for (std::size_t n : {std::size_t{3}, kScannedKeys, kScannedKeys + 1, 3 * kScannedKeys}) {
+    std::vector<Value::Entry> entries;
+    for (std::size_t i = 0; i + 1 < n; ++i)
+      entries.emplace_back(Value::integer(static_cast<std::int64_t>(i)), Value());
+    BOOST_TEST(Value::mapping(entries).entries().size() == n - 1);
+    entries.emplace_back(Value::floating(1.0), Value());
+    HPREF_CHECK_ERROR(Value::mapping(entries), Errc::duplicate_key, "1.0 appears twice");
+  }
   HPREF_CHECK_ERROR(Value::mapping({{Value::tuple({Value::bytearray(bytes_of("x"))}), Value()}}),
                     Errc::unhashable_key, "bytearray");
 }
