@@ -238,11 +238,13 @@ def batch_header(layout: Union[BatchLayout, Sequence[Any]], batch: Optional[Mapp
         raise ValueError(f"a header of a batch has status 1, got status={status!r}")
     entries = []
     for name, value in batch.items():
-        if not isinstance(name, str):
+        if not isinstance(name, str) or not _is_utf8(name):  # no declared name is either
             raise _from_core("batch_unknown_field", f"batch field {name!r} is not in the spec")
         raw = to_raw(value)
-        # A value that is not a tensor crosses as None, with what to call it in batch_dtype.
-        label = f"a Python {type(value).__qualname__}" if raw is None else None
+        # A value that is not a tensor crosses as None, with what to call it in batch_dtype
+        # (a type name is any str: a lone surrogate in it is written as an escape).
+        label = None if raw is not None else \
+            f"a Python {type(value).__qualname__}".encode("utf-8", "backslashreplace").decode()
         entries.append((name, raw, label))
     return tuple(_core.batch_header(specs, entries, BATCH))
 

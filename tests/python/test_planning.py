@@ -265,6 +265,13 @@ def test_batch_refusals_by_kind():
         planning.batch_header(layout, dict(good, ids=None))
     with pytest.raises(hpref.Error, match="'ids' must be a int32 tensor, got a Python OrderedDict"):
         planning.batch_header(layout, dict(good, ids=collections.OrderedDict()))
+    # Lone surrogates reach no C++ cast: in a value's type name (escaped) and in a field name
+    # (no declared name has one); both raised std::bad_cast as RuntimeError.
+    odd = type("Odd", (), {"__qualname__": "\ud800x"})
+    with pytest.raises(hpref.Error, match=r"got a Python \\ud800x"):
+        planning.batch_header(layout, dict(good, ids=odd()))
+    assert kind_of(lambda: planning.batch_header(layout, {**good, "\ud800": np.zeros(1)})) == \
+        "batch_unknown_field"
     # The checks' order is the C++ one: a missing field before a later field's type.
     first, *rest = good
     assert kind_of(lambda: planning.batch_header(layout, {k: "x" for k in rest})) == "batch_missing_field"
