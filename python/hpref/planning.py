@@ -240,12 +240,8 @@ def batch_header(layout: Union[BatchLayout, Sequence[Any]], batch: Optional[Mapp
     for name, value in batch.items():
         if not isinstance(name, str) or not _is_utf8(name):  # no declared name is either
             raise _from_core("batch_unknown_field", f"batch field {name!r} is not in the spec")
-        raw = to_raw(value)
-        # A value that is not a tensor crosses as None, with what to call it in batch_dtype
-        # (a type name is any str: a lone surrogate in it is written as an escape).
-        label = None if raw is not None else \
-            f"a Python {type(value).__qualname__}".encode("utf-8", "backslashreplace").decode()
-        entries.append((name, raw, label))
+        # A value that is not a tensor crosses as None, with itself for batch_dtype to name.
+        entries.append((name, to_raw(value), value))
     return tuple(_core.batch_header(specs, entries, BATCH))
 
 

@@ -167,10 +167,10 @@ void bind_planning(nb::module_& m) {
         }
         std::vector<Value::Entry> batch;
         std::map<std::string, std::string> labels;  // fields whose value is not a tensor
-        for (nb::handle item : entries) {           // (name, RawTensor or None, label or None)
+        for (nb::handle item : entries) {           // (name, RawTensor or None, the value)
           nb::handle value = item[1];
           auto name = nb::cast<std::string>(item[0]);
-          if (!item[2].is_none()) labels[name] = nb::cast<std::string>(item[2]);
+          if (value.is_none()) labels[name] = "a Python " + py_type_name(item[2]);
           batch.emplace_back(Value::string(name), value.is_none()
                                                       ? Value::none()
                                                       : Value::tensor(tensor_from_python(value)));
