@@ -263,7 +263,7 @@ class SchemaDecoder {
     Value out = Value::mapping({});
     std::size_t count = entries.items().size();
     detail::ValueAccess::reserve(out, count);
-    KeySet keys;  // used past kScannedKeys pairs; a smaller mapping is scanned
+    MappingKeys keys;
     for (const Value& pair : entries.items()) {
       if (!is_pair(pair)) {
         throw Error(Errc::invalid_schema_node,
@@ -277,7 +277,7 @@ class SchemaDecoder {
       }
       Value child = decode(pair.items()[1]);
       spend_key_work(key);
-      if (count > kScannedKeys ? !keys.insert(key) : holds_key(out.entries(), key)) {
+      if (keys.repeats(out.entries(), key)) {
         throw Error(Errc::duplicate_mapping_key,
                     "mapping key " + repr(key, 60) + " appears twice in one __hp_mapping__ node");
       }

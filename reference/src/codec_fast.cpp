@@ -963,7 +963,7 @@ class FastDecoder {
 
   Value mapping(int& depth) {
     std::size_t base = entries_.size();
-    std::optional<KeySet> keys;  // past kScannedKeys entries; fewer are scanned
+    MappingKeys keys;
     int entries_depth = 0;
     std::size_t count = sequence(
         entries_depth,
@@ -980,12 +980,9 @@ class FastDecoder {
                                                                 : key_work_units(key.value);
           if (units > work_budget_ - work_) bail();
           work_ += units;
-          auto entries = std::span<const Value::Entry>(entries_).subspan(base);
-          if (entries.size() == kScannedKeys) {
-            keys.emplace();
-            for (const auto& e : entries) keys->insert(e.first);
+          if (keys.repeats(std::span<const Value::Entry>(entries_).subspan(base), key.value)) {
+            bail();
           }
-          if (keys ? !keys->insert(key.value) : holds(entries, key.value)) bail();
           entries_.emplace_back(std::move(key.value), std::move(child));
         },
         true);
@@ -1004,16 +1001,6 @@ class FastDecoder {
       if (a[i] != b[i]) return false;
     }
     return true;
-  }
-
-  // hpref::holds_key, with a str key compared by its bytes (a str equals only a str).
-  static bool holds(std::span<const Value::Entry> entries, const Value& key) {
-    if (!key.is(ValueKind::string)) return holds_key(entries, key);
-    std::string_view text = key.as_str();
-    for (const auto& entry : entries) {
-      if (entry.first.is(ValueKind::string) && entry.first.as_str() == text) return true;
-    }
-    return false;
   }
 
   const std::uint8_t* p_;

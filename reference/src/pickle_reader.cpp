@@ -274,18 +274,13 @@ class Reader {
     }
     for (std::size_t i = 0; i < flat.size(); i += 2)
       spend(key_work_units(flat[i]), "dict keys hashed");
-    // Up to kScannedKeys entries a dict is checked for duplicates by scanning its entries;
-    // past that through a KeySet kept per dict, built from the entries when the dict grows
-    // past the scan (so a set left by a freed dict whose address this one reuses is replaced).
-    std::size_t had = dict.entries().size();
-    KeySet* keys = nullptr;
-    if (had + flat.size() / 2 > kScannedKeys) {
-      keys = &dict_keys_[dict.node_identity()];
-      if (had <= kScannedKeys || keys->size() != had) {
-        *keys = KeySet();
-        for (const auto& entry : dict.entries()) keys->insert(entry.first);
-      }
-    }
+    // A dict may be filled by several SETITEM(S): one that grows past the scan keeps its
+    // MappingKeys by address (it starts a new set when the scan ends, so one left by a
+    // freed dict whose address this one reuses is replaced).
+    MappingKeys scanned;
+    MappingKeys& keys = dict.entries().size() + flat.size() / 2 > kScannedKeys
+                            ? dict_keys_[dict.node_identity()]
+                            : scanned;
     detail::ValueAccess::reserve(dict, flat.size() / 2);
     for (std::size_t i = 0; i < flat.size(); i += 2) {
       if (!flat[i].is_hashable()) {
@@ -293,7 +288,7 @@ class Reader {
                                               std::string(value_kind_name(flat[i].kind())) +
                                               " is not hashable");
       }
-      if (keys != nullptr ? !keys->insert(flat[i]) : holds_key(dict.entries(), flat[i])) {
+      if (keys.repeats(dict.entries(), flat[i])) {
         fail(Errc::pickle_duplicate_key, "dict key " + repr(flat[i]) + " appears twice");
       }
       detail::ValueAccess::add_entry(dict, std::move(flat[i]), std::move(flat[i + 1]));
@@ -757,7 +752,7 @@ class Reader {
   // ints would let it aim every index at one bucket.
   std::unordered_map<std::uint64_t, Slot, SeededHash> memo_;
   std::unordered_set<const void*, SeededHash> frozen_;
-  std::unordered_map<const void*, KeySet, SeededHash> dict_keys_;
+  std::unordered_map<const void*, MappingKeys, SeededHash> dict_keys_;
   static constexpr std::size_t kInternMax = 32;
   std::unordered_map<std::string_view, Value, SeededHash> interned_;
   std::vector<Global> globals_;

@@ -162,17 +162,14 @@ Value Value::mapping(std::vector<Entry> entries) {
   v.kind_ = ValueKind::mapping;
   v.ptr_ = std::make_shared<Node::Growable>();
   detail::ValueAccess::reserve(v, entries.size());
-  // Up to kScannedKeys entries (most mappings: a sample's fields) are checked by scanning
-  // the entries added so far, as the decoders do; a KeySet's allocations only past that.
-  std::optional<KeySet> seen;
-  if (entries.size() > kScannedKeys) seen.emplace();
+  MappingKeys seen;
   for (Entry& e : entries) {
     if (!e.first.is_hashable()) {
       throw Error(Errc::unhashable_key, "mapping key " + repr(e.first) + " of type " +
                                             std::string(value_kind_name(e.first.kind())) +
                                             " is not hashable");
     }
-    if (seen ? !seen->insert(e.first) : holds_key(v.entries(), e.first)) {
+    if (seen.repeats(v.entries(), e.first)) {
       throw Error(Errc::duplicate_key, "mapping key " + repr(e.first) + " appears twice");
     }
     detail::ValueAccess::add_entry(v, std::move(e.first), std::move(e.second));
@@ -619,6 +616,14 @@ bool holds_key(std::span<const Value::Entry> entries, const Value& key) noexcept
     if (key_equal(e.first, key)) return true;
   }
   return false;
+}
+
+bool MappingKeys::repeats_in_set(std::span<const Value::Entry> so_far, const Value& key) {
+  // Built from the entries when the scan ends; also when the set holds more keys than the
+  // mapping (one kept for another mapping, as the pickle reader keeps them by address).
+  if (!seen_ || so_far.size() == kScannedKeys || seen_->size() > so_far.size()) seen_.emplace();
+  for (std::size_t i = seen_->size(); i < so_far.size(); ++i) seen_->insert(so_far[i].first);
+  return !seen_->insert(key);
 }
 
 bool KeySet::insert(const Value& key) {

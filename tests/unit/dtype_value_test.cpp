@@ -216,6 +216,16 @@ BOOST_AUTO_TEST_CASE(mapping_refuses_duplicate_and_unhashable_keys) {
     BOOST_TEST(Value::mapping(entries).entries().size() == n - 1);
     entries.emplace_back(Value::floating(1.0), Value());
     HPREF_CHECK_ERROR(Value::mapping(entries), Errc::duplicate_key, "1.0 appears twice");
+    // str keys (holds_key compares their bytes), among keys of other kinds: b"k1" is no "k1"
+    std::vector<Value::Entry> named;
+    for (std::size_t i = 0; i + 1 < n; ++i) {
+      std::string name = "k" + std::to_string(i);
+      named.emplace_back(i % 2 ? Value::string(name) : Value::bytes(bytes_of(name)), Value());
+    }
+    named.emplace_back(Value::string("k0"), Value());  // k0 went in as bytes
+    BOOST_TEST(Value::mapping(named).entries().size() == n);
+    named.back().first = Value::string("k1");
+    HPREF_CHECK_ERROR(Value::mapping(named), Errc::duplicate_key, "'k1' appears twice");
   }
   HPREF_CHECK_ERROR(Value::mapping({{Value::tuple({Value::bytearray(bytes_of("x"))}), Value()}}),
                     Errc::unhashable_key, "bytearray");

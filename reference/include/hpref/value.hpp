@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -149,10 +150,8 @@ struct KeyEqual {
   bool operator()(const Value& a, const Value& b) const noexcept { return key_equal(a, b); }
 };
 
-// Whether `entries` hold a key equal to `key` (key equality): how decoders check a
-// mapping of up to kScannedKeys entries for duplicates, without a KeySet's allocations.
+// Whether `entries` hold a key equal to `key` (key equality), by scanning them.
 bool holds_key(std::span<const Value::Entry> entries, const Value& key) noexcept;
-inline constexpr std::size_t kScannedKeys = 16;
 
 // A set of keys under key equality; insert() returns false for a key already present.
 // Small sets are scanned linearly (no hashing, one allocation); larger ones are hashed.
@@ -169,6 +168,30 @@ class KeySet {
   struct Impl;
   std::vector<Value> small_;
   std::unique_ptr<Impl> impl_;
+};
+
+// How a mapping being built finds a key that repeats (key equality), in Value::mapping and
+// every decoder: while it has fewer than kScannedKeys entries (most mappings: a sample's
+// fields) by scanning them, without allocating; past that through a KeySet built from
+// them. One per mapping; ask about each key, in order, before adding it.
+inline constexpr std::size_t kScannedKeys = 16;
+class MappingKeys {
+ public:
+  // Whether `key` equals one of `so_far`, the mapping's entries added before it.
+  // Inline: decoders ask for every key. A str (the usual key) equals only a str of its bytes.
+  bool repeats(std::span<const Value::Entry> so_far, const Value& key) {
+    if (so_far.size() >= kScannedKeys) return repeats_in_set(so_far, key);
+    if (!key.is(ValueKind::string)) return holds_key(so_far, key);
+    std::string_view text = key.as_str();
+    for (const Value::Entry& e : so_far) {
+      if (e.first.is(ValueKind::string) && e.first.as_str() == text) return true;
+    }
+    return false;
+  }
+
+ private:
+  bool repeats_in_set(std::span<const Value::Entry> so_far, const Value& key);
+  std::optional<KeySet> seen_;
 };
 
 }  // namespace hpref
