@@ -227,7 +227,8 @@ def batch_header(layout: Union[BatchLayout, Sequence[Any]], batch: Optional[Mapp
     Checks per field in order: presence (``batch_missing_field``), a tensor of the dtype
     (``batch_dtype``, naming the Python type of a value that is not a tensor), rank (``batch_rank``),
     fixed dims (``batch_dim``), one value per symbol (``batch_symbol``); then a name not in
-    the declaration (``batch_unknown_field``)."""
+    the declaration (``batch_unknown_field``). A value that has no wire form at all (a
+    masked array, an unsupported dtype) is refused as it is read, before those checks."""
     specs = _field_tuples(layout)
     if batch is None:
         if status is None:
@@ -237,12 +238,17 @@ def batch_header(layout: Union[BatchLayout, Sequence[Any]], batch: Optional[Mapp
     if status not in (None, BATCH):
         raise ValueError(f"a header of a batch has status 1, got status={status!r}")
     entries = []
+    unknown = None  # a name no declared one can be (not a str, or not UTF-8): checked last
     for name, value in batch.items():
-        if not isinstance(name, str) or not _is_utf8(name):  # no declared name is either
-            raise _from_core("batch_unknown_field", f"batch field {name!r} is not in the spec")
+        if not isinstance(name, str) or not _is_utf8(name):
+            unknown = name if unknown is None else unknown
+            continue
         # A value that is not a tensor crosses as None, with itself for batch_dtype to name.
         entries.append((name, to_raw(value), value))
-    return tuple(_core.batch_header(specs, entries, BATCH))
+    header = tuple(_core.batch_header(specs, entries, BATCH))
+    if unknown is not None:
+        raise _from_core("batch_unknown_field", f"batch field {unknown!r} is not in the spec")
+    return header
 
 
 def header_status(layout: Union[BatchLayout, Sequence[Any]], header: Sequence[int]) -> int:

@@ -123,10 +123,12 @@ struct Converter {
   mutable std::map<std::pair<const void*, std::size_t>, nb::object> shared{};
   static constexpr std::size_t kShareFrom = 64;
 
-  // Short ones are shared only when their Value was copied (a memo fetch: the writer
-  // memoizes every repeated mapping key, SPEC 2.3), which is exactly where pickle.loads
-  // gives one object, and one str then hashes once for every dict it keys; a str of its
-  // own is made directly (a lookup would cost what the copy does).
+  // Short ones are shared only when their Value was copied: a memo fetch (the writer
+  // memoizes every repeated mapping key, SPEC 2.3), where pickle.loads gives one object
+  // too, and one str then hashes once for every dict it keys. On the fast path that is
+  // the only copy; the general reader also shares equal strs of up to 32 bytes that were
+  // not memoized (pickle_reader.cpp), which pickle.loads makes distinct: only `is` tells
+  // (docs/python.md). A str of its own is made directly (a lookup would cost its copy).
   template <class Make>
   nb::object once(const Value& v, const void* storage, std::size_t size, Make make) const {
     if (size < kShareFrom && detail::ValueAccess::use_count(v) <= 1) return make();

@@ -573,13 +573,13 @@ def check(key_class, items):
         return
     assert not kinds, f"encoded items that have {sorted(kinds)}"
     back = hpref.codec.decode(segment, tensors="raw", key_class=key_class)
-    assert [(decoded_item_key(k, key_class), decoded_canon(v)) for k, v in back] == want
+    assert decoded_items(back, key_class) == want
     # Our writer's layout is the strict one (SPEC 2.4); decoded in place from a bytearray or
     # from a private copy of it, the same Values.
     for options in ({"strict": True}, {"copy": True}):
         again = hpref.codec.decode(bytearray(segment), tensors="raw", key_class=key_class,
                                    **options)
-        assert [(decoded_item_key(k, key_class), decoded_canon(v)) for k, v in again] == want, options
+        assert decoded_items(again, key_class) == want, options
     if ORIGINAL is not None and not _tensor_dtypes(want) & QUANTIZED:
         # the reference reads the same Values from our bytes
         try:
@@ -589,7 +589,7 @@ def check(key_class, items):
         else:
             if key_class is None:  # pickle.loads keeps a SampleKey tuple a tuple
                 want = [(("tuple", k[1]) if k[0] == "sample_key" else k, v) for k, v in want]
-            assert [(decoded_item_key(k, key_class), decoded_canon(v)) for k, v in theirs] == want
+            assert decoded_items(theirs, key_class) == want
 
 
 def _tensor_dtypes(v):
@@ -600,6 +600,11 @@ def _tensor_dtypes(v):
     for x in (v if isinstance(v, (list, tuple)) else ()):
         out |= _tensor_dtypes(x)
     return out
+
+
+def decoded_items(items, key_class):
+    """Decoded (key, value) items in canonical form, to compare with expect()'s."""
+    return [(decoded_item_key(k, key_class), decoded_canon(v)) for k, v in items]
 
 
 def decoded_item_key(k, key_class):

@@ -275,6 +275,12 @@ def test_batch_refusals_by_kind():
     # The checks' order is the C++ one: a missing field before a later field's type.
     first, *rest = good
     assert kind_of(lambda: planning.batch_header(layout, {k: "x" for k in rest})) == "batch_missing_field"
+    # A name that is not a str is an unknown field, reported after the declared fields'
+    # checks like any other (it was raised first, before a missing field).
+    assert kind_of(lambda: planning.batch_header(layout, {7: 1, **{k: good[k] for k in rest}})) == \
+        "batch_missing_field"
+    assert kind_of(lambda: planning.batch_header(layout, {"\ud800": 1, **dict(good, ids="x")})) == \
+        "batch_dtype"
     assert kind_of(lambda: planning.batch_header(layout, status=1)) == "batch_header"
     assert kind_of(lambda: planning.header_status(layout, (1, 2, 3))) == "batch_header"
     assert kind_of(lambda: planning.header_status(layout, (2, 0, 0, 0))) == "batch_header"
