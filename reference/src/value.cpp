@@ -619,10 +619,13 @@ bool holds_key(std::span<const Value::Entry> entries, const Value& key) noexcept
 }
 
 bool MappingKeys::repeats_in_set(std::span<const Value::Entry> so_far, const Value& key) {
-  // Built from the entries when the scan ends; also when the set holds more keys than the
-  // mapping (one kept for another mapping, as the pickle reader keeps them by address).
-  if (!seen_ || so_far.size() == kScannedKeys || seen_->size() > so_far.size()) seen_.emplace();
-  for (std::size_t i = seen_->size(); i < so_far.size(); ++i) seen_->insert(so_far[i].first);
+  // Built from the entries when the scan ends, and whenever the set does not hold exactly
+  // as many keys as the mapping: one kept for another mapping (the pickle reader keeps them
+  // by address), or entries added without asking. Otherwise it holds exactly `so_far`.
+  if (!seen_ || so_far.size() == kScannedKeys || seen_->size() != so_far.size()) {
+    seen_.emplace();
+    for (const Value::Entry& e : so_far) seen_->insert(e.first);
+  }
   return !seen_->insert(key);
 }
 
