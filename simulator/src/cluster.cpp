@@ -6,7 +6,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +17,7 @@
 #include <new>
 #include <ostream>
 
+#include "cpu.hpp"
 #include "faults.hpp"
 #include "rank_comm.hpp"
 #include "scheduler.hpp"
@@ -39,53 +39,6 @@ void on_interrupt(int sig) {
   sigaction(SIGINT, &g_old_int, nullptr);
   sigaction(SIGTERM, &g_old_term, nullptr);
   raise(sig);
-}
-
-// Pins the calling thread (and so the ranks it forks) to its current CPU; restores on exit.
-class CpuPin {
- public:
-  explicit CpuPin(bool enabled) {
-    if (!enabled || sched_getaffinity(0, sizeof saved_, &saved_) != 0) return;
-    int cpu = sched_getcpu();
-    if (cpu < 0) return;
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    pinned_ = sched_setaffinity(0, sizeof one, &one) == 0;
-  }
-  ~CpuPin() {
-    if (pinned_) sched_setaffinity(0, sizeof saved_, &saved_);
-  }
-
- private:
-  cpu_set_t saved_{};
-  bool pinned_ = false;
-};
-
-// Asks the kernel (Linux 6.12+, EEVDF) for the shortest time slice, 0.1 ms, for the calling
-// rank process; its policy and nice value stay as they are (sched_getattr first: a rank of a
-// niced run stays niced). Why: a rank woken by the monitor then runs at once, preempting the
-// monitor inside its sem_post, and its own post back needs no wake-up (the monitor is not
-// waiting yet): one round trip is two switches. With the default slice the monitor often ran
-// on to sleep first, and ~10% of decisions took an extra switch and wake-up (8 ranks: 2.20
-// switches per decision, now 2.03; 1 KiB all_to_all_v ~10% faster). The slice only sets how
-// often a task may be preempted, not its share of the CPU. Older kernels ignore the field;
-// a refusal (seccomp, say) leaves the default: it is a hint, nothing depends on it.
-void request_short_slice() {
-  struct {  // the kernel's struct sched_attr (its header clashes with glibc's sched.h)
-    std::uint32_t size, sched_policy;
-    std::uint64_t sched_flags;
-    std::int32_t sched_nice;
-    std::uint32_t sched_priority;
-    std::uint64_t sched_runtime, sched_deadline, sched_period;
-    std::uint32_t sched_util_min, sched_util_max;
-  } attr{};
-  if (syscall(SYS_sched_getattr, 0, &attr, sizeof attr, 0) != 0) return;
-  if (attr.sched_policy != SCHED_OTHER && attr.sched_policy != SCHED_BATCH) return;
-  attr.size = sizeof attr;
-  attr.sched_flags = 0;
-  attr.sched_runtime = 100 * 1000;  // ns, the kernel's minimum
-  syscall(SYS_sched_setattr, 0, &attr, 0);
 }
 
 // Reaps the ranks however run() ends. The segment's name is removed as soon as it is mapped:
@@ -135,7 +88,7 @@ class Session {
   if (getppid() != parent) _exit(1);
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
-  request_short_slice();
+  detail::request_short_slice();
   while (sem_wait(&control->slots[rank].go) != 0) {
   }
   detail::RankComm comm(control, base, rank, size, options.world_backend,
@@ -267,7 +220,7 @@ RunResult Cluster::run(int ranks, const Options& options, const RankFn& fn) {
   std::string name = kPrefix + std::to_string(getpid()) + "-" + std::to_string(counter++);
   bip::shared_memory_object::remove(name.c_str());
   std::fflush(nullptr);  // children must not inherit unflushed output
-  CpuPin pin(options.pin_to_one_cpu);
+  detail::CpuPin pin(options.pin_to_one_cpu);
   Session session(name, options.segment_bytes);
   auto* control = session.segment().construct<detail::Control>(bip::anonymous_instance)();
   session.control_ = control;

@@ -79,6 +79,35 @@ BOOST_AUTO_TEST_CASE(results_do_not_depend_on_the_schedule) {
   BOOST_TEST(a.trace_hash != b.trace_hash);
 }
 
+// The benchmark's floor (bench_sim_collectives): every pass made (a lost one is an error
+// after 10 s, not a hang), both figures measured, no process left, the CPU pin undone.
+BOOST_AUTO_TEST_CASE(handoff_floor_passes_the_baton_and_cleans_up) {
+  cpu_set_t before, after;
+  BOOST_REQUIRE(sched_getaffinity(0, sizeof before, &before) == 0);
+  for (int n : {1, 2, 8}) {
+    HandoffFloor floor = measure_handoff_floor(n, 200);
+    BOOST_TEST_CONTEXT(n << " ranks") {
+      BOOST_TEST((floor.via_monitor_us > 0 && floor.via_monitor_us < 1e6));
+      BOOST_TEST((floor.direct_us > 0 && floor.direct_us < 1e6));
+    }
+  }
+  errno = 0;
+  BOOST_TEST(waitpid(-1, nullptr, WNOHANG) == -1);
+  BOOST_TEST(errno == ECHILD);
+  BOOST_REQUIRE(sched_getaffinity(0, sizeof after, &after) == 0);
+  BOOST_TEST(CPU_EQUAL(&before, &after));
+  for (auto [ranks, decisions] : {std::pair{0, 10}, std::pair{65, 10}, std::pair{2, 0}}) {
+    try {
+      measure_handoff_floor(ranks, decisions);
+      BOOST_ERROR("no error for " << ranks << " ranks, " << decisions << " decisions");
+    } catch (const Error& e) {
+      BOOST_TEST((e.code() == Errc::invalid_argument));
+      BOOST_TEST(std::string(e.what()).find("got " + std::to_string(ranks) + " and " +
+                                            std::to_string(decisions)) != std::string::npos);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(sim_detections)

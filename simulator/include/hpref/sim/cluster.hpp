@@ -95,6 +95,19 @@ class Cluster {
   static RunResult run(int ranks, const Options& options, const RankFn& fn);
 };
 
+// The least a scheduling decision costs on this machine, for benchmarks to measure in the
+// same run: a baton passed `decisions` times among `ranks` bare forked processes, pinned to
+// one CPU and sliced as a cluster's ranks are, the next holder drawn as the scheduler draws
+// it (all runnable). Microseconds per decision, the least of three runs: through a monitor
+// process, as Cluster::run hands it (holder -> monitor -> next holder), and handed directly
+// (holder -> next holder, as a schedule kept in shared state could). Error comm_resource if a
+// process cannot be made or a pass takes over 10 s.
+struct HandoffFloor {
+  double via_monitor_us = 0;
+  double direct_us = 0;
+};
+HandoffFloor measure_handoff_floor(int ranks, int decisions);
+
 // The trace hash: FNV-1a 64 over the lines, each followed by '\n'.
 std::uint64_t trace_hash(std::span<const std::string> lines) noexcept;
 

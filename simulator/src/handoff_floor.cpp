@@ -1,0 +1,152 @@
+// measure_handoff_floor (cluster.hpp): the cost of a scheduling decision without the
+// simulator's work, on bare processes placed as its ranks are (cpu.hpp).
+#include <semaphore.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "cpu.hpp"
+#include "hpref/error.hpp"
+#include "hpref/sim/cluster.hpp"
+#include "hpref/splitmix64.hpp"
+#include "shared.hpp"
+
+namespace hpref::sim {
+namespace {
+
+constexpr int kStuckSeconds = 10;  // a pass this late means a process is gone
+
+// Shared by the parent and the baton holders (an anonymous shared mapping, so nothing is
+// left behind however the run ends).
+struct Baton {
+  sem_t ready;  // each holder once; then the holder that makes the last direct pass
+  sem_t back;   // monitor mode: the holder hands the baton back
+  sem_t go[detail::kMaxRanks];
+  SplitMix64 rng{1};
+  long left = 0;
+  bool direct = false;
+  bool stop = false;
+};
+
+double now_us() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_nsec) / 1e3;
+}
+
+void wait_or_throw(sem_t* s, const char* what) {
+  timespec due;
+  clock_gettime(CLOCK_MONOTONIC, &due);
+  due.tv_sec += kStuckSeconds;
+  while (sem_clockwait(s, CLOCK_MONOTONIC, &due) != 0) {
+    if (errno != EINTR) {
+      throw Error(Errc::comm_resource, std::string("handoff floor: ") + what + " took over " +
+                                           std::to_string(kStuckSeconds) + " s");
+    }
+  }
+}
+
+[[noreturn]] void holder(Baton* b, int r, int n, pid_t parent) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(1);
+  detail::request_short_slice();
+  sem_post(&b->ready);
+  for (;;) {
+    while (sem_wait(&b->go[r]) != 0) {
+    }
+    if (b->stop) _exit(0);
+    if (!b->direct) {
+      sem_post(&b->back);
+      continue;
+    }
+    if (--b->left == 0) {  // the last pass: release the others and the parent
+      b->stop = true;
+      for (int k = 0; k < n; ++k) {
+        if (k != r) sem_post(&b->go[k]);
+      }
+      sem_post(&b->ready);
+      _exit(0);
+    }
+    sem_post(&b->go[b->rng.next() % static_cast<std::uint64_t>(n)]);  // itself too
+  }
+}
+
+// One timed run of `decisions` passes among n holders; microseconds per pass.
+double run_once(int n, long decisions, bool direct) {
+  void* mem =
+      mmap(nullptr, sizeof(Baton), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) throw Error(Errc::comm_resource, "handoff floor: mmap failed");
+  auto* b = new (mem) Baton;
+  b->left = decisions;
+  b->direct = direct;
+  sem_init(&b->ready, 1, 0);
+  sem_init(&b->back, 1, 0);
+  for (int r = 0; r < n; ++r) sem_init(&b->go[r], 1, 0);
+  std::vector<pid_t> pids;
+  auto reap = [&] {
+    for (pid_t pid : pids) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+    munmap(mem, sizeof(Baton));
+  };
+  try {
+    pid_t parent = getpid();
+    for (int r = 0; r < n; ++r) {
+      pid_t pid = fork();
+      if (pid < 0) throw Error(Errc::comm_resource, "handoff floor: fork failed");
+      if (pid == 0) holder(b, r, n, parent);
+      pids.push_back(pid);
+    }
+    for (int r = 0; r < n; ++r) wait_or_throw(&b->ready, "a process's start");
+    double start = now_us();
+    if (direct) {
+      sem_post(&b->go[0]);
+      wait_or_throw(&b->ready, "the passes");
+    } else {
+      for (long d = 0; d < decisions; ++d) {
+        sem_post(&b->go[b->rng.next() % static_cast<std::uint64_t>(n)]);
+        wait_or_throw(&b->back, "a pass");
+      }
+    }
+    double us = (now_us() - start) / static_cast<double>(decisions);
+    b->stop = true;
+    for (int r = 0; r < n; ++r) sem_post(&b->go[r]);
+    for (pid_t pid : pids) waitpid(pid, nullptr, 0);
+    pids.clear();
+    reap();
+    return us;
+  } catch (...) {
+    reap();
+    throw;
+  }
+}
+
+}  // namespace
+
+HandoffFloor measure_handoff_floor(int ranks, int decisions) {
+  if (ranks < 1 || ranks > detail::kMaxRanks || decisions < 1) {
+    throw Error(Errc::invalid_argument, "handoff floor: 1 to " + std::to_string(detail::kMaxRanks) +
+                                            " ranks and at least 1 decision, got " +
+                                            std::to_string(ranks) + " and " +
+                                            std::to_string(decisions));
+  }
+  detail::CpuPin pin(true);
+  HandoffFloor best{1e300, 1e300};
+  for (int round = 0; round < 3; ++round) {  // the least of three: the floor, not the noise
+    best.via_monitor_us = std::min(best.via_monitor_us, run_once(ranks, decisions, false));
+    best.direct_us = std::min(best.direct_us, run_once(ranks, decisions, true));
+  }
+  return best;
+}
+
+}  // namespace hpref::sim
