@@ -238,16 +238,16 @@ def batch_header(layout: Union[BatchLayout, Sequence[Any]], batch: Optional[Mapp
     if status not in (None, BATCH):
         raise ValueError(f"a header of a batch has status 1, got status={status!r}")
     entries = []
-    unknown = None  # a name no declared one can be (not a str, or not UTF-8): checked last
+    unknown = []  # names no declared one can be (not a str, or not UTF-8): checked last
     for name, value in batch.items():
         if not isinstance(name, str) or not _is_utf8(name):
-            unknown = name if unknown is None else unknown
+            unknown.append(name)
             continue
         # A value that is not a tensor crosses as None, with itself for batch_dtype to name.
         entries.append((name, to_raw(value), value))
     header = tuple(_core.batch_header(specs, entries, BATCH))
-    if unknown is not None:
-        raise _from_core("batch_unknown_field", f"batch field {unknown!r} is not in the spec")
+    if unknown:
+        raise _from_core("batch_unknown_field", f"batch field {unknown[0]!r} is not in the spec")
     return header
 
 

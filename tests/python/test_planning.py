@@ -258,7 +258,9 @@ def test_batch_refusals_by_kind():
                         (dict(good, extra=np.zeros(1)), "batch_unknown_field"),
                         (dict(good, **{"7": np.zeros(1)}), "batch_unknown_field")):
         assert kind_of(lambda: planning.batch_header(layout, batch)) == kind, kind
-    assert kind_of(lambda: planning.batch_header(layout, {**good, 7: 1})) == "batch_unknown_field"
+    for odd_name in (7, None, b"ids", ("ids",)):  # None too: it is no "nothing found" here
+        assert kind_of(lambda: planning.batch_header(layout, {**good, odd_name: 1})) == \
+            "batch_unknown_field", odd_name
     with pytest.raises(hpref.Error, match="batch field 'ids' must be a int32 tensor, got a Python str"):
         planning.batch_header(layout, dict(good, ids="abc"))  # it said "got NoneType"
     with pytest.raises(hpref.Error, match="'ids' must be a int32 tensor, got a Python NoneType"):
