@@ -32,7 +32,8 @@ struct Baton {
   sem_t back;   // monitor mode: the holder hands the baton back
   sem_t go[detail::kMaxRanks];
   SplitMix64 rng{1};
-  long left = 0;
+  long left = 0;  // passes still to make (direct mode)
+  long made = 0;  // passes made, counted by the holders: the measurement checks itself
   bool direct = false;
   bool stop = false;
 };
@@ -43,16 +44,24 @@ double now_us() {
   return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_nsec) / 1e3;
 }
 
-void wait_or_throw(sem_t* s, const char* what) {
+[[noreturn]] void stuck(const char* what) {
+  throw Error(Errc::comm_resource, std::string("handoff floor: ") + what + " took over " +
+                                       std::to_string(kStuckSeconds) + " s");
+}
+
+// Waits for `s` up to kStuckSeconds; false if it was not posted by then.
+bool posted_in_time(sem_t* s) {
   timespec due;
   clock_gettime(CLOCK_MONOTONIC, &due);
   due.tv_sec += kStuckSeconds;
   while (sem_clockwait(s, CLOCK_MONOTONIC, &due) != 0) {
-    if (errno != EINTR) {
-      throw Error(Errc::comm_resource, std::string("handoff floor: ") + what + " took over " +
-                                           std::to_string(kStuckSeconds) + " s");
-    }
+    if (errno != EINTR) return false;
   }
+  return true;
+}
+
+void wait_or_throw(sem_t* s, const char* what) {
+  if (!posted_in_time(s)) stuck(what);
 }
 
 [[noreturn]] void holder(Baton* b, int r, int n, pid_t parent) {
@@ -64,6 +73,7 @@ void wait_or_throw(sem_t* s, const char* what) {
     while (sem_wait(&b->go[r]) != 0) {
     }
     if (b->stop) _exit(0);
+    __atomic_fetch_add(&b->made, 1, __ATOMIC_RELAXED);  // the parent reads it while passes run
     if (!b->direct) {
       sem_post(&b->back);
       continue;
@@ -92,11 +102,14 @@ double run_once(int n, long decisions, bool direct) {
   sem_init(&b->back, 1, 0);
   for (int r = 0; r < n; ++r) sem_init(&b->go[r], 1, 0);
   std::vector<pid_t> pids;
-  auto reap = [&] {
+  pids.reserve(static_cast<std::size_t>(n));  // no allocation failure after a fork
+  auto reap = [&](bool kill_them) {
     for (pid_t pid : pids) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
+      if (kill_them) kill(pid, SIGKILL);
+      while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
     }
+    pids.clear();
     munmap(mem, sizeof(Baton));
   };
   try {
@@ -109,9 +122,13 @@ double run_once(int n, long decisions, bool direct) {
     }
     for (int r = 0; r < n; ++r) wait_or_throw(&b->ready, "a process's start");
     double start = now_us();
-    if (direct) {
+    if (direct) {  // the parent sees only the end: stuck when no pass was made in 10 s
       sem_post(&b->go[0]);
-      wait_or_throw(&b->ready, "the passes");
+      for (long seen = -1; !posted_in_time(&b->ready);) {
+        long made = __atomic_load_n(&b->made, __ATOMIC_RELAXED);
+        if (made == seen) stuck("a pass");
+        seen = made;
+      }
     } else {
       for (long d = 0; d < decisions; ++d) {
         sem_post(&b->go[b->rng.next() % static_cast<std::uint64_t>(n)]);
@@ -119,14 +136,17 @@ double run_once(int n, long decisions, bool direct) {
       }
     }
     double us = (now_us() - start) / static_cast<double>(decisions);
+    long made = b->made;
     b->stop = true;
     for (int r = 0; r < n; ++r) sem_post(&b->go[r]);
-    for (pid_t pid : pids) waitpid(pid, nullptr, 0);
-    pids.clear();
-    reap();
+    reap(false);
+    if (made != decisions) {
+      throw Error(Errc::internal, "handoff floor: " + std::to_string(made) + " passes made of " +
+                                      std::to_string(decisions));
+    }
     return us;
   } catch (...) {
-    reap();
+    if (!pids.empty()) reap(true);
     throw;
   }
 }

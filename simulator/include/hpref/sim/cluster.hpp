@@ -100,8 +100,9 @@ class Cluster {
 // one CPU and sliced as a cluster's ranks are, the next holder drawn as the scheduler draws
 // it (all runnable). Microseconds per decision, the least of three runs: through a monitor
 // process, as Cluster::run hands it (holder -> monitor -> next holder), and handed directly
-// (holder -> next holder, as a schedule kept in shared state could). Error comm_resource if a
-// process cannot be made or a pass takes over 10 s.
+// (holder -> next holder, as a schedule kept in shared state could; the draw picks the
+// holder itself 1 time in `ranks`, a pass without a switch). Error comm_resource if a process
+// cannot be made or no pass is made for 10 s.
 struct HandoffFloor {
   double via_monitor_us = 0;
   double direct_us = 0;
