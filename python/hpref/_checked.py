@@ -34,10 +34,17 @@ from . import _core
 from ._torch_comm import OnceWork
 from .errors import _from_core
 
-__all__ = ["CheckedComm", "CheckedWork", "LAST_KEY", "NEW_GROUP_KIND", "check_signatures"]
+__all__ = ["CheckedComm", "CheckedWork", "LAST_KEY", "NEW_GROUP_KIND", "check_signatures", "peer_went_away"]
 
 # The store key each member sets at every launch: LAST_KEY + str(group index).
 LAST_KEY = "hpref_checked/last/"
+
+
+def peer_went_away(text: str) -> bool:
+    """Whether a gloo or NCCL error's text says a peer's connection went (closed, reset, a
+    broken pipe, a named peer): raised as CommPeerFailed, at a wait or a group's creation."""
+    lowered = text.lower()
+    return any(s in lowered for s in ("connection closed", "connection reset", "broken pipe", "peer"))
 
 # new_group's signature on the world group. hpref/op_signature.hpp has no new_group kind
 # (OpKind: all_gather .. barrier; C++ agrees new_group with group_request words, outside
@@ -316,7 +323,7 @@ class CheckedComm:
                 raise _from_core("comm_timeout",
                                  f"{what}: rank {self._me} waited {waited:.1f} s past the {self._timeout_s:g} s "
                                  f"deadline; last launches: {self.last_launches(what)}") from e
-            if any(s in lowered for s in ("connection closed", "connection reset", "broken pipe", "peer")):
+            if peer_went_away(text):
                 raise _from_core("comm_peer_failed", f"{what}: a peer went away ({text.strip()}); "
                                                      f"last launches: {self.last_launches(what)}") from e
             raise

@@ -35,7 +35,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as _c10d
 
-from ._checked import CheckedComm
+from ._checked import CheckedComm, peer_went_away
 from ._torch_comm import TorchComm
 from ._torch_pg import _TORCH2, HprefProcessGroup, _relabel
 from .errors import _from_core
@@ -104,6 +104,19 @@ def _inner_nccl(store: Any, rank: int, size: int, deadline: timedelta) -> Any:
     return dist.ProcessGroupNCCL(store, rank, size, opts)
 
 
+def _inner_gloo(store: Any, rank: int, size: int, deadline: timedelta) -> Any:
+    """A real ProcessGroupGloo of the group's ranks. Making it connects to every peer (gloo's
+    connectFullMesh); a peer that exits meanwhile - a rank failing just after it made the
+    group - is CommPeerFailed, as at a wait, not gloo's bare RuntimeError."""
+    try:
+        return dist.ProcessGroupGloo(store, rank, size, deadline)
+    except RuntimeError as e:
+        if not peer_went_away(str(e)):
+            raise
+        raise _from_core("comm_peer_failed", f"making a checked gloo group (rank {rank} of {size}): a peer "
+                                             f"went away ({str(e).strip()})") from e
+
+
 def _make(store: Any, rank: int, size: int, timeout: Any, library: str) -> HprefProcessGroup:
     """A process group of the same ranks on ``library`` ("gloo" or "nccl") over ``store``,
     served through a CheckedComm; registered as the creator of BACKEND and BACKEND_NCCL."""
@@ -115,7 +128,7 @@ def _make(store: Any, rank: int, size: int, timeout: Any, library: str) -> Hpref
         device = torch.device("cuda", torch.cuda.current_device())
         comm = TorchComm(_inner_nccl(prefixed, rank, size, deadline), store=store, timeout=deadline, device=device)
     else:
-        comm = TorchComm(dist.ProcessGroupGloo(prefixed, rank, size, deadline), store=store, timeout=deadline)
+        comm = TorchComm(_inner_gloo(prefixed, rank, size, deadline), store=store, timeout=deadline)
     holder: Dict[str, Any] = {}
 
     def names(group: Any) -> Tuple[int, Tuple[int, ...]]:

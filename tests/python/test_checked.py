@@ -397,6 +397,30 @@ def _check_later_bug(name, res):
         assert "rank 2: broadcast seq 0 (root 2, bytes 32); rank 3: nothing" in res[2]["message"]
 
 
+def test_a_peer_gone_while_a_checked_gloo_group_connects_is_peer_failed(tmp_path, monkeypatch):
+    """gloo's connectFullMesh fails with a bare RuntimeError when a peer exits in the middle
+    of its handshake (seen once in constructor_fails_on_one_rank, below, before its failing
+    rank lingered); checked mode names it CommPeerFailed, as at a wait. The race cannot be
+    forced with real gloo, so its constructor raises gloo's message here; any other error
+    of it passes through as it is, and the real constructor still makes the group."""
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    seen = "Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:553] " \
+           "Connection closed by peer [127.0.0.1]:19678"
+    real = ht.dist.ProcessGroupGloo
+    for text, want in ((seen, hpref.PeerFailed), ("Gloo: unknown device", RuntimeError)):
+        def refuse(*args, text=text):
+            raise RuntimeError(text)
+        monkeypatch.setattr(ht.dist, "ProcessGroupGloo", refuse)
+        with pytest.raises(want) as got:
+            ht._inner_gloo(store, 0, 1, timedelta(seconds=5))
+        assert text in str(got.value)
+        if want is hpref.PeerFailed:
+            assert str(got.value).startswith("making a checked gloo group (rank 0 of 1): a peer went away")
+    monkeypatch.setattr(ht.dist, "ProcessGroupGloo", real)
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
+    assert ht._inner_gloo(store, 0, 1, timedelta(seconds=5)).size() == 1
+
+
 @pytest.mark.parametrize("name", LATER_BUGS)
 def test_a_later_planted_bug_is_named_under_checked_gloo_where_plain_gloo_hangs_or_fails(tmp_path, name):
     options = _later_planted(tmp_path, name)
