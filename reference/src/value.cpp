@@ -611,8 +611,8 @@ KeySet::~KeySet() = default;
 KeySet::KeySet(KeySet&&) noexcept = default;
 KeySet& KeySet::operator=(KeySet&&) noexcept = default;
 
-bool holds_key(std::span<const Value::Entry> entries, const Value& key) noexcept {
-  for (const Value::Entry& e : entries) {
+bool MappingKeys::scanned(std::span<const Value::Entry> so_far, const Value& key) noexcept {
+  for (const Value::Entry& e : so_far) {
     if (key_equal(e.first, key)) return true;
   }
   return false;

@@ -32,8 +32,8 @@ struct Baton {
   sem_t back;   // monitor mode: the holder hands the baton back
   sem_t go[detail::kMaxRanks];
   SplitMix64 rng{1};
-  long left = 0;  // passes still to make (direct mode)
-  long made = 0;  // passes made, counted by the holders: the measurement checks itself
+  long decisions = 0;  // passes to make
+  long made = 0;       // passes made, counted by the holders (the parent reads it too)
   bool direct = false;
   bool stop = false;
 };
@@ -73,12 +73,12 @@ void wait_or_throw(sem_t* s, const char* what) {
     while (sem_wait(&b->go[r]) != 0) {
     }
     if (b->stop) _exit(0);
-    __atomic_fetch_add(&b->made, 1, __ATOMIC_RELAXED);  // the parent reads it while passes run
+    long made = __atomic_add_fetch(&b->made, 1, __ATOMIC_RELAXED);
     if (!b->direct) {
       sem_post(&b->back);
       continue;
     }
-    if (--b->left == 0) {  // the last pass: release the others and the parent
+    if (made == b->decisions) {  // the last pass: release the others and the parent
       b->stop = true;
       for (int k = 0; k < n; ++k) {
         if (k != r) sem_post(&b->go[k]);
@@ -96,7 +96,7 @@ double run_once(int n, long decisions, bool direct) {
       mmap(nullptr, sizeof(Baton), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) throw Error(Errc::comm_resource, "handoff floor: mmap failed");
   auto* b = new (mem) Baton;
-  b->left = decisions;
+  b->decisions = decisions;
   b->direct = direct;
   sem_init(&b->ready, 1, 0);
   sem_init(&b->back, 1, 0);

@@ -72,8 +72,9 @@ def _rank_main(rank, tmp, checked, timeout_s, log_dir, fn, args, world, library,
                    where=traceback.format_exc()[-2000:])
         if linger_s and not isinstance(e, hpref.Error):
             # A planted failure: its peers may still be in gloo's handshake of a group made
-            # just before, which fails with a bare RuntimeError ("connectFullMesh failed
-            # ... Connection closed by peer") when this rank exits then; seen on 2 busy cores.
+            # just before, which fails ("connectFullMesh failed ... Connection closed by
+            # peer": PeerFailed naming the group's making, not the operation a test expects)
+            # when this rank exits then; seen on 2 busy cores.
             time.sleep(linger_s)
     # Written whole or not at all: a rank killed at run4's deadline while saving (a plain
     # run's hang) must read as "died", not as a truncated file that torch.load refuses.

@@ -216,7 +216,7 @@ BOOST_AUTO_TEST_CASE(mapping_refuses_duplicate_and_unhashable_keys) {
     BOOST_TEST(Value::mapping(entries).entries().size() == n - 1);
     entries.emplace_back(Value::floating(1.0), Value());
     HPREF_CHECK_ERROR(Value::mapping(entries), Errc::duplicate_key, "1.0 appears twice");
-    // str keys (holds_key compares their bytes), among keys of other kinds: b"k1" is no "k1"
+    // str keys (MappingKeys compares their bytes), among keys of other kinds: b"k1" is no "k1"
     std::vector<Value::Entry> named;
     for (std::size_t i = 0; i + 1 < n; ++i) {
       std::string name = "k" + std::to_string(i);

@@ -150,9 +150,6 @@ struct KeyEqual {
   bool operator()(const Value& a, const Value& b) const noexcept { return key_equal(a, b); }
 };
 
-// Whether `entries` hold a key equal to `key` (key equality), by scanning them.
-bool holds_key(std::span<const Value::Entry> entries, const Value& key) noexcept;
-
 // A set of keys under key equality; insert() returns false for a key already present.
 // Small sets are scanned linearly (no hashing, one allocation); larger ones are hashed.
 class KeySet {
@@ -181,7 +178,7 @@ class MappingKeys {
   // Inline: decoders ask for every key. A str (the usual key) equals only a str of its bytes.
   bool repeats(std::span<const Value::Entry> so_far, const Value& key) {
     if (so_far.size() >= kScannedKeys) return repeats_in_set(so_far, key);
-    if (!key.is(ValueKind::string)) return holds_key(so_far, key);
+    if (!key.is(ValueKind::string)) return scanned(so_far, key);
     std::string_view text = key.as_str();
     for (const Value::Entry& e : so_far) {
       if (e.first.is(ValueKind::string) && e.first.as_str() == text) return true;
@@ -190,6 +187,8 @@ class MappingKeys {
   }
 
  private:
+  // key_equal against each of `so_far` (any key; repeats() compares a str itself).
+  static bool scanned(std::span<const Value::Entry> so_far, const Value& key) noexcept;
   bool repeats_in_set(std::span<const Value::Entry> so_far, const Value& key);
   std::optional<KeySet> seen_;
 };
