@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from . import _core
 from ._tensors import to_raw
-from .errors import _checked_int, _from_core, _is_utf8
+from .errors import Error, _checked_int, _from_core, _is_utf8
 
 __all__ = ["Topology", "topology", "GroupCreation", "GroupPlan", "group_plan", "Field",
            "BatchLayout", "batch_layout", "batch_header", "header_status", "batch_shapes",
@@ -227,7 +227,7 @@ def batch_header(layout: Union[BatchLayout, Sequence[Any]], batch: Optional[Mapp
     Checks per field in order: presence (``batch_missing_field``), a tensor of the dtype
     (``batch_dtype``, naming the Python type of a value that is not a tensor), rank (``batch_rank``),
     fixed dims (``batch_dim``), one value per symbol (``batch_symbol``); then a name not in
-    the declaration (``batch_unknown_field``). A value that has no wire form at all (a
+    the declaration (``batch_unknown_field``, naming the batch's first). A value that has no wire form at all (a
     masked array, an unsupported dtype) is refused as it is read, before those checks."""
     specs = _field_tuples(layout)
     if batch is None:
@@ -238,14 +238,21 @@ def batch_header(layout: Union[BatchLayout, Sequence[Any]], batch: Optional[Mapp
     if status not in (None, BATCH):
         raise ValueError(f"a header of a batch has status 1, got status={status!r}")
     entries = []
-    unknown = []  # names no declared one can be (not a str, or not UTF-8): checked last
+    declared = {spec[0] for spec in specs}
+    unknown = []  # names not declared, in the batch's order: checked last, the first named
     for name, value in batch.items():
-        if not isinstance(name, str) or not _is_utf8(name):
+        if not isinstance(name, str) or name not in declared:
             unknown.append(name)
-            continue
+        if not isinstance(name, str) or not _is_utf8(name):
+            continue  # no C++ str: no declared name can be it
         # A value that is not a tensor crosses as None, with itself for batch_dtype to name.
         entries.append((name, to_raw(value), value))
-    header = tuple(_core.batch_header(specs, entries, BATCH))
+    try:
+        header = tuple(_core.batch_header(specs, entries, BATCH))
+    except Error as e:
+        if e.kind != "batch_unknown_field" or not unknown:
+            raise
+        header = None  # the core names its first str one; the batch's first is named below
     if unknown:
         raise _from_core("batch_unknown_field", f"batch field {unknown[0]!r} is not in the spec")
     return header

@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import pathlib
+import re
 import sys
 from types import SimpleNamespace
 
@@ -283,6 +284,12 @@ def test_batch_refusals_by_kind():
         "batch_missing_field"
     assert kind_of(lambda: planning.batch_header(layout, {"\ud800": 1, **dict(good, ids="x")})) == \
         "batch_dtype"
+    # Of several unknown names the first in the batch's order is named, whatever its type
+    # (the C++ core names its first str one: 7 came second to "extra").
+    for batch, named in (({**good, 7: 1, "extra": 1}, "7"), ({**good, "extra": 1, 7: 1}, "'extra'"),
+                         ({**good, "\ud800": 1, "extra": 1}, "'\\ud800'")):
+        with pytest.raises(hpref.Error, match=f"^batch field {re.escape(named)} is not in the spec"):
+            planning.batch_header(layout, batch)
     assert kind_of(lambda: planning.batch_header(layout, status=1)) == "batch_header"
     assert kind_of(lambda: planning.header_status(layout, (1, 2, 3))) == "batch_header"
     assert kind_of(lambda: planning.header_status(layout, (2, 0, 0, 0))) == "batch_header"
