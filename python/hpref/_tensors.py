@@ -87,21 +87,21 @@ def to_raw(x: Any) -> Optional[RawTensor]:
         return x
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(x, torch.Tensor):
-        if type(x) is torch.Tensor:
-            return _torch_raw(torch, x)
         # A subclass: a MaskedTensor's mask has no wire form; other wrapper subclasses (no
         # storage of their own) say through torch whether they have dense bytes.
         masked = getattr(getattr(torch, "masked", None), "MaskedTensor", None)
-        if masked is not None and isinstance(x, masked):
+        if type(x) is not torch.Tensor and masked is not None and isinstance(x, masked):
             raise _from_core("invalid_tensor", "a torch MaskedTensor cannot be encoded: the wire "
                              "has no mask (encode .get_data() or a filled tensor)")
         try:
             return _torch_raw(torch, x)
         except Error:
             raise
-        except Exception as e:
-            raise _from_core("invalid_tensor", f"a {type(x).__qualname__} (a torch.Tensor "
-                             f"subclass) has no dense bytes to encode: {type(e).__name__}: {e}") from e
+        except Exception as e:  # torch's own refusal (a ZeroTensor, a subclass without bytes)
+            what = ("torch.Tensor" if type(x) is torch.Tensor
+                    else f"{type(x).__qualname__} (a torch.Tensor subclass)")
+            raise _from_core("invalid_tensor", f"a {what} has no dense bytes to encode: "
+                             f"{type(e).__name__}: {e}") from e
     np = sys.modules.get("numpy")
     if np is not None and isinstance(x, np.ndarray):
         if type(x) is not np.ndarray and isinstance(x, np.ma.MaskedArray):
@@ -186,7 +186,7 @@ def tensor_maker(tensors: str, dtypes: Optional[FrozenSet[str]] = None):
         def make_numpy(dtype, shape, data):
             code = codes.get(dtype)
             if code is None:
-                raise refuse(dtype, "has no numpy dtype" if dtype in _NUMPY
+                raise refuse(dtype, "has no numpy dtype" if dtype not in _NUMPY
                              else "is not a dtype of the torch release asked for")
             try:
                 return np.frombuffer(data, code).reshape(shape)

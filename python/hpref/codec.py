@@ -183,6 +183,10 @@ def _decode_args(key_class, tensors, torch_version):
                 key_arity=len(kc.fields), sample_key_rule=kc.fields == _DEFAULT_FIELDS)
 
 
+KeyClassLike = Union[None, str, type, KeyClass]
+"""What ``key_class`` accepts: None, a dotted name, a class or a :class:`KeyClass`."""
+
+
 def decode(buffer: Any, *, strict: bool = False,
            key_class: Union[None, str, type, KeyClass] = None,
            tensors: Optional[str] = None, torch_version: Optional[str] = None,

@@ -311,15 +311,17 @@ DecodeArgs decode_args(bool strict, const nb::object& key_class, const nb::objec
   return a;
 }
 
-// A reference to a Python object, dropped with the GIL held: the owner of bytes read in place.
-struct HeldObject {
-  explicit HeldObject(nb::handle o) : object(o.inc_ref().ptr()) {}
-  HeldObject(const HeldObject&) = delete;
-  HeldObject& operator=(const HeldObject&) = delete;
-  PyObject* object;
-  ~HeldObject() {
+// References to the Python objects whose bytes one encode call reads in place, dropped
+// together, with the GIL held, when the last Value viewing them goes: per tensor a
+// reference and a shared count, not an allocation and a GIL check each.
+struct HeldObjects {
+  HeldObjects() = default;
+  HeldObjects(const HeldObjects&) = delete;
+  HeldObjects& operator=(const HeldObjects&) = delete;
+  std::vector<PyObject*> objects;
+  ~HeldObjects() {
     nb::gil_scoped_acquire gil;
-    Py_DECREF(object);
+    for (PyObject* o : objects) Py_DECREF(o);
   }
 };
 
@@ -367,7 +369,7 @@ bool truth(const nb::object& o) {
 // A CPU, contiguous, non-quantized torch tensor's bytes read in place through data_ptr()
 // (a Python-level conversion costs ~7 us a tensor, this well under 1); nullopt for any other
 // tensor, which then takes the general path (hpref._tensors.to_raw).
-std::optional<Value> torch_tensor_in_place(nb::handle o) {
+std::optional<Value> torch_tensor_in_place(nb::handle o, const std::shared_ptr<HeldObjects>& held) {
   static std::unordered_map<PyObject*, std::optional<DType>> dtypes;  // torch dtypes are singletons
   const Names& n = names();
   nb::object dtype_object = get_attr(o, n.dtype);
@@ -408,8 +410,9 @@ std::optional<Value> torch_tensor_in_place(nb::handle o) {
   auto address = static_cast<std::uintptr_t>(PyLong_AsUnsignedLongLong(address_object.ptr()));
   if (PyErr_Occurred()) throw nb::python_error();
   if (address == 0) return std::nullopt;  // no storage here: the general path asks torch
-  auto held = std::make_shared<HeldObject>(o);
-  SharedBytes bytes(std::move(held), {reinterpret_cast<const std::uint8_t*>(address), size});
+  held->objects.push_back(o.inc_ref().ptr());
+  const auto* data = reinterpret_cast<const std::uint8_t*>(address);
+  SharedBytes bytes(std::shared_ptr<const void>(held, data), {data, size});
   return Value::tensor(Tensor(dtype, std::move(shape), std::move(bytes)));
 }
 
@@ -471,6 +474,16 @@ std::string key_step(nb::handle k, bool to_key) {
   return PyUnicode_Check(k.ptr()) ? "[\"" + text + "\"]" : "[" + text + "]";
 }
 
+// The type of `o` as module.qualname ("numpy.bool", not "bool", which would name a type
+// that is accepted), builtins' bare.
+std::string module_type_name(nb::handle o) {
+  nb::object module = nb::getattr(o.type(), "__module__", nb::none());
+  std::string name = py_type_name(o);
+  if (!PyUnicode_Check(module.ptr())) return name;
+  std::string prefix = utf8_text(module);
+  return prefix == "builtins" ? name : prefix + "." + name;
+}
+
 // A Python object as a Value (SPEC 1.1): None, bool, int (int64), float, str, bytes,
 // bytearray, tuple, list, dict; any other object goes through `convert(o)`, which returns
 // a RawTensor-like object (or a replacement Value-able object) or None for "not encodable".
@@ -483,6 +496,14 @@ struct FromPython {
   // becomes one shared Value (no copy, no UTF-8 check, no allocation per item). Each entry
   // holds a reference, so no address is reused by another str during the call.
   mutable std::unordered_map<PyObject*, Value> key_strs{};
+  std::shared_ptr<HeldObjects> held = std::make_shared<HeldObjects>();  // tensors read in place
+  // Tensors read in place whose bytes are not copied yet. The original copies each tensor's
+  // bytes as it reaches it; ours are read when the segment is written, so before any call
+  // that may run the user's Python code (a Mapping's items(), the conversion callback, a
+  // subclass's __iter__ or __class__, an ABC or key-class check, a key field's getattr),
+  // which could change or free a tensor already read, settle() copies them. A conversion
+  // that runs none (dicts, lists, tuples, scalars, torch tensors) keeps every tensor in place.
+  mutable std::vector<const Tensor*> pending{};
 
   FromPython(nb::handle raw, nb::handle conv, nb::handle torch, nb::handle mapping)
       : raw_type(raw), convert(conv), torch_tensor(torch), mapping_type(mapping) {}
@@ -501,6 +522,22 @@ struct FromPython {
                   "a str that is not valid UTF-8 (a lone surrogate) cannot be encoded");
     }
     return Value::string(std::string_view(utf8, static_cast<std::size_t>(size)));
+  }
+
+  // The pending tensors' bytes copied now (see `pending`). The Tensor objects live in their
+  // Values' heap nodes (made non-const by Value::tensor), so they are replaced in place.
+  void settle() const {
+    for (const Tensor* t : pending) {
+      const_cast<Tensor&>(*t) =
+          Tensor(t->dtype(), t->shared_shape(), SharedBytes::copy_of(t->bytes()), t->device());
+    }
+    pending.clear();
+  }
+
+  // A Value of an in-place tensor, remembered until settled.
+  Value in_place(Value v) const {
+    if (!v.as_tensor().storage().empty()) pending.push_back(&v.as_tensor());
+    return v;
   }
 
   Value key(PyObject* k, int depth) const {
@@ -540,6 +577,7 @@ struct FromPython {
     }
     // A RawTensor is a NamedTuple: checked before tuples.
     if (PyTuple_Check(p)) {
+      if (!PyTuple_CheckExact(p)) settle();  // a subclass's __class__ may be the user's code
       int raw = PyObject_IsInstance(p, raw_type.ptr());
       if (raw < 0) throw nb::python_error();  // a __class__ that raises: the user's error
       if (raw) return Value::tensor(tensor_from_python(o));
@@ -548,6 +586,7 @@ struct FromPython {
       std::vector<Value> items;
       items.reserve(static_cast<std::size_t>(PySequence_Fast_GET_SIZE(p)));
       std::size_t i = 0;
+      if (!PyTuple_CheckExact(p) && !PyList_CheckExact(p)) settle();  // its own __iter__
       for (nb::handle x : o) {
         items.push_back(below([&] { return (*this)(x, depth + 1); },
                               [&] { return "[" + std::to_string(i) + "]"; }));
@@ -572,15 +611,16 @@ struct FromPython {
     // such as MaskedTensor or DTensor: data_ptr() 0, read there until 2026-12-02) and goes
     // through hpref._tensors.to_raw, which asks torch for its dense bytes.
     if (Py_TYPE(p) == reinterpret_cast<PyTypeObject*>(torch_tensor.ptr())) {
-      if (auto v = torch_tensor_in_place(o)) return std::move(*v);
+      if (auto v = torch_tensor_in_place(o, held)) return in_place(std::move(*v));
     }
+    settle();  // the callback and the ABC check below may run the user's code
     nb::object converted = convert(o);
     if (!converted.is_none()) return (*this)(converted, depth);
     // Checked last: an ABC's isinstance costs a call, which tensors and arrays need not pay.
     int mapping = PyObject_IsInstance(p, mapping_type.ptr());
     if (mapping < 0) throw nb::python_error();
     if (mapping) return mapping_items(o, depth);
-    throw Error(Errc::unencodable_value, "a Python " + py_type_name(o) +
+    throw Error(Errc::unencodable_value, "a Python " + module_type_name(o) +
                                              " is not a SPEC 1.1 Value (None, bool, int, float, "
                                              "str, bytes, bytearray, tuple, list, mapping, "
                                              "tensor)");
@@ -590,6 +630,7 @@ struct FromPython {
   // order its items() gives, as the original's encoder reads it: an OrderedDict after
   // move_to_end keeps its own order, which its dict storage does not.
   Value mapping_items(nb::handle o, int depth) const {
+    settle();  // items() is the user's code
     std::vector<Value::Entry> entries;
     for (nb::handle pair : o.attr("items")()) {
       PyObject* kv = pair.ptr();
@@ -626,6 +667,7 @@ struct KeyFields {
 
   std::optional<Value> operator()(nb::handle key, const FromPython& from) const {
     if (type.is_none() || PyTuple_Check(key.ptr())) return std::nullopt;
+    from.settle();  // the class check and the fields' getattr may run the user's code
     int is = PyObject_IsInstance(key.ptr(), type.ptr());
     if (is < 0) throw nb::python_error();
     if (is == 0) return std::nullopt;
@@ -850,17 +892,26 @@ void bind_codec(nb::module_& m) {
         if (!key_class.is_none()) options.key_class = key_class_from_python(key_class);
         // Planned, then written once, straight into the bytes object returned (an 8 MiB
         // segment was written to a vector and copied into the bytes: two fresh buffers).
+        // With tensors read in place (`pending`), the GIL stays held to the end: no other
+        // thread may change or free them before they are written, as none could while the
+        // original copied them.
         std::optional<SegmentPlan> plan;
-        {
+        if (from.pending.empty()) {
           nb::gil_scoped_release release;
+          plan = plan_segment(pairs, options);
+        } else {
           plan = plan_segment(pairs, options);
         }
         PyObject* out = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(plan->size()));
         if (out == nullptr) throw nb::python_error();
         nb::object bytes = nb::steal(out);
-        {
+        std::span<std::uint8_t> to(reinterpret_cast<std::uint8_t*>(PyBytes_AS_STRING(out)),
+                                   plan->size());
+        if (from.pending.empty()) {
           nb::gil_scoped_release release;
-          plan->write_to({reinterpret_cast<std::uint8_t*>(PyBytes_AS_STRING(out)), plan->size()});
+          plan->write_to(to);
+        } else {
+          plan->write_to(to);
         }
         return bytes;
       },

@@ -171,3 +171,94 @@ def test_a_mapping_of_items_encodes_its_pairs():
     items = {(1, 0): "x", (2, 0): [1.5]}
     assert hpref.codec.decode(hpref.codec.encode(items)) == list(items.items())
     assert hpref.codec.encode(items) == hpref.codec.encode(list(items.items()))
+
+
+class BumpingKey:
+    """A key class whose field is a property that changes a tensor (`bumps`) when read."""
+
+    __annotations__ = {"sample_id": int, "position": int}  # the fields, in order
+    bumps = None
+    position = 0
+
+    def __init__(self, i):
+        self._i = i
+
+    @property
+    def sample_id(self):
+        BumpingKey.bumps.add_(1)
+        return self._i
+
+
+def test_a_tensor_is_encoded_as_it_was_when_reached():
+    # The original copies each tensor's bytes as it reaches it; ours are read in place when
+    # the segment is written, so the user's code that runs in between (a Mapping's items(),
+    # a list subclass's __iter__, a key field's property) must not reach them: it changed
+    # the bytes (8.0 written for 7.0) or freed them (garbage) until 2026-12-02.
+    import collections.abc
+
+    import torch
+
+    t = torch.full((4,), 7.0)
+    big = torch.full((1 << 16,), 7.0)
+
+    class Bumps(collections.abc.Mapping):
+        def __getitem__(self, k):
+            return 1
+
+        def __iter__(self):
+            return iter(["x"])
+
+        def __len__(self):
+            return 1
+
+        def items(self):
+            t.add_(1)
+            big.set_(torch.empty(0))  # frees the 256 KiB it had
+            return {"x": 1}.items()
+
+    class BumpingList(list):
+        def __iter__(self):
+            t.add_(1)
+            return super().__iter__()
+
+    def first_values(segment):
+        return [v for _, v in hpref.codec.decode(segment, tensors="raw")]
+
+    for value in ({"a": t, "big": big, "b": Bumps()}, [t, BumpingList([1])]):
+        t.fill_(7.0)
+        big.set_(torch.full((1 << 16,), 7.0))
+        decoded_value = first_values(hpref.codec.encode([((0, 0), value)]))[0]
+        got = decoded_value["a"] if isinstance(decoded_value, dict) else decoded_value[0]
+        assert bytes(got.data) == torch.full((4,), 7.0).numpy().tobytes()
+        if isinstance(decoded_value, dict):
+            assert bytes(decoded_value["big"].data) == torch.full((1 << 16,), 7.0).numpy().tobytes()
+    t.fill_(7.0)
+    BumpingKey.bumps = t  # item 1's key, read after item 0's tensor, bumps it
+    got = hpref.codec.encode([(BumpingKey(0), t), (BumpingKey(1), t)], key_class=BumpingKey)
+    BumpingKey.bumps = torch.zeros(1)
+    assert got == hpref.codec.encode([(BumpingKey(0), torch.full((4,), 8.0)),
+                                      (BumpingKey(1), torch.full((4,), 9.0))],
+                                     key_class=BumpingKey)
+
+
+def test_refusals_name_the_value_and_the_reason():
+    import numpy as np
+    import torch
+
+    # A plain tensor torch cannot read is an hpref.Error with the path, as a subclass's was
+    # (it escaped as torch's bare RuntimeError).
+    with pytest.raises(hpref.Error, match=r'items\[0\]\.value\["img"\]\[1\]: a torch.Tensor has no '
+                                          r"dense bytes"):
+        hpref.codec.encode([((0, 0), {"img": [1, torch._efficientzerotensor(3)]})])
+    # A numpy scalar is named with its module: "a Python bool" named a type that is accepted.
+    with pytest.raises(hpref.Error, match="a Python numpy.bool_? is not a SPEC 1.1 Value"):
+        hpref.codec.encode([((0, 0), {"flag": np.bool_(True)})])
+    # decode(tensors="numpy") gives the reason that applies (the two were swapped).
+    bf16 = hpref.codec.encode([((0, 0), RawTensor("bfloat16", (1,), b"\0\0"))])
+    with pytest.raises(hpref.Error, match="torch.bfloat16 has no numpy dtype"):
+        hpref.codec.decode(bf16, tensors="numpy")
+    u16 = hpref.codec.encode([((0, 0), RawTensor("uint16", (1,), b"\0\0"))])
+    with pytest.raises(hpref.Error, match="torch.uint16 is not a dtype of the torch release asked"):
+        hpref.codec.decode(u16, tensors="numpy", torch_version="1.13")
+    from hpref.codec import KeyClassLike  # the stub's alias exists at run time
+    assert KeyClassLike is not None
