@@ -15,7 +15,10 @@ Supported: all_reduce (sum, min, max over int32, int64, float32, float64), broad
 all_gather (list and into one tensor), all_to_all_single (with and without splits),
 all_to_all (lists), barrier, and what torch builds on them (all_gather_object,
 broadcast_object_list), synchronous or ``async_op=True``. Every other operation raises
-``CommUsageError`` at once, naming it.
+``CommUsageError`` at once, naming it; so do a sparse tensor (naming its layout) and an
+output of another dtype than the input (naming both). On torch 2.x ``group_name`` answers
+torch's name for the group, so device meshes and functional collectives find it, and
+DistributedDataParallel runs; on 1.13 DDP is refused (its C++ would wait forever).
 """
 from __future__ import annotations
 
@@ -106,7 +109,7 @@ class _Staging:
         if t.is_contiguous():
             self.keep.append(t)
             return t
-        staged = t.contiguous()
+        staged = t.detach().contiguous()  # outside autograd, as a backend reads it
         self.keep.append(staged)
         self.checks.append((index, t, staged))
         return staged
@@ -115,7 +118,7 @@ class _Staging:
         if t.is_contiguous():
             self.keep.append(t)
             return t
-        staged = t.contiguous() if inout else torch.empty(t.shape, dtype=t.dtype, device=t.device)
+        staged = t.detach().contiguous() if inout else torch.empty(t.shape, dtype=t.dtype, device=t.device)
         self.keep.append(staged)
         if inout:
             self.checks.append((0, t, staged.clone()))
@@ -128,7 +131,7 @@ class _Staging:
         buf = torch.empty(sum(counts), dtype=torch.uint8, device=_device_of(tensors))
         offset = 0
         for i, (t, n) in enumerate(zip(tensors, counts)):
-            buf[offset:offset + n].copy_(_bits(t))
+            buf[offset:offset + n].copy_(_bits(t.detach()))
             self.checks.append((i, t, buf[offset:offset + n]))
             offset += n
         self.keep.append(buf)
@@ -174,13 +177,16 @@ class HprefWork(dist.distributed_c10d.Work):
         staging = self._staging
         try:
             self._comm_work.wait()
-            for index, mine, staged in staging.checks:
-                if not torch.equal(_bits(mine), staged.reshape(-1).view(torch.uint8)):
-                    raise _from_core("comm_buffer_mutated",
-                                     f"{self._op} on {self._where}: input tensor {index} changed between "
-                                     "launch and wait() (a real backend may read it at any time before wait)")
-            for dst, src in staging.copies:
-                _write_bytes(dst, src.reshape(-1).view(torch.uint8))
+            # A backend writes the caller's tensors outside autograd (a view of a parameter
+            # included), as gloo does.
+            with torch.no_grad():
+                for index, mine, staged in staging.checks:
+                    if not torch.equal(_bits(mine), staged.reshape(-1).view(torch.uint8)):
+                        raise _from_core("comm_buffer_mutated",
+                                         f"{self._op} on {self._where}: input tensor {index} changed between "
+                                         "launch and wait() (a real backend may read it at any time before wait)")
+                for dst, src in staging.copies:
+                    _write_bytes(dst, src.reshape(-1).view(torch.uint8))
         except BaseException as e:
             self._error = e
             raise
@@ -244,12 +250,24 @@ class HprefProcessGroup(dist.ProcessGroup):
     # ---- identity ---------------------------------------------------------------------
 
     def getBackendName(self) -> str:
-        """The backend name the code asked for ("gloo", "nccl", ...)."""
+        """The backend name the code asked for ("gloo", "nccl", ...); "hpref" to DDP's
+        construction logger (see _ddp_logger)."""
+        if _STATE is not None and _STATE.ddp_logging:
+            return BACKEND
         return self._backend_name
 
     def name(self) -> str:
         """Same as getBackendName()."""
         return self._backend_name
+
+    @property
+    def group_name(self) -> str:
+        """The name torch registered this group under (as torch's own Python process groups
+        answer it: the C++ one reads it from a backend, and this group has none)."""
+        names = _c10d._world.pg_names if _TORCH2 else _c10d._pg_names
+        if self not in names:
+            raise _usage(f"{self._where()} has no group name: torch has not registered it (or destroyed it)")
+        return names[self]
 
     @property
     def hpref_group(self) -> Any:
@@ -295,6 +313,24 @@ class HprefProcessGroup(dist.ProcessGroup):
                                                                       "lets CPU tensors stand in for them)"))
         return "accelerator" if accelerator else "host"
 
+    def _strided(self, op: str, tensors: Sequence[torch.Tensor]) -> None:
+        """Refuses a sparse (or any non-strided) tensor before anything moves: the
+        communicator moves a tensor's bytes, and such a tensor has no one buffer of them."""
+        for t in tensors:
+            if t.layout != torch.strided:
+                raise _usage(f"{op} on {self._where()}: a {t.layout} tensor; hpref's process group moves "
+                             "strided (dense) tensors only (.to_dense() first)")
+
+    def _same_dtype(self, op: str, input: torch.Tensor, tensors: Sequence[torch.Tensor], what: str,
+                    ref: str = "the input tensor") -> None:
+        """Refuses tensors of another dtype than ``input`` (named ``ref``) before anything
+        moves: their bytes would be read as the wrong type (gloo refuses them too)."""
+        for i, t in enumerate(tensors):
+            if t.dtype != input.dtype:
+                which = f"the {what} tensor" if len(tensors) == 1 else f"{what} tensor {i}"
+                raise _usage(f"{op} on {self._where()}: {which} is {t.dtype} but {ref} is {input.dtype}; "
+                             "the dtypes must be the same")
+
     def _one(self, op: str, tensors: Sequence[torch.Tensor]) -> torch.Tensor:
         if len(tensors) != 1:
             raise _usage(f"{op} on {self._where()}: one tensor per call, got {len(tensors)}")
@@ -326,6 +362,7 @@ class HprefProcessGroup(dist.ProcessGroup):
         """all_reduce in place: sum, min or max over int32, int64, float32 or float64 (others
         refused at once, naming op and dtype)."""
         t = self._one("all_reduce", tensors)
+        self._strided("all_reduce", [t])
         red = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         red = getattr(red, "op", red)
         red_name = getattr(red, "name", str(red)).rsplit(".", 1)[-1]
@@ -342,6 +379,7 @@ class HprefProcessGroup(dist.ProcessGroup):
     def broadcast(self, tensors: List[torch.Tensor], opts: Any = None) -> HprefWork:
         """broadcast from group rank ``opts.rootRank``: the root's bytes to every member."""
         t = self._one("broadcast", tensors)
+        self._strided("broadcast", [t])
         root = opts.rootRank if opts is not None else 0
         if getattr(opts, "rootTensor", 0) != 0 or not 0 <= root < self._group.size:
             raise _usage(f"broadcast on {self._where()}: root rank {root} (tensor "
@@ -358,6 +396,8 @@ class HprefProcessGroup(dist.ProcessGroup):
         byte sizes)."""
         t = self._one("all_gather", input_tensors)
         outs = self._one("all_gather", output_tensors)
+        self._strided("all_gather", [t, *outs])
+        self._same_dtype("all_gather", t, outs, "output")
         n, size = self._group.size, _nbytes(t)
         if len(outs) != n or any(_nbytes(o) != size for o in outs):
             raise _usage(f"all_gather on {self._where()}: {n} output tensors of {size} bytes each expected, "
@@ -371,6 +411,8 @@ class HprefProcessGroup(dist.ProcessGroup):
         return self._work("all_gather", work, staging, outs)
 
     def _gather_into(self, op: str, output: torch.Tensor, input: torch.Tensor) -> HprefWork:
+        self._strided(op, [input, output])
+        self._same_dtype(op, input, [output], "output")
         n, size = self._group.size, _nbytes(input)
         if _nbytes(output) != n * size:
             raise _usage(f"{op} on {self._where()}: the output tensor has {_nbytes(output)} bytes, "
@@ -395,6 +437,8 @@ class HprefProcessGroup(dist.ProcessGroup):
         """all_to_all_single: rows of ``input`` (split by ``input_split_sizes``, or evenly) to
         each member, rows from each into ``output``."""
         op = "all_to_all_single"
+        self._strided(op, [input, output])
+        self._same_dtype(op, input, [output], "output")
         in_counts = self._row_counts(op, "input", input, input_split_sizes)
         out_counts = self._row_counts(op, "output", output, output_split_sizes)
         space = self._space(op, [input, output])
@@ -417,6 +461,9 @@ class HprefProcessGroup(dist.ProcessGroup):
         if len(input_tensors) != n or len(output_tensors) != n:
             raise _usage(f"{op} on {self._where()}: {n} input and output tensors expected, got "
                          f"{len(input_tensors)} and {len(output_tensors)}")
+        self._strided(op, [*input_tensors, *output_tensors])
+        self._same_dtype(op, input_tensors[0], input_tensors, "input", "input tensor 0")
+        self._same_dtype(op, input_tensors[0], output_tensors, "output", "input tensor 0")
         space = self._space(op, [*input_tensors, *output_tensors])
         staging = _Staging()
         src, in_counts = staging.packed(input_tensors)
@@ -465,6 +512,7 @@ class _State:
         self.implicit_world: Any = None
         self.object_tensor: Optional[Tuple[Any, int]] = None  # (weakref, pickled length)
         self.saved: List[Tuple[Any, str, Any]] = []
+        self.ddp_logging = False  # inside DDP's set_construction_data_and_log
 
 
 _STATE: Optional[_State] = None
@@ -627,6 +675,41 @@ def _object_to_tensor(original: Callable[..., Any]) -> Callable[..., Any]:
     return object_to_tensor
 
 
+def _ddp_logger(original: Any) -> Any:
+    class Logger(original):  # type: ignore[misc, valid-type]
+        """DDP's C++ logger (torch.distributed.Logger). Recording DDP's construction, it
+        reads a group named "gloo" as a ProcessGroupGloo (its thread count, a static_cast):
+        an hpref group is none, so it answers the name "hpref" there."""
+
+        def set_construction_data_and_log(self, *args: Any, **kwargs: Any) -> Any:
+            st = _STATE
+            if st is None:
+                return super().set_construction_data_and_log(*args, **kwargs)
+            st.ddp_logging = True
+            try:
+                return super().set_construction_data_and_log(*args, **kwargs)
+            finally:
+                st.ddp_logging = False
+
+    Logger.__qualname__ = Logger.__name__ = original.__name__
+    Logger.__module__ = original.__module__
+    return Logger
+
+
+def _refused_on_torch1(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def refuse(process_group: Any, *args: Any, **kwargs: Any) -> Any:
+            if isinstance(process_group, HprefProcessGroup):
+                # torch 1.13's C++ waits on the group's work in C++, where a Python process
+                # group's wait() is never called: it would hang, not fail.
+                raise _usage(f"{what} on {process_group._where()} needs torch 2.x: torch 1.13's C++ "
+                             "waits on a Python process group's work where it never completes")
+            return original(process_group, *args, **kwargs)
+        return refuse
+    return wrap
+
+
 def _groups() -> Dict[Any, Any]:
     return _c10d._world.pg_map if _TORCH2 else _c10d._pg_map
 
@@ -671,6 +754,11 @@ def install(comm: Any, *, device_tensors: Optional[str] = "cpu", backend: Option
     if hasattr(_c10d, "_new_group_with_tag"):
         _patch(st, _c10d, "_new_group_with_tag", _new_group_with_tag)
     _patch(st, _c10d, "_object_to_tensor", _object_to_tensor)
+    if hasattr(dist, "Logger"):
+        _patch(st, dist, "Logger", _ddp_logger)
+    for attr in ("_verify_params_across_processes", "_broadcast_coalesced"):
+        if not _TORCH2 and hasattr(dist, attr):  # what DistributedDataParallel's construction calls
+            _patch(st, dist, attr, _refused_on_torch1(f"DistributedDataParallel ({attr})"))
     logger = sys.modules.get("torch.distributed.c10d_logger")
     if logger is not None and hasattr(logger, "_get_msg_dict"):
         _patch(st, logger, "_get_msg_dict", _get_msg_dict)

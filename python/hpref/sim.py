@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import numbers
 import os
 import pickle
 import sys
@@ -17,7 +18,7 @@ import traceback
 from typing import Any, Callable, List, Optional, Sequence
 
 from . import _core
-from .errors import error_class
+from .errors import _checked_int, _from_core, _is_utf8, error_class
 
 __all__ = ["run", "Result", "RankResult", "communicator", "rank"]
 
@@ -99,6 +100,31 @@ def _hash_seed_random() -> bool:
     return bool(sys.flags.hash_randomization) and (seed is None or seed == "random")
 
 
+# The turn timeout reaches the simulator as an int of milliseconds.
+_TIMEOUT_S_MAX = (2**31 - 1) // 1000
+
+
+def _checked_faults(faults: Any) -> List[str]:
+    """``faults`` as a list of str (a str itself is refused: it is not a list of plans)."""
+    if isinstance(faults, (str, bytes)) or not hasattr(faults, "__iter__"):
+        raise _from_core("invalid_argument", "faults must be a list of fault plans such as "
+                         f"[\"crash:1@2\"], got {faults!r}")
+    plans = list(faults)
+    for i, plan in enumerate(plans):
+        if not isinstance(plan, str) or not _is_utf8(plan):
+            raise _from_core("invalid_argument", f"faults[{i}] must be a fault plan str such as "
+                             f"\"crash:1@2\", got {plan!r}")
+    return plans
+
+
+def _checked_timeout_s(timeout_s: Any) -> float:
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, numbers.Real):
+        raise TypeError(f"timeout_s must be a number of seconds, got {timeout_s!r}")
+    if not 0 < timeout_s <= _TIMEOUT_S_MAX:  # NaN fails both comparisons
+        raise ValueError(f"timeout_s must be a number of seconds in (0, {_TIMEOUT_S_MAX}], got {timeout_s!r}")
+    return float(timeout_s)
+
+
 def _entry_for(fn: Callable, args: tuple, setup: Optional[Callable]):
     def entry(comm) -> bytes:
         global _COMM
@@ -141,20 +167,24 @@ def run(world_size: int, fn: Callable, *args: Any, seed: int = 1, faults: Sequen
     """Runs ``fn(rank, *args)`` on ``world_size`` (1..64) simulated ranks, one forked process
     each, and returns a :class:`Result`; never hangs on a deadlock or a dead rank.
 
-    ``seed`` picks the schedule; ``faults`` are SPEC 9.3 fault plans ("crash:R@K",
-    "flip:R@K[:B]", "delay:R@K", or "random": one drawn from the seed). ``timeout_s``: a rank
-    that runs longer than this without a communicator call is killed and reported dead.
+    ``seed`` (an int in [0, 2**64)) picks the schedule; ``faults`` is a list of SPEC 9.3
+    fault plans ("crash:R@K", "flip:R@K[:B]", "delay:R@K", or "random": one drawn from the
+    seed). ``timeout_s`` (seconds, in (0, 2147483]): a rank that runs longer than this
+    without a communicator call is killed and reported dead.
     ``trace``: True keeps the trace lines in the result; a path also writes them there
     (".json": Chrome trace-event JSON, else one line per operation). ``torch_distributed``:
     initialise torch.distributed on the simulator in each rank (when torch is imported).
     Return values cross back pickled; an exception in a rank is reported, not raised (see
-    :meth:`Result.values`)."""
+    :meth:`Result.values`). A bad argument raises at once, naming it and its value:
+    ``ValueError``/``TypeError`` for ``world_size``, ``fn`` and ``timeout_s``,
+    ``hpref.errors.InvalidArgumentError`` for ``seed`` and ``faults``."""
     if isinstance(world_size, bool) or not isinstance(world_size, int) or not 1 <= world_size <= 64:
         raise ValueError(f"world_size must be an int in 1..64, got {world_size!r}")
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {fn!r}")
-    if timeout_s <= 0:
-        raise ValueError(f"timeout_s must be positive, got {timeout_s!r}")
+    timeout_s = _checked_timeout_s(timeout_s)
+    seed = _checked_int("seed", seed, "invalid_argument", 0, 1 << 64)
+    faults = _checked_faults(faults)
     setup = _torch_setup if torch_distributed else None
     if "torch" in sys.modules:
         # What torch imports lazily on a first backward (sympy, ~0.35 s) is imported once
@@ -168,7 +198,7 @@ def run(world_size: int, fn: Callable, *args: Any, seed: int = 1, faults: Sequen
     # page by page into each rank (copy-on-write; most of a small operation's cost).
     gc.freeze()
     try:
-        raw = _core.sim_run(world_size, _entry_for(fn, args, setup), seed=seed, faults=list(faults),
+        raw = _core.sim_run(world_size, _entry_for(fn, args, setup), seed=seed, faults=faults,
                             turn_timeout_ms=max(1, int(timeout_s * 1000)))
     finally:
         gc.unfreeze()

@@ -10,6 +10,8 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -107,12 +109,30 @@ class PyComm {
   Communicator* comm_;
 };
 
+// str() of a raised exception for its report; a user's __str__ may itself raise, and the
+// report must still name the exception, so that error becomes a placeholder message.
+std::string exception_text(nb::handle value) {
+  try {
+    return str_text(value);
+  } catch (nb::python_error& failed) {  // fetched: the error indicator is clear again
+    std::string why = py_type_name(failed.value());
+    try {
+      why += ": " + str_text(failed.value());
+    } catch (nb::python_error&) {  // its own __str__ raised too: its type is all there is
+    }
+    return "<str() failed: " + why + ">";
+  }
+}
+
 // What a rank's Python function raised, as the C++ exception the simulator records: an
 // hpref.Error keeps its kind (so the run's failure class follows, SPEC 9.3); any other
 // exception is recorded as kind "exception" with "Type: message".
 [[noreturn]] void rethrow_python(nb::python_error& e) {
-  if (std::optional<Error> error = hpref_error_of(e)) throw *error;
-  throw std::runtime_error(py_type_name(e.value()) + ": " + str_text(e.value()));
+  try {
+    if (std::optional<Error> error = hpref_error_of(e)) throw *error;
+  } catch (nb::python_error&) {  // an hpref.Error whose __str__ raises: reported as any other
+  }
+  throw std::runtime_error(py_type_name(e.value()) + ": " + exception_text(e.value()));
 }
 
 nb::dict sim_run(int world_size, nb::object entry, std::uint64_t seed,

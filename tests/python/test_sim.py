@@ -88,6 +88,34 @@ def test_a_crash_fault_kills_the_rank_and_is_named_in_the_replay_line():
     assert again.trace_hash == result.trace_hash
 
 
+class UnprintableError(Exception):
+    def __str__(self):
+        raise RuntimeError("str fails")
+
+
+class UnprintableHprefError(hpref.errors.CommUsageError):
+    def __str__(self):
+        raise UnprintableError()  # whose own __str__ raises too
+
+
+def raises_unprintable(rank):
+    if rank == 1:
+        raise UnprintableError("never printed")
+    if rank == 2:
+        raise UnprintableHprefError("never printed either")
+    return rank
+
+
+def test_an_exception_whose_str_raises_is_still_named():
+    result = sim.run(3, raises_unprintable, torch_distributed=False)
+    assert result.ranks[0].status == "ok"
+    one, two = result.ranks[1], result.ranks[2]
+    assert (one.status, one.kind, one.error_type) == ("error", "exception", "UnprintableError")
+    assert one.message == "<str() failed: RuntimeError: str fails>"
+    assert (two.status, two.kind, two.error_type) == ("error", "exception", "UnprintableHprefError")
+    assert two.message == "<str() failed: UnprintableError>"
+
+
 def test_no_segment_is_left_behind():
     sim.run(2, gather_and_sum, None, torch_distributed=False)
     assert hpref._core.sim_leftover_segments() == []
@@ -102,6 +130,34 @@ def test_bad_arguments_are_refused_by_name():
     assert e.value.kind == "invalid_argument" and "explode:1@1" in e.value.message
     with pytest.raises(RuntimeError, match="only available inside"):
         sim.communicator()
+
+
+@pytest.mark.parametrize("kwargs, error, names", [
+    ({"seed": -1}, hpref.errors.InvalidArgumentError, "seed must be an int in [0, 2**64), got -1"),
+    ({"seed": 2**64}, hpref.errors.InvalidArgumentError, f"seed must be an int in [0, 2**64), got {2**64}"),
+    ({"seed": 1.5}, hpref.errors.InvalidArgumentError, "seed must be an int in [0, 2**64), got 1.5"),
+    ({"seed": True}, hpref.errors.InvalidArgumentError, "got True"),
+    ({"faults": "crash:1@1"}, hpref.errors.InvalidArgumentError, "faults must be a list of fault plans"),
+    ({"faults": None}, hpref.errors.InvalidArgumentError, "faults must be a list of fault plans"),
+    ({"faults": ["crash:1@1", 7]}, hpref.errors.InvalidArgumentError, "faults[1] must be a fault plan str"),
+    ({"timeout_s": float("inf")}, ValueError, "timeout_s must be a number of seconds in (0, 2147483], got inf"),
+    ({"timeout_s": float("nan")}, ValueError, "got nan"),
+    ({"timeout_s": 2**40}, ValueError, f"got {2**40}"),
+    ({"timeout_s": 0}, ValueError, "got 0"),
+    ({"timeout_s": "60"}, TypeError, "timeout_s must be a number of seconds, got '60'"),
+], ids=["seed-negative", "seed-2**64", "seed-float", "seed-bool", "faults-str", "faults-none",
+        "faults-item", "timeout-inf", "timeout-nan", "timeout-huge", "timeout-zero", "timeout-str"])
+def test_bad_run_arguments_are_named_with_their_value(kwargs, error, names):
+    with pytest.raises(error) as e:
+        sim.run(2, gather_and_sum, None, torch_distributed=False, **kwargs)
+    assert names in str(e.value)
+
+
+def test_edge_run_arguments_are_taken():
+    result = sim.run(2, gather_and_sum, None, seed=2**64 - 1, faults=("crash:1@9",), timeout_s=2147483,
+                     torch_distributed=False)
+    assert result.ok and result.seed == 2**64 - 1 and result.faults == ["crash:1@9"]
+    assert sim.run(2, gather_and_sum, None, seed=np.uint64(3), torch_distributed=False).seed == 3
 
 
 def two_groups_in_opposite_orders(rank):

@@ -495,8 +495,65 @@ def check_refusals(rank):
     dist.barrier()  # every rank is still in step after the refusals
 
 
+def _refused(what, call, *names):
+    """call() must raise CommUsageError at once, its message naming every one of names."""
+    try:
+        call()
+    except CommUsageError as e:
+        _expect(all(n in str(e) for n in names), f"{what}: refusal names {names}: {e}")
+    else:
+        raise AssertionError(f"{what} was not refused")
+
+
+def check_mixed_dtypes_refused(rank):
+    """An output of another dtype than the input would receive the input's bytes read as
+    its own type; gloo refuses it ("invalid tensor type"). Called on the group itself where
+    torch.distributed's own dtype check would answer first."""
+    pg = dist.group.WORLD
+    i32, f32 = torch.arange(2, dtype=torch.int32), torch.zeros(2 * WORLD)
+    names = ("torch.int32", "torch.float32")
+    _refused("all_gather_into_tensor", lambda: dist.all_gather_into_tensor(f32, i32), *names)
+    _refused("all_gather", lambda: pg.allgather([[torch.zeros(2) for _ in range(WORLD)]], [i32]), *names)
+    _refused("all_to_all_single", lambda: pg.alltoall_base(torch.zeros(4), torch.arange(4, dtype=torch.int32),
+                                                             [], []), *names)
+    ins = [torch.arange(2, dtype=torch.int32) for _ in range(WORLD)]
+    _refused("all_to_all", lambda: pg.alltoall([torch.zeros(2) for _ in range(WORLD)], ins), *names)
+    mixed = [torch.zeros(2, dtype=torch.int32 if j else torch.float32) for j in range(WORLD)]
+    _refused("all_to_all inputs", lambda: pg.alltoall([torch.zeros(2) for _ in range(WORLD)], mixed), *names)
+    dist.barrier()  # every rank is still in step after the refusals
+
+
+def check_sparse_refused(rank):
+    """A sparse tensor has no one buffer of bytes to move: refused on every rank alike."""
+    def sparse():
+        return torch.sparse_coo_tensor(torch.tensor([[rank % 2]]), torch.tensor([1.0]), (2,))
+
+    for what, call in (("all_reduce", lambda: dist.all_reduce(sparse())),
+                       ("broadcast", lambda: dist.broadcast(sparse(), src=0)),
+                       ("all_gather", lambda: dist.all_gather([torch.zeros(2) for _ in range(WORLD)], sparse())),
+                       ("all_gather_into_tensor", lambda: dist.all_gather_into_tensor(torch.zeros(2 * WORLD),
+                                                                                    sparse())),
+                       ("all_to_all_single", lambda: dist.all_to_all_single(torch.zeros(2 * WORLD), sparse()))):
+        _refused(what, call, what, "torch.sparse_coo")
+    _refused("all_reduce csr", lambda: dist.all_reduce(torch.eye(2).to_sparse_csr()), "torch.sparse_csr")
+    dist.barrier()
+
+
+def check_views_of_parameters(rank):
+    """A backend writes a received tensor outside autograd, a view of a parameter too."""
+    lin = torch.nn.Linear(2, 3, bias=False)
+    with torch.no_grad():
+        lin.weight.copy_(torch.arange(6.0).reshape(3, 2) + 10 * rank)
+    dist.broadcast(lin.weight.t(), src=1)
+    _expect(lin.weight.tolist() == (torch.arange(6.0).reshape(3, 2) + 10).tolist(), f"broadcast {lin.weight}")
+    dist.all_reduce(lin.weight[:, 0])  # column 0 summed over the 4 ranks
+    _expect(lin.weight.tolist() == [[40.0, 11.0], [48.0, 13.0], [56.0, 15.0]], f"all_reduce {lin.weight}")
+    _expect(lin.weight.requires_grad and lin.weight.grad_fn is None, "still a leaf that requires grad")
+
+
 BATTERY = [check_backend_names, check_all_reduce, check_broadcast, check_all_gather, check_all_to_all_single,
-           check_all_to_all, check_barrier, check_object_collectives, check_subgroups, check_refusals]
+           check_all_to_all, check_barrier, check_object_collectives, check_subgroups, check_refusals,
+           check_mixed_dtypes_refused, check_sparse_refused, check_views_of_parameters]
 
 
 def run_battery(rank):
@@ -547,6 +604,157 @@ def test_gloo_comm_battery(gloo_results, check):
 @pytest.mark.parametrize("check", [c.__name__ for c in BATTERY])
 def test_simulator_battery(sim_results, check):
     assert [r[check] for r in sim_results] == [None] * WORLD
+
+
+# ---- the same code on real gloo and on hpref.sim.run: the same answers -----------------------
+
+
+def _outcome(call):
+    """call()'s value, or "refused" when it raises (gloo's and hpref's errors differ in type;
+    the battery checks hpref's are CommUsageError naming the bad value)."""
+    try:
+        return call()
+    except Exception:  # noqa: BLE001 - only whether it refused is compared
+        return "refused"
+
+
+def same_code_views_of_parameters(rank):
+    """(Not compared: all_reduce or all_to_all_single into a non-contiguous view, which real
+    gloo (torch 2.13) reads and writes as if it were contiguous — other elements — and
+    all_gather into parameters, which gloo refuses with autograd's in-place error; the
+    battery checks hpref's answers.)"""
+    lin = torch.nn.Linear(2, 3, bias=False)
+    with torch.no_grad():
+        lin.weight.copy_(torch.arange(6.0).reshape(3, 2) + 10 * rank)
+    dist.broadcast(lin.weight.t(), src=1)  # a non-contiguous view of a leaf that requires grad
+    dist.all_reduce(lin.weight)
+    spread = torch.nn.Parameter(torch.zeros(WORLD, 2))  # row i from rank i
+    dist.all_to_all_single(spread, torch.full((WORLD, 2), float(rank)))
+    return lin.weight.tolist(), lin.weight.requires_grad, lin.weight.grad_fn is None, spread.tolist()
+
+
+def same_code_mixed_dtypes(rank):
+    i32 = torch.arange(2, dtype=torch.int32)
+    return [_outcome(lambda: dist.all_gather_into_tensor(torch.zeros(2 * WORLD), i32)),
+            _outcome(lambda: dist.all_gather([torch.zeros(2) for _ in range(WORLD)], i32)),
+            _outcome(lambda: dist.all_to_all_single(torch.zeros(4), torch.arange(4, dtype=torch.int32))),
+            _outcome(lambda: dist.all_to_all([torch.zeros(1) for _ in range(WORLD)],
+                                             [torch.ones(1, dtype=torch.int32) for _ in range(WORLD)]))]
+
+
+def same_code_sparse(rank):
+    """(all_reduce of a sparse tensor: gloo sums it, hpref refuses it — docs/python.md.)"""
+    def sparse():
+        return torch.sparse_coo_tensor(torch.tensor([[rank % 2]]), torch.tensor([1.0]), (2,))
+
+    return [_outcome(lambda: dist.broadcast(sparse(), src=0)),
+            _outcome(lambda: dist.all_gather([torch.zeros(2) for _ in range(WORLD)], sparse())),
+            _outcome(lambda: dist.all_gather_into_tensor(torch.zeros(2 * WORLD), sparse())),
+            _outcome(lambda: dist.barrier())]
+
+
+def same_code_group_names(rank):
+    """What torch's own Python code looks groups up by (device meshes, functional
+    collectives)."""
+    evens = dist.new_group([0, 2])
+    names = [dist.group.WORLD.group_name, dist._get_process_group_name(dist.group.WORLD)]
+    if rank in (0, 2):
+        names += [evens.group_name, dist.distributed_c10d._resolve_process_group(evens.group_name) is evens]
+    return names
+
+
+def same_code_device_mesh(rank):
+    from torch.distributed.device_mesh import init_device_mesh
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    sums = []
+    for dim in ("dp", "tp"):
+        t = torch.full((2,), float(10 ** rank))
+        dist.all_reduce(t, group=mesh.get_group(dim))
+        sums.append((dim, dist.get_process_group_ranks(mesh.get_group(dim)), t.tolist()))
+    return mesh.get_coordinate(), sums
+
+
+def same_code_ddp(rank):
+    torch.manual_seed(0)  # the same initial parameters on every rank
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1e-5)  # one bucket a layer
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    grads = []
+    for step in range(3):
+        opt.zero_grad()
+        x = torch.arange(6.0).reshape(2, 3) * (rank + 1) - step
+        ddp(x).pow(2).sum().backward()
+        grads.append([p.grad.tolist() for p in model.parameters()])
+        opt.step()
+    return grads, [p.tolist() for p in model.parameters()]
+
+
+SAME_CODE = [same_code_views_of_parameters, same_code_mixed_dtypes, same_code_sparse]
+if TORCH2:  # torch 1.13: no device mesh; DDP refused (test_ddp_on_torch1_is_refused)
+    SAME_CODE += [same_code_group_names, same_code_device_mesh, same_code_ddp]
+
+
+def run_same_code(rank):
+    """fn.__name__ -> what fn returned, or the text of what it raised (which differs between
+    gloo and hpref: a failure of that comparison)."""
+    results = {}
+    for fn in SAME_CODE:
+        try:
+            results[fn.__name__] = fn(rank)
+        except Exception as e:  # noqa: BLE001 - reported per function, the others go on
+            results[fn.__name__] = f"raised {type(e).__name__}: {e}"
+    return results
+
+
+def _plain_gloo_worker(rank, store_path, out_dir):
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=WORLD,
+                            timeout=timedelta(seconds=60))
+    try:
+        results = run_same_code(rank)
+    finally:
+        dist.destroy_process_group()
+    torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
+
+
+@pytest.fixture(scope="module")
+def same_code_results(tmp_path_factory):
+    """(real gloo's results, hpref.sim.run's results) of SAME_CODE, one dict per rank."""
+    sim = pytest.importorskip("hpref.sim", reason="hpref.sim (the simulator binding) is not built")
+    tmp = tmp_path_factory.mktemp("plain_gloo")
+    mp.spawn(_plain_gloo_worker, args=(str(tmp / "store"), str(tmp)), nprocs=WORLD, join=True)
+    gloo = [torch.load(str(tmp / f"rank{r}.pt")) for r in range(WORLD)]
+
+    def rank_main(rank):
+        dist.init_process_group("gloo")  # the code as it is on gloo
+        return run_same_code(rank)
+
+    result = sim.run(WORLD, rank_main, seed=5)
+    assert result.ok, [(r.rank, r.status, r.message) for r in result.ranks]
+    return gloo, result.values()
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+@pytest.mark.parametrize("fn", [f.__name__ for f in SAME_CODE])
+def test_the_same_code_answers_as_on_real_gloo(same_code_results, fn):
+    gloo, sim = same_code_results
+    if fn == "same_code_ddp":  # float sums in another order: the last bits differ
+        torch.testing.assert_close([r[fn] for r in sim], [r[fn] for r in gloo], rtol=1e-5, atol=1e-6)
+        return
+    assert [r[fn] for r in sim] == [r[fn] for r in gloo]
+
+
+def _ddp_rank(rank):
+    return torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(2, 2))
+
+
+@pytest.mark.skipif(TORCH2, reason="torch 2.x runs DDP (test_the_same_code_answers_as_on_real_gloo)")
+def test_ddp_on_torch1_is_refused_not_hung():
+    sim = pytest.importorskip("hpref.sim", reason="hpref.sim (the simulator binding) is not built")
+    result = sim.run(2, _ddp_rank, timeout_s=30)
+    assert [(r.status, r.error_type) for r in result.ranks] == [("error", "CommUsageError")] * 2
+    assert all("DistributedDataParallel" in r.message and "torch 2" in r.message for r in result.ranks)
 
 
 # ---- the simulator's detections reach the torch code ----------------------------------------
