@@ -34,6 +34,8 @@ echo "out of memory: answered, the stream goes on"
   printf '{"op":"decode_segment","frame_hex":"","id":123456789012345678901234567890}\n'
   printf '{"op":"decode_segment","frame_hex":"","id":1.50}\n'
   printf '{"op":"decode_segment","frame_hex":"","id":[18446744073709551615,-9223372036854775808,0.1,"\\u00e9"]}\n'
+  printf '{"op":"decode_segment","frame_hex":"","id":-0}\n'
+  printf '{"op":"decode_segment","frame_hex":"","id":1e400}\n'
 } > "$tmp/odd.jsonl"
 "$hpref" frame --batch --keep-going < "$tmp/odd.jsonl" > "$tmp/answers" 2> "$tmp/err"; rc=$?
 [ $rc -eq 0 ] || fail "--keep-going exited $rc"
@@ -42,7 +44,7 @@ import json, sys
 raw = open(sys.argv[1], "rb").read()
 text = raw.decode("utf-8")  # every answer is valid UTF-8
 lines = text.split("\n")[:-1]
-assert len(lines) == 5, lines
+assert len(lines) == 7, lines
 a = [json.loads(l) for l in lines]
 assert a[0]["kind"] == "json_syntax" and "NUL" in a[0]["error"], a[0]
 assert a[1]["kind"] == "json_syntax" and a[1]["ok"] is False, a[1]
@@ -50,8 +52,11 @@ assert a[2]["kind"] == "invalid_request" and "echoed exactly" in a[2]["error"], 
 assert a[3]["kind"] == "invalid_request" and "echoed exactly" in a[3]["error"], a[3]
 assert a[4]["ok"] is True, a[4]
 assert '"id": [18446744073709551615, -9223372036854775808, 0.1, "\u00e9"]' in lines[4], lines[4]
+for i in (5, 6):  # -0 (read as 0) and 1e400 (beyond a double): valid JSON, not echoable
+    assert a[i]["kind"] == "invalid_request" and "echoed exactly" in a[i]["error"], a[i]
+    assert "id" not in a[i], a[i]
 PY
-grep -q '4 of 5 batch lines were refused' "$tmp/err" || fail "stderr: $(cat "$tmp/err")"
+grep -q '6 of 7 batch lines were refused' "$tmp/err" || fail "stderr: $(cat "$tmp/err")"
 echo "NUL, UTF-8, ids: refused or echoed exactly"
 
 # 3. Exit status without --keep-going; none refused -> 0.

@@ -48,12 +48,18 @@ bytes=$(stat -c %s "$tmp/medium.json")
 [ "$bytes" -gt 100000000 ] || fail "the streamed answer has $bytes bytes, expected > 1e8"
 "$python" -c "import json,sys; j=json.load(open(sys.argv[1])); assert len(j['items']) == 100 and len(j['items'][7][1]['list']) == 1000" "$tmp/medium.json" \
   || fail "the streamed answer is not the items"
-# The cap counts the items' text exactly: {"items": ...}\n adds 12 bytes around it.
-items_bytes=$((bytes - 12))
-capped 256 frame decode "$tmp/medium.bin" --max-output-bytes "$((items_bytes - 1))" > /dev/null 2>&1
-[ $? -eq 2 ] || fail "a cap one byte under the items' $items_bytes bytes was not refused"
-capped 256 frame decode "$tmp/medium.bin" --max-output-bytes "$items_bytes" > /dev/null 2>&1
-[ $? -eq 0 ] || fail "a cap equal to the items' $items_bytes bytes was refused"
+# The cap counts the whole output exactly, {"items": ...}\n included, as its help says.
+capped 256 frame decode "$tmp/medium.bin" --max-output-bytes "$((bytes - 1))" > /dev/null 2>&1
+[ $? -eq 2 ] || fail "a cap one byte under the output's $bytes bytes was not refused"
+capped 256 frame decode "$tmp/medium.bin" --max-output-bytes "$bytes" > /dev/null 2>&1
+[ $? -eq 0 ] || fail "a cap equal to the output's $bytes bytes was refused"
+printf '[]' | "$hpref" frame encode --hex > "$tmp/empty.hex"
+for cap in 0 13; do
+  "$hpref" frame decode --hex "$tmp/empty.hex" --max-output-bytes $cap > "$tmp/out" 2> "$tmp/err"
+  [ $? -eq 2 ] && grep -q "more than $cap bytes" "$tmp/err" || fail "cap $cap: $(cat "$tmp/err")"
+done
+"$hpref" frame decode --hex "$tmp/empty.hex" --max-output-bytes 14 > "$tmp/out" || fail "cap 14"
+[ "$(cat "$tmp/out")" = '{"items": []}' ] || fail "cap 14: $(cat "$tmp/out")"
 echo "decode: $bytes bytes streamed under a 256 MiB cap"
 
 # The batch answers: refused with the kind, the next line answered, exit 2.

@@ -134,9 +134,18 @@ sed -i 's/"counts_out":\[0,16,0,0\]/"counts_out":[0,24,0,0]/' "$tmp/route/rank2.
 run 0 "$tmp/route"
 run 1 "$tmp/route" "${R[@]}"
 has "rank 1 sends 24 bytes to rank 2, but the window routes send 2 rows x 8 = 16 bytes"
-run 0 "$tmp/route" "${R[@]}" --group 0
-has "; 0 all_to_all_v records match"
-run 0 "$tmp/route" "${R[@]}" --seq 1
+# A filter that selects no all_to_all_v is refused naming it, never a pass of nothing.
+run 2 "$tmp/route" "${R[@]}" --group 0
+err "--routes window: --group 0 selects no all_to_all_v record (the logs' all_to_all_v records are on groups [1], seqs [0])"
+run 2 "$tmp/route" "${R[@]}" --group 1 --seq 9 --json
+"$python" -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['ok'] is False and j['exit_code'] == 2 and '--group 1 --seq 9 selects no' in j['error']['message'], j" "$tmp/out" \
+  || fail "--routes selecting nothing, --json: $(cat "$tmp/out")"
+clean "$tmp/noa2a"
+sed -i '/all_to_all_v/d' "$tmp/noa2a"/rank*.jsonl
+run 2 "$tmp/noa2a" "${R[@]}"
+err "--routes window: the logs hold no all_to_all_v record to check"
+run 2 "$tmp/route" "${R[@]}" --seq 1
+err "--seq 1 selects no all_to_all_v record"
 run 1 "$tmp/route" "${R[@]}" --group 0 --group 1 --seq 0
 run 2 "$tmp/ok" --routes window --boundaries $W --local-length 4 --window 3
 err "[invalid_argument]"; err "--row-bytes"
@@ -177,6 +186,18 @@ run 2 "$tmp/ok" --max-log-bytes 100; err "more than --max-log-bytes 100"
 clean "$tmp/nul"
 printf '{"rank":0,"group":0,"ranks":[0],"seq":0,\0"kind":"barrier"}\n' > "$tmp/nul/rank0.jsonl"
 run 2 "$tmp/nul"; err "line 1 of rank0.jsonl is not JSON"
+# A malformed last line without its newline (the file closed once: no double free), and
+# --max-records passed there.
+mkdir -p "$tmp/lastline"
+printf 'x' > "$tmp/lastline/rank0.jsonl"
+run 2 "$tmp/lastline"; err "line 1 of rank0.jsonl is not JSON"
+run 2 "$tmp/lastline" --json
+"$python" -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['ok'] is False and j['exit_code'] == 2 and j['error']['kind'] == 'json_syntax' and 'line 1 of rank0.jsonl' in j['error']['message'], j" "$tmp/out" \
+  || fail "--json malformed last line: $(cat "$tmp/out")"
+printf '{"rank":0,"group":0,"ranks":[0],"seq":0,"kind":"barrier"}\n{"rank":0,"group":0,"ranks":[0],"seq":1,"kind":"barrier"}' > "$tmp/lastline/rank0.jsonl"
+run 2 "$tmp/lastline" --max-records 1; err "line 2 of rank0.jsonl is record 2 of the logs, past --max-records 1"
+mkdir -p "$tmp/dirlog/rank0.jsonl"
+run 2 "$tmp/dirlog"; err "cannot read rank0.jsonl"
 mkdir -p "$tmp/empty"
 run 2 "$tmp/empty"; err "holds no rank<R>.jsonl"
 run 2 "$tmp/ok/rank0.jsonl"; err "is not a directory"

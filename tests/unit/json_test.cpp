@@ -192,14 +192,20 @@ BOOST_AUTO_TEST_CASE(ids_echoed_exactly) {
                    std::string::npos,
                id << " -> " << line(id));
   }
+  // Numbers whose text would change, 1e400 (beyond a double) and -0 (read as 0) too: the
+  // JSON is valid, the id cannot be echoed (invalid_request, not json_syntax).
   for (std::string id : {"18446744073709551616", "-9223372036854775809", "1.50", "1e400",
-                         "[1, 2.50]", "{\"x\": 1E5}"}) {
+                         "[1, 2.50]", "{\"x\": 1E5}", "-0", "[\"-0\", 0, -0]", "-1e400"}) {
     Json a = parse_json(line(id));
-    BOOST_TEST(!a["ok"].get<bool>(), id);  // invalid_request (1e400: json_syntax, overflow)
+    BOOST_TEST(!a["ok"].get<bool>(), id);
+    BOOST_TEST(a["kind"].get<std::string>() == "invalid_request", id << " -> " << line(id));
     BOOST_TEST(!a.contains("id"), id);
   }
-  // A float in another field is not an id.
+  // A float in another field is not an id; nor is a -0 or a 1e400 elsewhere.
   BOOST_TEST(parse_json(line("1, \"x\": 1.50"))["ok"].get<bool>());
+  BOOST_TEST(parse_json(line("0, \"x\": -0"))["ok"].get<bool>());
+  BOOST_TEST(line("\"-0\", \"x\": [-0]").find("\"id\": \"-0\"}") != std::string::npos);
+  BOOST_TEST(parse_json(line("1, \"x\": 1e400"))["kind"].get<std::string>() == "json_syntax");
 }
 
 // Issue 10 section 5 "output expansion": the counted size is exactly the written text; a

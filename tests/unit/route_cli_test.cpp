@@ -105,6 +105,20 @@ BOOST_AUTO_TEST_CASE(argument_lists) {
   BOOST_TEST(iv.size() == 2u);
   BOOST_TEST(iv[1].end == 8);
   HPREF_CHECK_ERROR(parse_interval_list("0-4"), Errc::invalid_argument, "start:end");
+  // An empty item is refused in either list, naming the text.
+  HPREF_CHECK_ERROR(parse_int_list("0,6,12,", "--boundaries"), Errc::invalid_argument, "'0,6,12,'");
+  HPREF_CHECK_ERROR(parse_interval_list("0:4,"), Errc::invalid_argument, "'' in '0:4,'");
+  HPREF_CHECK_ERROR(parse_interval_list(",0:4"), Errc::invalid_argument, "'' in ',0:4'");
+  HPREF_CHECK_ERROR(parse_interval_list("0:4,,2:8"), Errc::invalid_argument, "'' in '0:4,,2:8'");
+}
+
+BOOST_AUTO_TEST_CASE(tables_have_no_trailing_spaces) {
+  auto routes = sliding_window_routes(std::vector<std::int64_t>{0, 6, 12}, 4, 3, 3);
+  for (const std::string& table : {route_table(routes[1], 1), send_matrix_table(routes)}) {
+    BOOST_TEST(table.find(" \n") == std::string::npos, table);
+  }
+  BOOST_TEST(route_table(routes[1], 1).find("\n2     2       2               0\n(* = this rank") !=
+             std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(send_matrix_shows_who_sends_what) {

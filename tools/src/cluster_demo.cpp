@@ -438,6 +438,16 @@ int run_on_device(DemoArgs a, std::ostream& out) {
 }
 
 int run_demo(const DemoArgs& a, std::ostream& out) {
+  if (a.timeout_ms < 1) {
+    throw Error(Errc::invalid_argument,
+                "--timeout-ms must be positive, got " + std::to_string(a.timeout_ms));
+  }
+  if (a.backend == "sim" && a.timeout_ms != DemoArgs{}.timeout_ms) {
+    throw Error(Errc::invalid_argument,
+                "--timeout-ms " + std::to_string(a.timeout_ms) +
+                    " is the deadline under mpirun (--backend mpi or nccl); the simulator's is "
+                    "--turn-timeout-ms");
+  }
   if (a.backend == "sim") return run_on_simulator(a, out);
   if (a.backend == "mpi" || a.backend == "nccl") return run_on_device(a, out);
   throw Error(Errc::invalid_argument,
@@ -462,11 +472,11 @@ void add_demo_sim_options(CLI::App& demo, DemoArgs& a) {
   add_turn_timeout_option(demo, a.turn_timeout_ms);
   demo.add_option("--fault", a.faults,
                   "A simulator fault plan, repeatable (see hpref sim run --help); default none");
-  CLI::Option* json = demo.add_flag("--json", a.json,
-                                    "Print one JSON object whatever happens: the summary (steps "
-                                    "completed, checks, checksums), the failure "
-                                    "class and exit code, each rank's error, the fault plan, the "
-                                    "faults that never fired and the replay line");
+  demo.add_flag("--json", a.json,
+                "Print one JSON object whatever happens: the summary (steps "
+                "completed, checks, checksums), the failure "
+                "class and exit code, each rank's error, the fault plan, the "
+                "faults that never fired and the replay line");
   CLI::Option* dump =
       demo.add_option("--dump", a.dump,
                       "Write what hpref's transports produced on every rank, per step, as HPB1 "
@@ -481,10 +491,15 @@ void add_demo_sim_options(CLI::App& demo, DemoArgs& a) {
   dump->type_name("DIR")->check([](const std::string& dir) {
     return dir.empty() ? std::string("the directory name is empty") : std::string();
   });
-  demo.add_flag("--codec", a.codec,
-                "Instead: the codec demonstration (encode, inspect, decode one segment)")
-      ->excludes(json)
-      ->excludes(dump);
+  CLI::Option* codec = demo.add_flag(
+      "--codec", a.codec,
+      "Instead: the codec demonstration (encode, inspect, decode one segment); takes --seed "
+      "only");
+  // Every option of the cluster run is refused beside --codec, never ignored.
+  for (CLI::Option* other : demo.get_options()) {
+    if (other != codec && !other->check_name("--seed") && !other->check_name("--help"))
+      codec->excludes(other);
+  }
 }
 
 }  // namespace hpref::cli

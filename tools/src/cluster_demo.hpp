@@ -36,7 +36,7 @@ struct DemoArgs {
 
 // The demo's simulator options, JSON output, --dump and --codec: --turn-timeout-ms
 // (default the simulator's, shown in --help), --fault, --json, --dump DIR, --codec
-// (excludes --json and --dump).
+// (excludes every option of `demo` but --seed: added last).
 void add_demo_sim_options(CLI::App& demo, DemoArgs& args);
 
 // Returns the exit status, the failure classes of `hpref sim`: 0 every check passed, 1 a

@@ -1,6 +1,7 @@
 // JSON <-> Value for the CLI (ARCHITECTURE.md interchange format).
 #include "hpref/cli/json_value.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -163,16 +164,30 @@ namespace {
 // object, and caps the nesting.
 class Builder final : public nlohmann::json_sax<Json> {
  public:
-  explicit Builder(JsonParseInfo* info) : info_(info) {}
+  // `negative_zeros`: the ordinals, among the numbers of the text, of those written "-0".
+  Builder(JsonParseInfo* info, std::vector<std::size_t> negative_zeros)
+      : info_(info), negative_zeros_(std::move(negative_zeros)) {}
 
   Json take() { return std::move(root_); }
 
   bool null() override { return add(Json(nullptr)) != nullptr; }
   bool boolean(bool v) override { return add(Json(v)) != nullptr; }
-  bool number_integer(number_integer_t v) override { return add(Json(v)) != nullptr; }
-  bool number_unsigned(number_unsigned_t v) override { return add(Json(v)) != nullptr; }
+  bool number_integer(number_integer_t v) override {
+    // SAX reports "-0" as the integer 0, which would be echoed as "0".
+    if (v == 0 && in_id_ && info_ != nullptr &&
+        std::binary_search(negative_zeros_.begin(), negative_zeros_.end(), numbers_)) {
+      info_->id_inexact = true;
+    }
+    ++numbers_;
+    return add(Json(v)) != nullptr;
+  }
+  bool number_unsigned(number_unsigned_t v) override {
+    ++numbers_;
+    return add(Json(v)) != nullptr;
+  }
   bool number_float(number_float_t v, const string_t& text) override {
     if (in_id_ && info_ != nullptr && text != float_repr(v)) info_->id_inexact = true;
+    ++numbers_;
     return add(Json(v)) != nullptr;
   }
   bool string(string_t& v) override { return add(Json(std::move(v))) != nullptr; }
@@ -188,7 +203,17 @@ class Builder final : public nlohmann::json_sax<Json> {
   bool end_object() override { return close(); }
   bool start_array(std::size_t) override { return open(Json::array()); }
   bool end_array() override { return close(); }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+  bool parse_error(std::size_t, const std::string& token,
+                   const nlohmann::detail::exception& e) override {
+    // A number too large for a double (1e400) is valid JSON: in an id, it is an id that
+    // cannot be echoed exactly, as 1.50 is.
+    constexpr int kNumberOverflow = 406;
+    if (e.id == kNumberOverflow && in_id_ && info_ != nullptr) {
+      throw Error(Errc::invalid_request, "the \"id\" holds the number " + token +
+                                             ", which cannot be echoed exactly (use a string, "
+                                             "an integer within 64 bits, or a float in its "
+                                             "shortest form)");
+    }
     throw Error(Errc::json_syntax, std::string("malformed JSON: ") + e.what());
   }
 
@@ -243,10 +268,40 @@ class Builder final : public nlohmann::json_sax<Json> {
   }
 
   JsonParseInfo* info_;
+  std::vector<std::size_t> negative_zeros_;
+  std::size_t numbers_ = 0;  // numbers seen so far
   Json root_;
   std::vector<Frame> frames_;
   bool in_id_ = false;
 };
+
+// The ordinals, among the number tokens of `text` in order, of those written "-0" (none
+// when the text has no "-0"). Strings are skipped; on malformed text the parse fails anyway.
+std::vector<std::size_t> negative_zero_ordinals(std::string_view text) {
+  std::vector<std::size_t> out;
+  if (text.find("-0") == std::string_view::npos) return out;
+  auto in_number = [](char c) {
+    return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E';
+  };
+  std::size_t ordinal = 0;
+  for (std::size_t i = 0; i < text.size();) {
+    if (text[i] == '"') {
+      for (++i; i < text.size() && text[i] != '"'; ++i) {
+        if (text[i] == '\\') ++i;
+      }
+      ++i;
+    } else if (text[i] == '-' || (text[i] >= '0' && text[i] <= '9')) {
+      std::size_t end = i + 1;
+      while (end < text.size() && in_number(text[end])) ++end;
+      if (text.substr(i, end - i) == "-0") out.push_back(ordinal);
+      ++ordinal;
+      i = end;
+    } else {
+      ++i;
+    }
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -256,7 +311,8 @@ Json parse_json(std::string_view text, JsonParseInfo* info) {
   if (auto nul = text.find('\0'); nul != std::string_view::npos) {
     throw Error(Errc::json_syntax, "malformed JSON: a NUL byte at position " + std::to_string(nul));
   }
-  Builder builder(info);
+  Builder builder(info,
+                  info != nullptr ? negative_zero_ordinals(text) : std::vector<std::size_t>{});
   try {
     Json::sax_parse(text.begin(), text.end(), &builder);
   } catch (const Json::exception& e) {

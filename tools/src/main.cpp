@@ -2,12 +2,16 @@
 // Exit codes: 0 success, 1 a check failed, 2 bad usage or bad input, 3-6 simulator failure classes.
 #include <unistd.h>
 #include <CLI/CLI.hpp>
+#include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
-#include <iterator>
 #include <limits>
+#include <memory>
+#include <span>
 
 #include "cluster_demo.hpp"
 #include "hpref/cli/batch.hpp"
@@ -30,22 +34,33 @@ using hpref::cli::integer_of;
 constexpr int kExitCheckFailed = 1;
 constexpr int kExitBadInput = 2;
 
-// After a failed parse: the first word that names no subcommand where one was expected.
-std::string unknown_command(CLI::App& app, int argc, char** argv) {
+// After a failed parse: the first word that names no subcommand where one was expected, or
+// the first option that no command on the way knows (`hpref --bogus`, which CLI11 reports
+// as a missing subcommand); empty when neither.
+std::string unknown_word(CLI::App& app, int argc, char** argv) {
   CLI::App* cur = &app;
   std::string path = "hpref";
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    if (arg == "--") return {};
     auto subs = cur->get_subcommands([](CLI::App*) { return true; });
-    if (subs.empty()) return {};
-    if (!arg.empty() && arg[0] == '-') continue;
+    if (arg.size() > 1 && arg[0] == '-') {
+      std::string name = arg.substr(0, arg.find('='));
+      if (name.size() > 2 && name[1] != '-') name.resize(2);  // -ofile
+      const CLI::Option* opt = cur->get_option_no_throw(name);
+      bool number = std::isdigit(static_cast<unsigned char>(arg[1])) || arg[1] == '.';  // -5
+      if (opt == nullptr && !number) return path + ": unknown option '" + arg + "'";
+      if (opt != nullptr && opt->get_expected_min() > 0 && name.size() == arg.size()) ++i;
+      continue;
+    }
+    if (subs.empty()) continue;  // a positional argument
     CLI::App* next = nullptr;
     for (CLI::App* sub : subs) {
       if (sub->check_name(arg)) next = sub;
     }
     if (next == nullptr) {
       auto positional = cur->get_options([](const CLI::Option* o) { return o->get_positional(); });
-      if (!positional.empty()) return {};
+      if (!positional.empty()) continue;
       std::string known;
       for (CLI::App* sub : subs) known += (known.empty() ? "" : ", ") + sub->get_name();
       return path + ": unknown command '" + arg + "' (commands: " + known + ")";
@@ -56,13 +71,60 @@ std::string unknown_command(CLI::App& app, int argc, char** argv) {
   return {};
 }
 
-std::string read_input(const std::string& path) {
-  if (path == "-") {
-    return std::string(std::istreambuf_iterator<char>(std::cin), {});
+// Whether a failed command line asked for --json from a command that promises JSON
+// whatever happens (`json_commands`): its usage error is then a JSON object too.
+bool json_requested(std::initializer_list<const CLI::App*> json_commands, int argc, char** argv) {
+  bool asked = false;
+  for (int i = 1; i < argc; ++i) asked |= std::string_view(argv[i]) == "--json";
+  if (!asked) return false;
+  for (const CLI::App* command : json_commands) {
+    if (command->parsed()) return true;
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(Errc::io, "cannot open input file '" + path + "'");
-  return std::string(std::istreambuf_iterator<char>(in), {});
+  return false;
+}
+
+// The one line of an error that ended a command: "hpref: error [kind]: message"; returns
+// its exit code (an exception other than hpref::Error is an internal one, exit 1).
+int report_error(const std::exception& e) {
+  const auto* error = dynamic_cast<const Error*>(&e);
+  std::cerr << "hpref: error [" << (error != nullptr ? error->kind() : "internal")
+            << "]: " << e.what() << "\n";
+  return cli::exit_code_for(e);
+}
+
+// Everything `f` holds; Error io naming `name` when it cannot be read (a directory, a
+// closed stdin): never an empty input instead.
+std::string read_all(std::FILE* f, const std::string& name) {
+  std::string text;
+  char buf[1 << 16];
+  for (;;) {
+    std::size_t n = std::fread(buf, 1, sizeof buf, f);
+    text.append(buf, n);
+    if (n < sizeof buf) break;
+  }
+  if (std::ferror(f) != 0)
+    throw Error(Errc::io, "cannot read " + name + ": " + std::strerror(errno));
+  return text;
+}
+
+std::string read_input(const std::string& path) {
+  if (path == "-") return read_all(stdin, "stdin");
+  struct Close {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  std::unique_ptr<std::FILE, Close> f(std::fopen(path.c_str(), "rb"));
+  if (!f) {
+    throw Error(Errc::io, "cannot open input file '" + path + "': " + std::strerror(errno));
+  }
+  return read_all(f.get(), "input file '" + path + "'");
+}
+
+// Every command's stdout ends here (and frame's binary output before it returns): Error
+// io when anything written to stdout was lost (a full disk, /dev/full, a closed pipe).
+void flush_stdout() {
+  std::cout.flush();
+  if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout) != 0)
+    throw Error(Errc::io, "cannot write to stdout");
 }
 
 void write_output(const std::string& path, std::string_view data, bool binary) {
@@ -72,8 +134,7 @@ void write_output(const std::string& path, std::string_view data, bool binary) {
                   "refusing to write binary segment bytes to a terminal; use -o FILE or --hex");
     }
     std::cout.write(data.data(), static_cast<std::streamsize>(data.size()));
-    std::cout.flush();
-    if (!std::cout) throw Error(Errc::io, "cannot write to stdout");
+    flush_stdout();
     return;
   }
   std::ofstream out(path, std::ios::binary);
@@ -96,6 +157,9 @@ std::vector<std::uint8_t> segment_bytes(const std::string& text, bool hex) {
 // stderr), or 0 with --keep-going.
 int run_batch_command(const cli::RequestHandler& handle, bool keep_going) {
   cli::BatchCounts counts = cli::run_batch(std::cin, std::cout, handle);
+  // std::cin reads stdin through stdio: a read error ends its lines like the end of input.
+  if (std::ferror(stdin) != 0)
+    throw Error(Errc::io, std::string("cannot read stdin: ") + std::strerror(errno));
   if (counts.refused == 0) return 0;
   std::cerr << "hpref: " << counts.refused << " of " << counts.answered
             << " batch lines were refused (ok:false)"
@@ -134,8 +198,38 @@ hpref::KeyClass frame_key_class(const FrameArgs& a, hpref::KeyClass base) {
   return base;
 }
 
+// --batch reads its requests from stdin: a subcommand beside it (`frame --batch decode
+// FILE`) is refused, not ignored.
+void check_batch_alone(bool batch, CLI::App& command) {
+  if (!batch) return;
+  for (CLI::App* sub : command.get_subcommands()) {
+    throw Error(Errc::invalid_argument, "hpref " + command.get_name() + " --batch reads " +
+                                            "JSON requests from stdin and takes no subcommand, "
+                                            "got '" +
+                                            sub->get_name() + "'");
+  }
+}
+
+// `frame decode`'s output, {"items": [...]}\n, refused (output_limit) when longer than `cap`.
+void check_decode_output(std::span<const hpref::Item> items, std::uint64_t cap) {
+  constexpr std::uint64_t kFraming = sizeof("{\"items\": }\n") - 1;
+  if (cap >= kFraming) {
+    try {
+      cli::items_json_size(items, cap - kFraming);
+      return;
+    } catch (const Error& e) {
+      if (e.code() != Errc::output_limit) throw;
+    }
+  }
+  throw Error(Errc::output_limit,
+              "the decoded output would be more than " + std::to_string(cap) +
+                  " bytes (memo references and overlapping ranges are written out in full); "
+                  "raise --max-output-bytes to allow it");
+}
+
 int run_frame(CLI::App& frame, CLI::App& encode, CLI::App& decode, CLI::App& inspect,
               const FrameArgs& a) {
+  check_batch_alone(a.batch, frame);
   if (a.batch)
     return run_batch_command(cli::frame_request_handler(a.max_output_bytes), a.keep_going);
   hpref::DecodeOptions dopts;
@@ -159,13 +253,12 @@ int run_frame(CLI::App& frame, CLI::App& encode, CLI::App& decode, CLI::App& ins
   if (decode.parsed()) {
     auto bytes = segment_bytes(read_input(a.input), a.hex);
     auto items = hpref::decode_segment(hpref::SharedBytes::adopt(std::move(bytes)), dopts);
-    cli::items_json_size(items, a.max_output_bytes);  // Error output_limit before writing
+    check_decode_output(items, a.max_output_bytes);  // Error output_limit before writing
     if (a.output == "-") {
       std::cout << "{\"items\": ";
       cli::write_items_json(std::cout, items);
       std::cout << "}\n";
-      std::cout.flush();
-      if (!std::cout) throw Error(Errc::io, "cannot write the decoded items to stdout");
+      flush_stdout();
       return 0;
     }
     std::ofstream out(a.output, std::ios::binary);
@@ -180,8 +273,7 @@ int run_frame(CLI::App& frame, CLI::App& encode, CLI::App& decode, CLI::App& ins
   if (inspect.parsed()) {
     auto bytes = segment_bytes(read_input(a.input), a.hex);
     std::cout << cli::inspect_segment(bytes, dopts, a.max_output_bytes);
-    std::cout.flush();
-    if (!std::cout) throw Error(Errc::io, "cannot write to stdout");
+    flush_stdout();
     return 0;
   }
   std::cerr << frame.help();
@@ -269,6 +361,7 @@ RouteCommands add_route_commands(CLI::App& app, RouteArgs& ra) {
 }
 
 int run_route(const RouteCommands& c, const RouteArgs& ra) {
+  check_batch_alone(ra.batch, *c.route);
   if (ra.batch) return run_batch_command(cli::handle_route_request, ra.keep_going);
   auto boundaries = cli::parse_int_list(ra.boundaries, "--boundaries");
   auto intervals = cli::parse_interval_list(ra.intervals);
@@ -311,9 +404,8 @@ int run_route(const RouteCommands& c, const RouteArgs& ra) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The command line, parsed and run; main() is its guard.
+int run_hpref(int argc, char** argv) {
   CLI::App app{
       "hpref: a verification-focused reference of a distributed data plane and "
       "context-parallel sequence dispatch.\nExit codes: 0 success, 1 a check failed, "
@@ -334,9 +426,9 @@ int main(int argc, char** argv) {
   frame
       ->add_option(
           "--max-output-bytes", fa.max_output_bytes,
-          "decode, inspect and --batch: refuse (exit 2, kind output_limit) an answer whose "
-          "text would be longer; memo references and overlapping ranges are written out "
-          "in full")
+          "decode, inspect and --batch: refuse (exit 2, kind output_limit) output (in a batch "
+          "answer, its decoded items) whose text would be longer; memo references and "
+          "overlapping ranges are written out in full")
       ->check(integer_of(fa.max_output_bytes));
   frame->add_flag("--keep-going", fa.keep_going,
                   "With --batch: exit 0 even when some lines were refused (default: exit 2)");
@@ -436,28 +528,72 @@ int main(int argc, char** argv) {
   cli::VerifyArgs va;
   CLI::App* verify = cli::add_verify_command(app, va);  // verify.cpp
 
+  // verify, demo, sim run and sim explore print JSON whatever happens under --json.
+  auto json_commands = {static_cast<const CLI::App*>(verify), static_cast<const CLI::App*>(demo),
+                        static_cast<const CLI::App*>(sc.run),
+                        static_cast<const CLI::App*>(sc.explore)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (std::string unknown = unknown_command(app, argc, argv); !unknown.empty()) {
+    if (e.get_exit_code() == 0) {  // --help, --version: their text must reach stdout too
+      app.exit(e);
+      try {
+        flush_stdout();
+      } catch (const Error& io) {
+        return report_error(io);
+      }
+      return 0;
+    }
+    std::string unknown = unknown_word(app, argc, argv);
+    if (json_requested(json_commands, argc, argv)) {
+      cli::Json object = cli::Json::object();
+      Error usage(Errc::invalid_argument, unknown.empty() ? std::string(e.what()) : unknown);
+      return cli::json_error(object, usage, std::cout);
+    }
+    if (!unknown.empty()) {
       std::cerr << unknown << "\nRun with --help for more information.\n";
       return kExitBadInput;
     }
-    int code = app.exit(e);
-    return code == 0 ? 0 : kExitBadInput;
+    app.exit(e);
+    return kExitBadInput;
   }
+  // --json commands answer even an unexpected failure with their JSON object.
+  bool json = va.json || da.json || ((sc.run->parsed() || sc.explore->parsed()) && sa.json);
   try {
-    if (frame->parsed()) return run_frame(*frame, *encode, *decode, *inspect, fa);
-    if (rc.route->parsed()) return run_route(rc, ra);
-    if (sc.sim->parsed()) return cli::run_sim(sc, sa);
-    if (verify->parsed()) return cli::run_verify(va, std::cout);
-    if (demo->parsed()) {
-      if (da.codec) return cli::run_codec_demo(da.seed, std::cout) == 0 ? 0 : kExitCheckFailed;
-      return cli::run_cluster_demo(da, std::cout);  // the failure classes of hpref sim
+    int code = kExitBadInput;
+    if (frame->parsed()) {
+      code = run_frame(*frame, *encode, *decode, *inspect, fa);
+    } else if (rc.route->parsed()) {
+      code = run_route(rc, ra);
+    } else if (sc.sim->parsed()) {
+      code = cli::run_sim(sc, sa);
+    } else if (verify->parsed()) {
+      code = cli::run_verify(va, std::cout);
+    } else if (demo->parsed()) {
+      code = da.codec ? (cli::run_codec_demo(da.seed, std::cout) == 0 ? 0 : kExitCheckFailed)
+                      : cli::run_cluster_demo(da, std::cout);  // the failure classes of hpref sim
     }
-  } catch (const Error& e) {
-    std::cerr << "hpref: error [" << e.kind() << "]: " << e.what() << "\n";
-    return cli::exit_code_for(e);
+    flush_stdout();
+    return code;
+  } catch (const std::exception& e) {
+    if (json) {
+      cli::Json object = cli::Json::object();
+      return cli::json_error(object, e, std::cout);
+    }
+    return report_error(e);
   }
-  return kExitBadInput;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Nothing escapes as 'terminate called': what no command caught is reported here.
+  try {
+    return run_hpref(argc, argv);
+  } catch (const std::exception& e) {
+    return report_error(e);
+  } catch (...) {
+    std::cerr << "hpref: error [internal]: an exception of unknown type\n";
+    return kExitCheckFailed;
+  }
 }

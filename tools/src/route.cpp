@@ -52,6 +52,19 @@ std::string pad(const std::string& s, std::size_t width) {
   return s.size() >= width ? s + " " : s + std::string(width - s.size(), ' ');
 }
 
+// The table's text without the padding its last column leaves at the end of each line.
+std::string without_trailing_spaces(const std::string& table) {
+  std::string out;
+  out.reserve(table.size());
+  for (char c : table) {
+    if (c == '\n') {
+      while (!out.empty() && out.back() == ' ') out.pop_back();
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
 }  // namespace
 
 Json route_to_json(const Route& r) {
@@ -109,7 +122,7 @@ std::string route_table(const Route& r, std::int64_t rank) {
   }
   out << "(* = this rank; sends are rows of the local shard, receives arrive in peer order "
          "around the own shard)\n";
-  return out.str();
+  return without_trailing_spaces(out.str());
 }
 
 std::string send_matrix_table(const std::vector<Route>& routes) {
@@ -146,7 +159,7 @@ std::string send_matrix_table(const std::vector<Route>& routes) {
     out << pad(std::to_string(r.global_start) + ":" + std::to_string(r.global_end), width);
   }
   out << "\n";
-  return out.str();
+  return without_trailing_spaces(out.str());
 }
 
 std::vector<std::int64_t> parse_int_list(const std::string& text, const char* what) {
@@ -171,20 +184,21 @@ std::vector<std::int64_t> parse_int_list(const std::string& text, const char* wh
 
 std::vector<Interval> parse_interval_list(const std::string& text) {
   std::vector<Interval> out;
-  std::size_t start = 0;
-  while (start < text.size()) {
+  if (text.empty()) return out;
+  // Every item, an empty one too ("0:4," is refused as "0,6," is by parse_int_list).
+  for (std::size_t start = 0; start <= text.size();) {
     std::size_t end = text.find(',', start);
     if (end == std::string::npos) end = text.size();
     std::string item = text.substr(start, end - start);
     auto colon = item.find(':');
-    if (colon == std::string::npos) {
-      throw Error(Errc::invalid_argument,
-                  "--intervals: '" + item + "' is not start:end (e.g. 0:7,5:10)");
+    std::vector<std::int64_t> s, e;
+    if (colon != std::string::npos) {
+      s = parse_int_list(item.substr(0, colon), "--intervals start");
+      e = parse_int_list(item.substr(colon + 1), "--intervals end");
     }
-    auto s = parse_int_list(item.substr(0, colon), "--intervals start");
-    auto e = parse_int_list(item.substr(colon + 1), "--intervals end");
     if (s.size() != 1 || e.size() != 1) {
-      throw Error(Errc::invalid_argument, "--intervals: '" + item + "' is not start:end");
+      throw Error(Errc::invalid_argument,
+                  "--intervals: '" + item + "' in '" + text + "' is not start:end (e.g. 0:7,5:10)");
     }
     out.push_back({s[0], e[0]});
     start = end + 1;

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -250,26 +251,25 @@ struct Limits {
 };
 
 void read_log(RankLog& log, const std::filesystem::path& path, Limits& limits) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) throw Error(Errc::io, "cannot open " + log.file + ": " + std::strerror(errno));
+  // Closed once, by the holder, on every way out (an error at the last line included).
+  struct Close {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  std::unique_ptr<std::FILE, Close> file(std::fopen(path.c_str(), "rb"));
+  if (!file) throw Error(Errc::io, "cannot open " + log.file + ": " + std::strerror(errno));
+  std::FILE* f = file.get();
   std::string line;
   std::size_t number = 1;
   char buf[1 << 16];
   auto finish = [&](bool last) {
     if (line.empty() && last) return;
     if (++limits.records > limits.max_records) {
-      std::fclose(f);
       throw Error(Errc::invalid_argument, "line " + std::to_string(number) + " of " + log.file +
                                               " is record " + std::to_string(limits.records) +
                                               " of the logs, past --max-records " +
                                               std::to_string(limits.max_records));
     }
-    try {
-      add_line(log, number, line);
-    } catch (...) {
-      std::fclose(f);
-      throw;
-    }
+    add_line(log, number, line);
     line.clear();
     ++number;
   };
@@ -278,7 +278,6 @@ void read_log(RankLog& log, const std::filesystem::path& path, Limits& limits) {
     if (n == 0) break;
     limits.bytes += n;
     if (limits.bytes > limits.max_log_bytes) {
-      std::fclose(f);
       throw Error(Errc::invalid_argument, "the logs hold more than --max-log-bytes " +
                                               std::to_string(limits.max_log_bytes) + " bytes (at " +
                                               log.file + ")");
@@ -289,7 +288,6 @@ void read_log(RankLog& log, const std::filesystem::path& path, Limits& limits) {
         continue;
       }
       if (line.size() >= limits.max_line_bytes) {
-        std::fclose(f);
         throw Error(Errc::json_syntax, "line " + std::to_string(number) + " of " + log.file +
                                            " is longer than --max-line-bytes " +
                                            std::to_string(limits.max_line_bytes));
@@ -297,9 +295,8 @@ void read_log(RankLog& log, const std::filesystem::path& path, Limits& limits) {
       line.push_back(buf[i]);
     }
   }
-  bool failed = std::ferror(f) != 0;
-  std::fclose(f);
-  if (failed) throw Error(Errc::io, "cannot read " + log.file);
+  if (std::ferror(f) != 0)
+    throw Error(Errc::io, "cannot read " + log.file + ": " + std::strerror(errno));
   finish(true);
 }
 
@@ -443,6 +440,33 @@ struct RouteCheck {
   std::optional<Finding> first;
 };
 
+// Why --routes checked no record: the filters, and the groups and seqs the logs'
+// all_to_all_v records have (a check of nothing is refused, never passed).
+std::string nothing_selected(const VerifyArgs& a, const std::vector<RankLog>& logs) {
+  std::set<int> groups;
+  std::set<std::int64_t> seqs;
+  for (const RankLog& log : logs) {
+    for (const Record& rec : log.records) {
+      if (rec.sig.kind != OpKind::all_to_all_v) continue;
+      groups.insert(rec.group);
+      seqs.insert(rec.seq);
+    }
+  }
+  auto list = [](const auto& values) {
+    std::string text;
+    for (auto v : values) text += (text.empty() ? "" : ", ") + std::to_string(v);
+    return text;
+  };
+  std::string filters;
+  for (std::int64_t g : a.groups) filters += " --group " + std::to_string(g);
+  for (std::int64_t q : a.seqs) filters += " --seq " + std::to_string(q);
+  std::string prefix = "--routes " + a.routes + ": ";
+  if (groups.empty()) return prefix + "the logs hold no all_to_all_v record to check";
+  return prefix + filters.substr(1) +
+         " selects no all_to_all_v record (the logs' all_to_all_v records are on groups [" +
+         list(groups) + "], seqs [" + list(seqs) + "])";
+}
+
 // Every logged all_to_all_v (of the selected groups and seqs) against the routes SPEC 7
 // gives a group of its size: rank i sends input_splits[j] rows to j and receives
 // output_splits[j] from j, each row --row-bytes bytes.
@@ -511,6 +535,7 @@ RouteCheck check_routes(const VerifyArgs& a, const std::vector<RankLog>& logs) {
       }
     }
   }
+  if (out.checked == 0) throw Error(Errc::invalid_argument, nothing_selected(a, logs));
   return out;
 }
 
@@ -646,7 +671,8 @@ CLI::App* add_verify_command(CLI::App& app, VerifyArgs& a) {
   v->add_option("--group", a.groups,
                 "With --routes: check only this group's all_to_all_v (repeatable; default every "
                 "group: a log "
-                "whose other all-to-alls move other data, the payload exchange, needs it)")
+                "whose other all-to-alls move other data, the payload exchange, needs it); "
+                "--group and --seq that select no all_to_all_v are refused (exit 2)")
       ->check(integer_of<std::int64_t>());
   v->add_option("--seq", a.seqs,
                 "With --routes: check only this sequence number's all_to_all_v (repeatable; "

@@ -29,7 +29,8 @@ inline constexpr int kMaxJsonDepth = 1024;
 // key keeps its first position and its last value. Linear in the text.
 struct JsonParseInfo {
   // The top-level object's "id" holds a number whose text the writer would not reproduce
-  // (1.50, 1e400, an integer beyond 64 bits).
+  // (1.50, -0, an integer beyond 64 bits). One beyond a double (1e400) is refused by
+  // parse_json itself, Error invalid_request, when an info is given.
   bool id_inexact = false;
 };
 Json parse_json(std::string_view text, JsonParseInfo* info = nullptr);
