@@ -583,8 +583,12 @@ def _gloo_worker(rank, store_path, out_dir):
 
 @pytest.fixture(scope="module")
 def gloo_results(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("gloo")
-    mp.spawn(_gloo_worker, args=(str(tmp / "store"), str(tmp)), nprocs=WORLD, join=True)
+    return _spawned_results(_gloo_worker, tmp_path_factory.mktemp("gloo"))
+
+
+def _spawned_results(worker, tmp):
+    """`worker(rank, store_path, out_dir)` on WORLD spawned processes; each rank's saved results."""
+    mp.spawn(worker, args=(str(tmp / "store"), str(tmp)), nprocs=WORLD, join=True)
     return [torch.load(str(tmp / f"rank{r}.pt")) for r in range(WORLD)]
 
 
@@ -722,9 +726,7 @@ def _plain_gloo_worker(rank, store_path, out_dir):
 def same_code_results(tmp_path_factory):
     """(real gloo's results, hpref.sim.run's results) of SAME_CODE, one dict per rank."""
     sim = pytest.importorskip("hpref.sim", reason="hpref.sim (the simulator binding) is not built")
-    tmp = tmp_path_factory.mktemp("plain_gloo")
-    mp.spawn(_plain_gloo_worker, args=(str(tmp / "store"), str(tmp)), nprocs=WORLD, join=True)
-    gloo = [torch.load(str(tmp / f"rank{r}.pt")) for r in range(WORLD)]
+    gloo = _spawned_results(_plain_gloo_worker, tmp_path_factory.mktemp("plain_gloo"))
 
     def rank_main(rank):
         dist.init_process_group("gloo")  # the code as it is on gloo
