@@ -245,11 +245,20 @@ def test_refusals_name_the_value_and_the_reason():
     import numpy as np
     import torch
 
-    # A plain tensor torch cannot read is an hpref.Error with the path, as a subclass's was
-    # (it escaped as torch's bare RuntimeError).
-    with pytest.raises(hpref.Error, match=r'items\[0\]\.value\["img"\]\[1\]: a torch.Tensor has no '
-                                          r"dense bytes"):
-        hpref.codec.encode([((0, 0), {"img": [1, torch._efficientzerotensor(3)]})])
+    # A plain tensor torch cannot read (a ZeroTensor on torch 2.x; 1.13 reads it as zeros)
+    # is an hpref.Error with the path, as a subclass's was (it escaped as torch's bare
+    # RuntimeError).
+    zero = torch._efficientzerotensor(3)
+    try:
+        readable = zero.numpy() is not None
+    except RuntimeError:
+        readable = False
+    if readable:
+        hpref.codec.encode([((0, 0), {"img": [1, zero]})])
+    else:
+        with pytest.raises(hpref.Error, match=r'items\[0\]\.value\["img"\]\[1\]: a torch.Tensor '
+                                              r"has no dense bytes"):
+            hpref.codec.encode([((0, 0), {"img": [1, zero]})])
     # A numpy scalar is named with its module: "a Python bool" named a type that is accepted.
     with pytest.raises(hpref.Error, match="a Python numpy.bool_? is not a SPEC 1.1 Value"):
         hpref.codec.encode([((0, 0), {"flag": np.bool_(True)})])
