@@ -534,6 +534,31 @@ struct FromPython {
     pending.clear();
   }
 
+  // Calls `fn` on each element of `o`, in its iteration order. Iterating an exact list or
+  // tuple runs no Python code; any other iterable's __iter__ and __next__ may be the user's
+  // (a generator in a list subclass, a Mapping's ItemsView reading __getitem__), run between
+  // two elements, after the first one's tensors were read: so each step is settled first.
+  template <class F>
+  void each(nb::handle o, F&& fn) const {
+    PyObject* p = o.ptr();
+    if (PyList_CheckExact(p) || PyTuple_CheckExact(p)) {
+      for (nb::handle x : o) fn(x);
+      return;
+    }
+    settle();
+    nb::object it = nb::steal(PyObject_GetIter(p));
+    if (!it.is_valid()) throw nb::python_error();
+    for (;;) {
+      settle();
+      nb::object x = nb::steal(PyIter_Next(it.ptr()));
+      if (!x.is_valid()) {
+        if (PyErr_Occurred()) throw nb::python_error();
+        return;
+      }
+      fn(x);
+    }
+  }
+
   // A Value of an in-place tensor, remembered until settled.
   Value in_place(Value v) const {
     if (!v.as_tensor().storage().empty()) pending.push_back(&v.as_tensor());
@@ -586,12 +611,11 @@ struct FromPython {
       std::vector<Value> items;
       items.reserve(static_cast<std::size_t>(PySequence_Fast_GET_SIZE(p)));
       std::size_t i = 0;
-      if (!PyTuple_CheckExact(p) && !PyList_CheckExact(p)) settle();  // its own __iter__
-      for (nb::handle x : o) {
+      each(o, [&](nb::handle x) {
         items.push_back(below([&] { return (*this)(x, depth + 1); },
                               [&] { return "[" + std::to_string(i) + "]"; }));
         ++i;
-      }
+      });
       return PyTuple_Check(p) ? Value::tuple(std::move(items)) : Value::list(std::move(items));
     }
     if (PyDict_CheckExact(p)) {
@@ -632,7 +656,7 @@ struct FromPython {
   Value mapping_items(nb::handle o, int depth) const {
     settle();  // items() is the user's code
     std::vector<Value::Entry> entries;
-    for (nb::handle pair : o.attr("items")()) {
+    each(o.attr("items")(), [&](nb::handle pair) {
       PyObject* kv = pair.ptr();
       if (!(PyTuple_Check(kv) || PyList_Check(kv)) || PySequence_Fast_GET_SIZE(kv) != 2) {
         throw Error(Errc::unencodable_value, "the items() of a Python " + py_type_name(o) +
@@ -642,7 +666,7 @@ struct FromPython {
       nb::object held_key = nb::borrow(PySequence_Fast_GET_ITEM(kv, 0));
       nb::object held_value = nb::borrow(PySequence_Fast_GET_ITEM(kv, 1));
       entries.push_back(entry(held_key, held_value, depth));
-    }
+    });
     return Value::mapping(std::move(entries));
   }
 
@@ -665,9 +689,28 @@ struct KeyFields {
   KeyFields(nb::handle key_type, nb::handle names)
       : type(key_type), fields(interned_names(names)) {}
 
+  // True when reading `key`'s fields runs none of the user's code, so the tensors read in
+  // place need not be copied first: `key` is exactly of the key class (isinstance answers
+  // without a call), whose attribute lookup is object's own, and no field name is a
+  // descriptor with a __get__ of its own (a property) in the class: a field is then read
+  // from the instance's __dict__ or a __slots__ member. A frozen dataclass is such a class.
+  // Asked per key (the type lookups hit CPython's cache): the user's code run for an earlier
+  // item may have changed the class.
+  bool plain(PyObject* key) const {
+    auto* cls = reinterpret_cast<PyTypeObject*>(type.ptr());
+    if (Py_TYPE(key) != cls || cls->tp_getattro != PyObject_GenericGetAttr) return false;
+    for (const nb::object& f : fields) {
+      PyObject* d = _PyType_Lookup(cls, f.ptr());  // borrowed; sets no error
+      if (d != nullptr && Py_TYPE(d)->tp_descr_get != nullptr && Py_TYPE(d) != &PyMemberDescr_Type)
+        return false;
+    }
+    return true;
+  }
+
   std::optional<Value> operator()(nb::handle key, const FromPython& from) const {
     if (type.is_none() || PyTuple_Check(key.ptr())) return std::nullopt;
-    from.settle();  // the class check and the fields' getattr may run the user's code
+    // The class check and the fields' getattr may run the user's code.
+    if (!plain(key.ptr())) from.settle();
     int is = PyObject_IsInstance(key.ptr(), type.ptr());
     if (is < 0) throw nb::python_error();
     if (is == 0) return std::nullopt;
@@ -863,7 +906,7 @@ void bind_codec(nb::module_& m) {
         {
           GcPause pause;  // conversion makes many short-lived objects (torch.Size, ints)
           std::size_t index = 0;
-          for (nb::handle pair : items) {
+          from.each(items, [&](nb::handle pair) {
             if (!PyTuple_Check(pair.ptr()) || PyTuple_GET_SIZE(pair.ptr()) != 2) {
               throw Error(Errc::invalid_argument, "items[" + std::to_string(index) +
                                                       "] must be a (key, value) pair, got " +
@@ -886,7 +929,7 @@ void bind_codec(nb::module_& m) {
             });
             pairs.emplace_back(std::move(k), named("value", [&] { return from(value, 0); }));
             ++index;
-          }
+          });
         }
         EncodeOptions options;
         if (!key_class.is_none()) options.key_class = key_class_from_python(key_class);

@@ -1,6 +1,7 @@
 """hpref.codec.encode: the golden vectors (tests/vectors/golden.jsonl, the bytes SPEC 2's
 writer must produce, also checked by the C++ unit suite golden_vectors) byte for byte, and
 decode(encode(items)) == items for every case the original answered (SPEC 2)."""
+import dataclasses
 import json
 import pathlib
 
@@ -239,6 +240,69 @@ def test_a_tensor_is_encoded_as_it_was_when_reached():
     assert got == hpref.codec.encode([(BumpingKey(0), torch.full((4,), 8.0)),
                                       (BumpingKey(1), torch.full((4,), 9.0))],
                                      key_class=BumpingKey)
+
+
+class FallbackKey:
+    """A key class whose fields come from __getattr__ (not in the instance's __dict__)."""
+
+    __annotations__ = {"sample_id": int, "position": int}
+    bumps = None
+
+    def __init__(self, i):
+        self._i = i
+
+    def __getattr__(self, name):
+        if name != "sample_id":
+            return 0
+        FallbackKey.bumps.add_(1)
+        return self._i
+
+
+@dataclasses.dataclass(frozen=True)
+class Key:
+    sample_id: int
+    position: int
+
+
+def test_user_code_between_items_sees_no_tensor_read_in_place():
+    # Key fields read without the user's code (a frozen dataclass: the instance's __dict__)
+    # leave the tensors in place; a __getattr__ or a key-class subclass may run the user's
+    # code, and so may a list subclass's __iter__ giving the items one by one (it ran between
+    # two items, after the first one's tensor was read, until 2026-12-02).
+    import torch
+
+    t = torch.full((4,), 7.0)
+    want = [torch.full((4,), 8.0), torch.full((4,), 9.0)]
+
+    FallbackKey.bumps = t
+    got = hpref.codec.encode([(FallbackKey(0), t), (FallbackKey(1), t)], key_class=FallbackKey)
+    FallbackKey.bumps = torch.zeros(1)
+    assert got == hpref.codec.encode([(FallbackKey(0), want[0]), (FallbackKey(1), want[1])],
+                                     key_class=FallbackKey)
+
+    class Bumping(Key):
+        def __getattribute__(self, name):
+            if name == "sample_id":
+                t.add_(1)
+            return object.__getattribute__(self, name)
+
+    t.fill_(7.0)
+    got = hpref.codec.encode([(Bumping(0, 0), t), (Bumping(1, 0), t)], key_class=Key)
+    assert got == hpref.codec.encode([(Key(0, 0), want[0]), (Key(1, 0), want[1])], key_class=Key)
+
+    class Stepping(list):
+        def __iter__(self):
+            for pair in super().__iter__():
+                yield pair
+                t.add_(1)
+
+    t.fill_(7.0)
+    got = hpref.codec.encode(Stepping([(Key(0, 0), t), (Key(1, 0), t)]), key_class=Key)
+    want = [torch.full((4,), 7.0), torch.full((4,), 8.0)]  # as each was when reached
+    assert got == hpref.codec.encode([(Key(0, 0), want[0]), (Key(1, 0), want[1])], key_class=Key)
+    t.fill_(7.0)
+    got = hpref.codec.encode([((0, 0), Stepping([t, t]))])
+    assert got == hpref.codec.encode([((0, 0), want)])
 
 
 def test_refusals_name_the_value_and_the_reason():
