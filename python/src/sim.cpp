@@ -9,6 +9,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <csignal>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -158,15 +159,27 @@ nb::dict sim_run(int world_size, nb::object entry, std::uint64_t seed,
       rethrow_python(e);
     }
   };
+  // A SIGINT that ends the run is kept until the after-fork hooks have run: raised in the
+  // run, Python took it as a KeyboardInterrupt inside the first hook, logging's, which printed
+  // it as ignored and left its lock held, and sim.run returned the killed ranks' failures.
+  options.keep_interrupt = true;
+  auto raise_kept_interrupt = [] {
+    if (int sig = sim::take_interrupt()) {
+      raise(sig);  // to the caller's handler, restored (Python's notes it)
+      if (PyErr_CheckSignals() != 0) throw nb::python_error();
+    }
+  };
   sim::RunResult r;
   PyOS_BeforeFork();
   try {
     r = sim::Cluster::run(world_size, options, fn);
   } catch (...) {
     PyOS_AfterFork_Parent();
+    raise_kept_interrupt();
     throw;
   }
   PyOS_AfterFork_Parent();
+  raise_kept_interrupt();
 
   nb::list outcomes;
   const char* status_names[] = {"ok", "error", "died"};

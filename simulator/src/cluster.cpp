@@ -31,14 +31,21 @@ constexpr const char* kPrefix = "hpref-sim-";
 // State the interrupt handler needs (async-signal-safe: plain arrays).
 pid_t g_children[detail::kMaxRanks];
 std::atomic<int> g_child_count{0};
-struct sigaction g_old_int, g_old_term;
+struct sigaction g_old_int, g_old_term, g_old_chld;
+std::atomic<bool> g_keep_interrupt{false};
+std::atomic<int> g_kept_signal{0};
 
 void on_interrupt(int sig) {
   int n = g_child_count.load();
   for (int i = 0; i < n; ++i) kill(g_children[i], SIGKILL);
   sigaction(SIGINT, &g_old_int, nullptr);
   sigaction(SIGTERM, &g_old_term, nullptr);
-  raise(sig);
+  const struct sigaction& old = sig == SIGINT ? g_old_int : g_old_term;
+  if (g_keep_interrupt.load() && old.sa_handler != SIG_DFL) {
+    g_kept_signal.store(sig);  // Options::keep_interrupt: the caller raises it when it can
+  } else {
+    raise(sig);
+  }
 }
 
 // Reaps the ranks however run() ends. The segment's name is removed as soon as it is mapped:
@@ -47,9 +54,21 @@ void on_interrupt(int sig) {
 // last process that maps it.
 class Session {
  public:
-  Session(const std::string& name, std::size_t bytes)
+  Session(const std::string& name, std::size_t bytes, bool keep_interrupt)
       : name_(name), segment_(bip::create_only, name.c_str(), bytes) {
     bip::shared_memory_object::remove(name_.c_str());
+    g_keep_interrupt.store(keep_interrupt);
+    // A caller that ignores SIGCHLD (or sets SA_NOCLDWAIT) has its children reaped by the
+    // kernel: waitpid then finds no rank, and a death would be noticed only at the turn
+    // timeout. The default action (no signal, the zombie kept for waitpid) for the run's
+    // length; the ranks get the caller's back (rank_main).
+    sigaction(SIGCHLD, nullptr, &g_old_chld);
+    if (g_old_chld.sa_handler == SIG_IGN || (g_old_chld.sa_flags & SA_NOCLDWAIT) != 0) {
+      struct sigaction chld {};
+      chld.sa_handler = SIG_DFL;
+      sigemptyset(&chld.sa_mask);
+      sigaction(SIGCHLD, &chld, nullptr);
+    }
     struct sigaction sa {};
     sa.sa_handler = on_interrupt;
     sigemptyset(&sa.sa_mask);
@@ -73,6 +92,7 @@ class Session {
     }
     sigaction(SIGINT, &g_old_int, nullptr);
     sigaction(SIGTERM, &g_old_term, nullptr);
+    sigaction(SIGCHLD, &g_old_chld, nullptr);
   }
   bip::managed_shared_memory& segment() { return segment_; }
   detail::Control* control_ = nullptr;
@@ -88,6 +108,7 @@ class Session {
   if (getppid() != parent) _exit(1);
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
+  sigaction(SIGCHLD, &g_old_chld, nullptr);  // the rank's own children: as the caller had it
   detail::request_short_slice();
   while (sem_wait(&control->slots[rank].go) != 0) {
   }
@@ -203,17 +224,30 @@ std::vector<std::string> leftover_segments(int creator) {
   return out;
 }
 
+int take_interrupt() noexcept { return g_kept_signal.exchange(0); }
+
 RunResult Cluster::run(int ranks, const Options& options, const RankFn& fn) {
   if (ranks < 1 || ranks > detail::kMaxRanks) {
     throw Error(Errc::invalid_argument, "a simulated cluster has 1 to " +
                                             std::to_string(detail::kMaxRanks) + " ranks, got " +
                                             std::to_string(ranks));
   }
-  for (const Fault& f : options.faults) {
+  for (std::size_t i = 0; i < options.faults.size(); ++i) {
+    const Fault& f = options.faults[i];
     if (f.rank < 0 || f.rank >= ranks) {
       throw Error(Errc::invalid_argument, "fault " + f.str() + " names rank " +
                                               std::to_string(f.rank) + " of a " +
                                               std::to_string(ranks) + "-rank cluster");
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      const Fault& g = options.faults[j];
+      if (f.kind == Fault::Kind::crash && g.kind == Fault::Kind::crash && f.rank == g.rank) {
+        // A rank dies once: the later fault could never fire (the last one in the list was
+        // taken, and the other one reported as fired, until 2026-12-02).
+        throw Error(Errc::invalid_argument, "faults " + g.str() + " and " + f.str() +
+                                                " both crash rank " + std::to_string(f.rank) +
+                                                ": a rank dies once");
+      }
     }
   }
   static std::atomic<unsigned> counter{0};
@@ -221,7 +255,7 @@ RunResult Cluster::run(int ranks, const Options& options, const RankFn& fn) {
   bip::shared_memory_object::remove(name.c_str());
   std::fflush(nullptr);  // children must not inherit unflushed output
   detail::CpuPin pin(options.pin_to_one_cpu);
-  Session session(name, options.segment_bytes);
+  Session session(name, options.segment_bytes, options.keep_interrupt);
   auto* control = session.segment().construct<detail::Control>(bip::anonymous_instance)();
   session.control_ = control;
   control->nranks = ranks;

@@ -2,6 +2,7 @@
 #include "faults.hpp"
 
 #include <charconv>
+#include <limits>
 
 namespace hpref::sim {
 namespace {
@@ -35,13 +36,24 @@ Fault Fault::parse(std::string_view spec) {
   } else {
     parse_number("", spec);
   }
-  f.rank = static_cast<int>(parse_number(spec.substr(colon + 1, at - colon - 1), spec));
+  std::uint64_t rank = parse_number(spec.substr(colon + 1, at - colon - 1), spec);
+  if (rank > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
+    throw Error(Errc::invalid_argument,
+                "fault '" + std::string(spec) + "' names rank " + std::to_string(rank) +
+                    ", past any cluster");  // it wrapped to another rank until 2026-12-02
+  }
+  f.rank = static_cast<int>(rank);
   std::string_view rest = spec.substr(at + 1);
   auto second = rest.find(':');
   f.at = parse_number(rest.substr(0, second), spec);
   if (second != std::string_view::npos) {
     if (f.kind != Kind::flip) parse_number("", spec);
-    f.byte = static_cast<std::int64_t>(parse_number(rest.substr(second + 1), spec));
+    std::uint64_t byte = parse_number(rest.substr(second + 1), spec);
+    if (byte > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+      throw Error(Errc::invalid_argument, "fault '" + std::string(spec) + "' names byte " +
+                                              std::to_string(byte) + ", past any payload");
+    }
+    f.byte = static_cast<std::int64_t>(byte);
   }
   if (f.at == 0 && f.kind != Kind::delay) {
     throw Error(Errc::invalid_argument, "fault '" + std::string(spec) + "': K counts from 1");

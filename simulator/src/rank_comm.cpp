@@ -58,7 +58,8 @@ RankComm::RankComm(Control* control, char* base, int rank, int size, std::string
       rank_(rank),
       size_(size),
       world_backend_(std::move(world_backend)),
-      crash_at_(crash_at_call) {}
+      crash_at_(crash_at_call),
+      pid_(getpid()) {}
 
 Group RankComm::world() const {
   std::vector<int> all(static_cast<std::size_t>(size_));
@@ -74,6 +75,13 @@ void RankComm::call() {
 }
 
 void RankComm::point() {
+  if (getpid() != pid_) {
+    // A process the rank forked shares its slot: a call from it would act as the rank.
+    throw CommError(Errc::comm_usage,
+                    "rank " + std::to_string(rank_) + "'s communicator called from process " +
+                        std::to_string(getpid()) +
+                        ", which the rank forked: only the rank's own process may call it");
+  }
   if (++calls_ == crash_at_) {
     std::fflush(nullptr);
 #ifdef HPREF_GCOV_DUMP
@@ -305,6 +313,13 @@ Work RankComm::barrier(const Group& group) {
 }
 
 void RankComm::finish(Finish how, Errc code, const std::string& text) {
+  if (getpid() != pid_) {
+    // A process the rank forked that returned from the rank function (a Python os.fork()
+    // child without os._exit): it is not the rank, whose slot it must not report on (the
+    // monitor would wait for the rank's exit while the rank waits for its turn).
+    std::fflush(nullptr);
+    _exit(how == Finish::ok ? 0 : 1);
+  }
   Slot& s = slot();
   s.req = Req::finish;
   s.stage_bytes = text.size();

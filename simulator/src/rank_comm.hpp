@@ -3,6 +3,8 @@
 // baton, and it never allocates in the segment.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 
 #include "hpref/communicator.hpp"
@@ -54,6 +56,7 @@ class RankComm final : public Communicator {
   std::string world_backend_;
   std::uint64_t crash_at_;
   std::uint64_t calls_ = 0;
+  pid_t pid_;  // the rank's process: a process it forks has a copy of this, not the slot
 };
 
 }  // namespace hpref::sim::detail

@@ -53,7 +53,17 @@ struct Options {
   bool pin_to_one_cpu = true;
   // Test hook: called in the monitor once every rank process exists.
   std::function<void(std::span<const int> pids)> on_started;
+  // A SIGINT or SIGTERM during run() kills the ranks and restores the caller's handlers.
+  // false: the signal is then raised again at once, so the caller's handler (or the default
+  // action) sees it as it would have. true: it is kept for take_interrupt() instead, and run()
+  // returns or throws as the dead ranks make it; for a caller that must do something first
+  // (Python runs its after-fork hooks, which would take the KeyboardInterrupt themselves).
+  // A signal whose action is the default is always raised again at once: the process ends.
+  bool keep_interrupt = false;
 };
+
+// The signal a run() with Options::keep_interrupt kept (see there), 0 if none; cleared.
+int take_interrupt() noexcept;
 
 struct RankOutcome {
   enum class Status { ok, error, died };
