@@ -101,7 +101,15 @@ has "missing operation on group 0 seq 2: rank 0 launched barrier but rank 2 neve
 rm "$tmp/missing/rank3.jsonl"
 run 1 "$tmp/missing"
 has "missing operation on group 0 seq 0: rank 0 launched all_reduce(sum, int64, 8 bytes) but rank 3 never did (it has no log (rank3.jsonl))"
-echo "missing operation: named, exit 1"
+# A mismatch comes before a missing operation, whatever their lines: rank 3 raised at the
+# barrier mismatch, so an operation rank 0 launched with it on another group at an earlier
+# line of rank 0's log (group 5) is its consequence, not the divergence.
+clean "$tmp/knock_on"
+sed -i 's/"kind":"barrier"/"kind":"all_gather","bytes":4/' "$tmp/knock_on/rank3.jsonl"
+sed -i '1i {"rank":0,"group":5,"ranks":[0,3],"seq":0,"kind":"barrier"}' "$tmp/knock_on/rank0.jsonl"
+run 1 "$tmp/knock_on"
+has "collective mismatch on group 0 seq 2: rank 0 launched barrier but rank 3 launched all_gather(4 bytes each)"
+echo "missing operation: named, exit 1; after any mismatch"
 
 # ---- an all_to_all_v pair: the checked mode's words ---------------------------------------
 clean "$tmp/pair"

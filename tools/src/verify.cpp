@@ -578,11 +578,20 @@ int verify(const VerifyArgs& a, std::ostream& out) {
       it->second.seqs = std::max(it->second.seqs, rec.seq + 1);
     }
   }
+  // The first divergence: a disagreement (members, signatures) before a missing operation,
+  // then the earliest line. A rank's log that ends early is most often the consequence of
+  // an error it raised (a mismatch on another group, which every member raises), and line
+  // numbers of different files are no clock: the earliest line alone named the knock-on
+  // "never did" of a rank that had raised at a mismatch elsewhere, not the mismatch.
+  auto before = [](const Finding& a, const Finding& b) {
+    bool a_missing = a.type == "missing", b_missing = b.type == "missing";
+    return a_missing != b_missing ? b_missing : a.order < b.order;
+  };
   std::optional<Finding> first;
   for (const auto& [gid, g] : groups) {
     operations += static_cast<std::size_t>(g.seqs);
     auto found = group_divergence(gid, g, by_rank);
-    if (found && (!first || found->order < first->order)) first = found;
+    if (found && (!first || before(*found, *first))) first = found;
   }
   std::optional<RouteCheck> routes;
   if (!a.routes.empty()) routes = check_routes(a, logs);
