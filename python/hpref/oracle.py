@@ -8,7 +8,10 @@ communication, so a test can compare a distributed run with it bit for bit.
   gradient, then, for each peer in ascending rank, the rows that peer received from it
   added at their send offset: the original's summation order, so float32, float16 and
   bfloat16 results are bitwise those of its dispatch backward (float16 and bfloat16
-  rounded after each add, as PyTorch does on CPU; ints wrap).
+  rounded after each add, as PyTorch does on CPU; ints wrap), except the bits of a NaN:
+  where torch's sum is a NaN the oracle's is one too, but its sign and payload may differ
+  (torch's vectorised bfloat16 add gives 0xffff, the oracle 0x7fc0; torch keeps a float16
+  payload the oracle quiets), since they depend on torch's version and code path.
 
 Tensors are torch tensors or numpy arrays of any dtype the original moves (float64,
 float32, float16, bfloat16, complex, int and uint types, bool); results are independent
@@ -24,6 +27,7 @@ rank), as :func:`hpref.routes.plan_all` gives them.
 """
 from __future__ import annotations
 
+import operator
 import sys
 from typing import Any, List, Optional, Sequence
 
@@ -63,9 +67,17 @@ def _array(x: Any, what: str):
 
 
 def _axis(dim: int, ndim: int, what: str) -> int:
-    """dim counted from the front, as the original's dispatch reads sequence_dim."""
-    if isinstance(dim, bool) or not isinstance(dim, int):
+    """dim counted from the front, as the original's dispatch reads sequence_dim: an int or
+    a numpy or torch integer (``operator.index``, as torch's movedim takes it), not a bool."""
+    index = None
+    if not (isinstance(dim, bool) or str(getattr(dim, "dtype", "")) in ("bool", "torch.bool")):
+        try:
+            index = operator.index(dim)
+        except TypeError:
+            pass
+    if index is None:
         raise TypeError(f"dim must be an int, got {dim!r}")
+    dim = index
     if not -ndim <= dim < ndim:
         raise _from_core("oracle_mismatch", f"dim {dim} is outside the {ndim} dimensions of {what}")
     return dim % ndim
@@ -101,7 +113,10 @@ def dispatch_forward(bank: Any, routes: Sequence[Any], dim: int = 0, *,
     ``tensors``: "torch" (default when torch is importable) or "numpy". Raises
     :class:`hpref.Error` ``oracle_mismatch`` for a ``dim`` outside the bank's dims, an
     interval outside the bank, or routes that are not one rank each of one plan (SPEC 7.1's
-    shape, owner shards following each other from row 0)."""
+    shape, owner shards following each other from row 0, one ``needs_exchange``, and every
+    pair agreeing: ``routes[r].output_splits[q] == routes[q].input_splits[r]`` == the rows
+    where ``q``'s shard meets ``r``'s interval, sent from the offset where they start), the
+    message naming the pair and the values."""
     kind = _output_kind(tensors)
     bank = _array(bank, "bank")
     axis = _axis(dim, bank.ndim, "the bank")
@@ -115,7 +130,8 @@ def dispatch_backward(output_grads: Sequence[Any], routes: Sequence[Any], dim: i
     (``output_grads[r]`` shaped like rank ``r``'s dispatch output, sequence along ``dim``):
     its own rows of its output gradient, then each peer's received rows added at their send
     offset, peers in ascending rank, the order of the original's backward, so results
-    compare bitwise (``torch.equal`` on the bits) with it.
+    compare bitwise (``torch.equal`` on the bits) with it, but for the bits of a NaN (a NaN
+    stays a NaN; its sign and payload are not torch's, which vary with its version).
 
     ``tensors`` as in :func:`dispatch_forward`. Raises :class:`hpref.Error`
     ``oracle_mismatch`` for gradients whose rows, row shape or dtype do not fit the routes,

@@ -19,8 +19,10 @@ Refusals raise :class:`hpref.Error` with one kind per check: ``topology_*``, ``g
 """
 from __future__ import annotations
 
+import operator
+import sys
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _core
 from ._tensors import to_raw
@@ -36,6 +38,63 @@ BATCH_FAILED, END_OF_DATA, BATCH = -1, 0, 1
 
 def _ints(values: Iterable[Any]) -> Tuple[int, ...]:
     return tuple(int(v) for v in values)
+
+
+def _is_bool(value: Any) -> bool:
+    """A Python, numpy or torch bool (numpy and torch read theirs as the ints 0 and 1)."""
+    return isinstance(value, bool) or str(getattr(value, "dtype", "")) in ("bool", "torch.bool")
+
+
+def _int_arg(what: str, value: Any, kind: str, bits: int) -> int:
+    """``value`` as an int of the C++ type it becomes (int64 or int32): an int, or a numpy or
+    torch integer (``operator.index``); not a bool, a float or a str. Else the error ``kind``
+    naming ``what`` and the value (nanobind's int casters truncated 5.9 and tensor(5.5) to
+    5, read '5' as 5, and refused the rest naming no value)."""
+    n = None
+    if not _is_bool(value):  # before operator.index, which numpy 1.x warns about for them
+        try:
+            n = operator.index(value)
+        except TypeError:
+            pass
+    if n is None or not -(1 << (bits - 1)) <= n < 1 << (bits - 1):
+        raise _from_core(kind, f"{what} must be an int{bits}, got {value!r}")
+    return n
+
+
+def _int_args(what: str, values: Any, kind: str, bits: int) -> List[int]:
+    """Each of ``values`` as by :func:`_int_arg`, named ``what[i]``."""
+    try:
+        items = list(values)
+    except TypeError:
+        raise _from_core(kind, f"{what} must be a sequence of ints, got {values!r}") from None
+    return [_int_arg(f"{what}[{i}]", v, kind, bits) for i, v in enumerate(items)]
+
+
+def _name_args(what: str, values: Any, kind: str) -> List[str]:
+    """``values`` as a list of names: strs that UTF-8 can write (no lone surrogate), not one
+    str read letter by letter; else the error ``kind`` naming ``what`` and the value."""
+    if isinstance(values, str):
+        raise _from_core(kind, f"{what} must be a sequence of names, got the str {values!r}")
+    try:
+        items = list(values)
+    except TypeError:
+        raise _from_core(kind, f"{what} must be a sequence of names, got {values!r}") from None
+    for i, name in enumerate(items):
+        if not isinstance(name, str) or not _is_utf8(name):
+            raise _from_core(kind, f"{what}[{i}] must be a str of valid UTF-8, got {name!r}")
+    return items
+
+
+def _topology_args(mesh_shape: Any, mesh_dim_names: Any, rank_list: Any, global_rank: Any,
+                   dp_dim_names: Any) -> tuple:
+    """SPEC 3.1's inputs checked for type, each refusal the kind of its argument: mesh
+    sizes int64, ranks int32 (the C++ types), names strs."""
+    return (_int_args("mesh_shape", mesh_shape, "topology_shape", 64),
+            _name_args("mesh_dim_names", mesh_dim_names, "topology_names"),
+            _int_args("rank_list", rank_list, "topology_rank_list", 32),
+            _int_arg("global_rank", global_rank, "topology_global_rank", 32),
+            None if dp_dim_names is None else
+            _name_args("dp_dim_names", dp_dim_names, "topology_dp_names"))
 
 
 @dataclass(frozen=True)
@@ -67,9 +126,11 @@ def topology(mesh_shape: Sequence[int], mesh_dim_names: Sequence[str], rank_list
     ``dp_dim_names`` (default: whichever of ``dp_replicate``, ``dp_shard``, ``dp`` are mesh
     dims, in mesh order) are the data-parallel dims. Errors ``topology_shape``,
     ``topology_names``, ``topology_rank_list``, ``topology_global_rank``,
-    ``topology_dp_names``, checked in that order."""
-    d = _core.topology(list(mesh_shape), list(mesh_dim_names), list(rank_list), global_rank,
-                       None if dp_dim_names is None else list(dp_dim_names))
+    ``topology_dp_names``, checked in that order; each also for a value of the wrong type,
+    naming it (sizes and ranks are ints or numpy/torch integers, not bools or floats; names
+    are strs without lone surrogates)."""
+    d = _core.topology(*_topology_args(mesh_shape, mesh_dim_names, rank_list, global_rank,
+                                       dp_dim_names))
     return Topology(
         mesh_shape=_ints(d["mesh_shape"]), mesh_dim_names=tuple(d["mesh_dim_names"]),
         rank_list=_ints(d["rank_list"]), global_rank=d["global_rank"],
@@ -110,8 +171,63 @@ class GroupPlan:
     model_parallel_tensor: Optional[int]
 
 
-def _device(device: Any) -> Optional[str]:
-    return None if device is None else str(device)
+def _torch():
+    if "torch" in sys.modules:
+        return sys.modules["torch"]
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def _device(what: str, device: Any) -> Tuple[Optional[str], Optional[Error]]:
+    """(the device as the C++ planner reads it, or None; the refusal, or None). The original
+    reads its devices with ``torch.device``, so torch decides what is one ("cpu:0", "xpu",
+    "meta", a ``torch.device``, and, on torch 1.13, an int index), refusing with its own
+    message; without torch, a str goes to the C++ parser, which knows torch's types."""
+    if device is None:
+        return None, None
+    torch = _torch()
+    if torch is None:
+        if isinstance(device, str) and _is_utf8(device):
+            return device, None
+        return None, _from_core("group_device", f"{what} {device!r} is not a device string "
+                                "(torch is not importable to read anything else)")
+    try:
+        d = torch.device(device)
+    except (RuntimeError, TypeError, ValueError) as e:
+        why = (str(e).splitlines() or [type(e).__name__])[0]
+        return None, _from_core("group_device", f"{what} {device!r} is not a device: "
+                                f"torch.device refused it ({why})")
+    # torch's DeviceIndex is int8: "cuda:128" reads as index -128; only the type matters here.
+    return (d.type if d.index is None or d.index < 0 else f"{d.type}:{d.index}"), None
+
+
+# Where each kind's check sits in SPEC 3.2's order (the topology's kinds come first).
+_GROUP_STEP = {"group_planner": 1, "group_not_distributed": 2, "group_mesh_world": 3,
+               "group_rank": 3, "group_cpu_backend": 4, "group_payload_backend": 4.1,
+               "group_device": 5, "group_payload_device": 5.1}
+
+
+def _plan_deferring(call: Any, deferred: List[Tuple[float, Error]]) -> dict:
+    """``call()``'s plan, where ``deferred`` holds refusals of arguments the call was given a
+    valid stand-in for, each at its step of SPEC 3.2's order: the original checks them only
+    there (a device when torch.device reads it, cpu_backend after the rank checks) and not
+    at all without torch.distributed. So a check before the first of them still raises its
+    own error, and a plan that is not distributed needs none of them."""
+    if not deferred:
+        return call()
+    step, refusal = min(deferred, key=lambda d: d[0])
+    try:
+        d = call()
+    except Error as e:
+        if _GROUP_STEP.get(e.kind, 0) < step:
+            raise
+        raise refusal from None
+    if not d["distributed"]:
+        return d
+    raise refusal
 
 
 def group_plan(topology: Topology, reader_ranks: Iterable[int], planner_rank: int, *,
@@ -124,21 +240,63 @@ def group_plan(topology: Topology, reader_ranks: Iterable[int], planner_rank: in
     :func:`topology`, or any object with its input fields), the ranks that read the dataset
     and the planner: a pure function, the same creations on every rank.
 
-    The keyword arguments are the loader's options (devices as "cpu", "cuda[:N]",
-    "npu[:N]" or ``torch.device``); ``distributed``, ``world_size`` (default: the mesh's
+    The keyword arguments are the loader's options (devices as ``torch.device`` reads
+    them: "cpu", "cpu:0", "cuda:1", "xpu", "meta", "npu:0" with torch_npu, or a
+    ``torch.device``); ``distributed``, ``world_size`` (default: the mesh's
     rank count), ``rank`` (default: the topology's ``global_rank``) and ``world_backend``
     (default: ``cpu_backend``) stand for torch.distributed's state. Errors, in the SPEC's
     order: ``group_planner``, ``group_not_distributed``, ``group_mesh_world``,
     ``group_rank``, ``group_cpu_backend``, ``group_payload_backend``, ``group_device``,
-    ``group_payload_device`` (and the ``topology_*`` kinds)."""
+    ``group_payload_device`` (and the ``topology_*`` kinds).
+
+    Every argument is checked for its type, the refusal naming it and the value: ranks
+    ``group_planner`` (``reader_ranks``, ``planner_rank``: ints or numpy/torch integers,
+    not bools or floats), ``world_size`` ``group_mesh_world``, ``rank`` ``group_rank``,
+    ``distributed`` (a bool) ``group_not_distributed``, ``world_backend`` (a str)
+    ``group_payload_backend``. As in the original, ``cpu_backend`` (a str),
+    ``payload_backend`` (a str or None), ``enable_payload_exchange`` (a bool: the original's
+    "must be boolean", ``group_payload_backend``) and the devices (``torch.device`` refuses
+    them: ``group_device``) are refused at their step of the order above, and not at all
+    when ``distributed`` is false."""
     t = topology
-    d = _core.group_plan(
-        list(t.mesh_shape), list(t.mesh_dim_names), list(t.rank_list), t.global_rank,
-        list(t.dp_dim_names), list(reader_ranks), planner_rank, cpu_backend, payload_backend,
-        _device(communication_device), enable_payload_exchange, _device(model_device), distributed,
-        len(t.rank_list) if world_size is None else world_size,
-        t.global_rank if rank is None else rank,
-        cpu_backend if world_backend is None else world_backend)
+    topo = _topology_args(t.mesh_shape, t.mesh_dim_names, t.rank_list, t.global_rank,
+                          t.dp_dim_names)
+    readers = _int_args("reader_ranks", reader_ranks, "group_planner", 32)
+    planner = _int_arg("planner_rank", planner_rank, "group_planner", 32)
+    if not isinstance(distributed, bool):
+        raise _from_core("group_not_distributed", f"distributed must be a bool, got {distributed!r}")
+    world = len(topo[2]) if world_size is None else \
+        _int_arg("world_size", world_size, "group_mesh_world", 32)
+    me = topo[3] if rank is None else _int_arg("rank", rank, "group_rank", 32)
+    if world_backend is not None and not (isinstance(world_backend, str) and _is_utf8(world_backend)):
+        raise _from_core("group_payload_backend",
+                         f"world_backend must be a str of valid UTF-8, got {world_backend!r}")
+    deferred: List[Tuple[float, Error]] = []
+    cpu = cpu_backend
+    if not (isinstance(cpu_backend, str) and _is_utf8(cpu_backend)):
+        cpu = "gloo"
+        deferred.append((4, _from_core("group_cpu_backend", "cpu_backend must be a non-empty "
+                                       f"backend name (a str of valid UTF-8), got {cpu_backend!r}")))
+    payload = payload_backend
+    if payload_backend is not None and not (isinstance(payload_backend, str)
+                                            and _is_utf8(payload_backend)):
+        payload = None
+        deferred.append((4.1, _from_core("group_payload_backend", "payload_backend must be a "
+                                         f"non-empty backend name or None, got {payload_backend!r}")))
+    exchange = enable_payload_exchange
+    if not isinstance(enable_payload_exchange, bool):
+        exchange = False
+        deferred.append((4.2, _from_core("group_payload_backend", "enable_payload_exchange "
+                                         f"must be a bool, got {enable_payload_exchange!r}")))
+    comm, refusal = _device("communication_device", communication_device)
+    if refusal is not None:
+        deferred.append((5, refusal))
+    model, refusal = _device("model_device", model_device)
+    if refusal is not None:
+        deferred.append((5.2, refusal))
+    d = _plan_deferring(lambda: _core.group_plan(
+        *topo, readers, planner, cpu, payload, comm, exchange, model, distributed, world, me,
+        cpu if world_backend is None else world_backend), deferred)
     return GroupPlan(
         data_plane_ranks=_ints(d["data_plane_ranks"]), planner_rank=d["planner_rank"],
         distributed=d["distributed"], payload_backend=d["payload_backend"],
@@ -193,6 +351,10 @@ def _field_tuples(layout: Union[BatchLayout, Sequence[Any]]):
         if isinstance(f.dims, str):
             raise _from_core("batch_spec", f"batch field {f.name!r} has dims given as the str "
                              f"{f.dims!r}: give a tuple of ints and symbol names")
+        for i, d in enumerate(f.dims):
+            if isinstance(d, str) and not _is_utf8(d):
+                raise _from_core("batch_spec", f"batch field {f.name!r} dim {i}: the symbol "
+                                 f"{d!r} is not valid UTF-8 (a lone surrogate)")
         dims = [d if isinstance(d, str) else
                 _checked_int(f"batch field {f.name!r} dim {i}", d, "batch_spec", -1 << 63, 1 << 63)
                 for i, d in enumerate(f.dims)]
@@ -213,7 +375,10 @@ def batch_layout(fields: Iterable[Any]) -> BatchLayout:
     ``unsupported_dtype`` for an unknown dtype."""
     specs = _field_tuples(list(fields))
     d = _core.batch_layout(specs)
-    return BatchLayout(fields=tuple(Field(n, t[len("torch."):], p, tuple(dims)) for n, t, p, dims in specs),
+    # Each dtype by its canonical name, as the canonical text writes it (SPEC 1.3: "half"
+    # is float16).
+    return BatchLayout(fields=tuple(Field(n, dtype, p, tuple(dims))
+                                    for (n, _, p, dims), dtype in zip(specs, d["dtypes"])),
                        symbols=tuple(d["symbols"]), canonical_text=d["canonical_text"],
                        fingerprint=d["fingerprint"])
 
@@ -237,10 +402,14 @@ def batch_header(layout: Union[BatchLayout, Sequence[Any]], batch: Optional[Mapp
         return tuple(_core.batch_header(specs, None, status))
     if status not in (None, BATCH):
         raise ValueError(f"a header of a batch has status 1, got status={status!r}")
+    items = getattr(batch, "items", None)
+    if not callable(items):
+        raise _from_core("batch_spec", "batch must be a mapping of field name -> tensor, got a "
+                         f"{type(batch).__name__}")
     entries = []
     declared = {spec[0] for spec in specs}
     unknown = []  # names not declared, in the batch's order: checked last, the first named
-    for name, value in batch.items():
+    for name, value in items():
         if not isinstance(name, str) or name not in declared:
             unknown.append(name)
         if not isinstance(name, str) or not _is_utf8(name):

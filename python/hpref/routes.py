@@ -112,8 +112,10 @@ def compressed_owner_offsets(boundaries: Sequence[int], ratio: int,
                              local_length: int) -> Tuple[int, ...]:
     """SPEC 7.3: entry ``p``, for ``p = 0..boundaries[-1] // local_length``, counts the
     blocks whose last raw token is before ``p * local_length`` (a block belongs to the rank
-    holding its last token). Errors as :func:`compressed_document_offsets`, and
-    ``route_arguments`` for a ``local_length`` that is not positive."""
+    holding its last token). Errors as :func:`compressed_document_offsets`,
+    ``route_arguments`` for a ``local_length`` that is not positive, and ``route_too_large``
+    for more than :data:`MAX_ROUTE_PEERS` ranks (``boundaries[-1] // local_length``), the
+    window and prefix routes' cap, before anything is allocated."""
     return _core.compressed_owner_offsets(boundaries, ratio, local_length)
 
 

@@ -147,6 +147,13 @@ void bind_planning(nb::module_& m) {
         ModelBatchLayout layout = make_layout(fields);
         nb::dict d;
         d["symbols"] = layout.symbols();
+        // Each field's dtype by its canonical name ("half" -> "float16", SPEC 1.3).
+        nb::list dtypes;
+        for (const FieldSpec& f : layout.fields()) {
+          std::string_view name = dtype_name(f.dtype);
+          dtypes.append(nb::str(name.data(), name.size()));
+        }
+        d["dtypes"] = dtypes;
         d["canonical_text"] = layout.canonical_text();
         d["fingerprint"] = layout.fingerprint();
         return d;

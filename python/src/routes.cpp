@@ -7,6 +7,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <optional>
@@ -261,7 +262,9 @@ void bind_route_class(nb::module_& m) {
   cls.def(
       "owner_ranges",
       [](PyRoute& r) {
-        std::size_t n = r.route.send_offsets.size();
+        // A Route takes tables of any lengths, as the original's dataclass does; like its
+        // zip, the pairs stop at the shorter table.
+        std::size_t n = std::min(r.route.send_offsets.size(), r.route.input_splits.size());
         nb::object t = nb::steal(PyTuple_New(static_cast<Py_ssize_t>(n)));
         if (!t.is_valid()) throw nb::python_error();
         nb::tuple offsets = nb::borrow<nb::tuple>(cached_table(r, 0));
@@ -272,7 +275,8 @@ void bind_route_class(nb::module_& m) {
         }
         return t;
       },
-      "(send_offsets[p], input_splits[p]) per peer p, self included (count 0).");
+      "(send_offsets[p], input_splits[p]) per peer p, self included (count 0); as the "
+      "original's zip, as many pairs as the shorter of the two tables.");
   cls.def("__eq__", &route_eq, nb::arg("other").none());
   cls.def(
       "__ne__",
@@ -284,6 +288,7 @@ void bind_route_class(nb::module_& m) {
       nb::arg("other").none());
   cls.def("__hash__", [](PyRoute& r) {
     nb::object t = nb::steal(PyTuple_New(kFields.size()));
+    if (!t.is_valid()) throw nb::python_error();
     for (std::size_t i = 0; i < kFields.size(); ++i) {
       PyTuple_SET_ITEM(t.ptr(), static_cast<Py_ssize_t>(i), field(r, i).release().ptr());
     }

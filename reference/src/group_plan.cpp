@@ -2,8 +2,11 @@
 #include "hpref/group_plan.hpp"
 
 #include <algorithm>
+#include <array>
+#include <climits>
 #include <ostream>
 #include <set>
+#include <string_view>
 
 #include "hpref/communicator.hpp"
 #include "hpref/error.hpp"
@@ -17,20 +20,44 @@ std::string lower(std::string s) {
   return s;
 }
 
-// The type of a device string ("cuda:1" -> "cuda"); absent stays absent.
+// The device types torch.device accepts: the union of torch 1.13's and 2.x's lists, and
+// npu, which torch_npu registers. The original parses its devices with torch.device, so a
+// string is refused here only where torch.device refuses it (group_device stands for that
+// RuntimeError); which accelerator a type is matters only for cpu, cuda and npu.
+constexpr std::array<std::string_view, 22> kDeviceTypes = {
+    "cpu", "cuda", "ipu",  "xpu",  "mkldnn",        "opengl", "opencl", "ideep",
+    "hip", "ve",   "fpga", "maia", "ort",           "xla",    "lazy",   "vulkan",
+    "mps", "meta", "hpu",  "mtia", "privateuseone", "npu"};
+
+bool ascii_alpha(unsigned char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+bool ascii_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+
+// The type of a device string ("cuda:1" -> "cuda", "cpu:0" -> "cpu"); absent stays absent.
+// torch.device's grammar: a type of letters and '_', then optionally ':' and an index of
+// digits without a leading zero that std::stoi reads (at most INT32_MAX).
 std::optional<std::string> device_type(const std::optional<std::string>& device, const char* what) {
   if (!device) return std::nullopt;
   const std::string& d = *device;
+  auto refuse = [&](const std::string& why) {
+    throw Error(Errc::group_device, std::string(what) + " '" + d + "' is not a device: " + why);
+  };
   auto colon = d.find(':');
   std::string type = d.substr(0, colon);
-  bool index_ok = colon == std::string::npos ||
-                  (colon + 1 < d.size() &&
-                   std::all_of(d.begin() + static_cast<std::ptrdiff_t>(colon + 1), d.end(),
-                               [](unsigned char c) { return std::isdigit(c); }));
-  if ((type != "cpu" && type != "cuda" && type != "npu") || !index_ok ||
-      (type == "cpu" && colon != std::string::npos)) {
-    throw Error(Errc::group_device,
-                std::string(what) + " '" + d + "' is not a device (cpu, cuda[:N] or npu[:N])");
+  bool grammar = !type.empty() && std::all_of(type.begin(), type.end(), [](unsigned char c) {
+    return ascii_alpha(c) || c == '_';
+  });
+  if (grammar && colon != std::string::npos) {
+    std::string index = d.substr(colon + 1);
+    grammar = !index.empty() && std::all_of(index.begin(), index.end(), ascii_digit) &&
+              (index == "0" || index[0] != '0');
+    if (grammar && (index.size() > 10 || std::stoll(index) > INT32_MAX))
+      refuse("its index " + index + " is beyond int32");
+  }
+  if (!grammar) refuse("torch.device reads type[:index] (letters and '_', then digits)");
+  if (std::find(kDeviceTypes.begin(), kDeviceTypes.end(), type) == kDeviceTypes.end()) {
+    std::string known;
+    for (std::string_view t : kDeviceTypes) known += (known.empty() ? "" : ", ") + std::string(t);
+    refuse("the type '" + type + "' is none of torch's (" + known + ")");
   }
   return type;
 }

@@ -413,6 +413,15 @@ std::vector<std::int64_t> compressed_owner_offsets(std::span<const std::int64_t>
   }
   auto keys = compressed_document_offsets(boundaries, ratio);
   std::int64_t size = boundaries.back() / local_length;
+  // One entry per rank: capped as the window and prefix planners cap `size`, before
+  // size + 1 (which overflows at size = INT64_MAX) and the allocation of that many entries.
+  if (size > kMaxRoutePeers) {
+    fail(Errc::route_too_large, "boundaries end at " + std::to_string(boundaries.back()) + ", " +
+                                    std::to_string(size) + " shards of local_length " +
+                                    std::to_string(local_length) + ", beyond the " +
+                                    std::to_string(kMaxRoutePeers) +
+                                    " ranks whose owner offsets compressed_owner_offsets builds");
+  }
   auto doc = boundary_index_at_shards(boundaries, local_length, size + 1);
   return owners_at_shards(boundaries, keys, doc, ratio, local_length);
 }

@@ -115,10 +115,21 @@ std::int64_t DataTopology::dp_index(const std::vector<std::int64_t>& coordinate)
   return d;
 }
 
+// Each name as <bytes>:<name>, as ModelBatchLayout's canonical text writes them: a name
+// may hold ',' or '\n', and joined bare ("a,b" + "c" and "a" + "b,c") two meshes shared
+// one text and one fingerprint.
 std::string DataTopology::canonical_text() const {
-  return "hpref-topology-v1\nshape=" + join(in_.mesh_shape) +
-         "\nnames=" + join(in_.mesh_dim_names) + "\nranks=" + join(in_.rank_list) +
-         "\ndp=" + join(dp_names_) + "\n";
+  auto names = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (i) out += ",";
+      out += std::to_string(v[i].size()) + ":" + v[i];
+    }
+    return out;
+  };
+  return "hpref-topology-v2\nshape=" + join(in_.mesh_shape) +
+         "\nnames=" + names(in_.mesh_dim_names) + "\nranks=" + join(in_.rank_list) +
+         "\ndp=" + names(dp_names_) + "\n";
 }
 
 }  // namespace hpref

@@ -206,6 +206,86 @@ def test_refusals():
         oracle.dispatch_forward(torch.zeros(24), p, tensors="raw")
 
 
+def _route(r, **changes):
+    return routes.Route(**{**{f: getattr(r, f) for f in routes.Route._fields}, **changes})
+
+
+def test_routes_that_disagree_with_each_other_are_refused():
+    """Routes each of SPEC 7.1's shape, but not one plan: every pair must agree on the rows
+    between them (the docstring's promise), else the original's dispatch moves other rows
+    than the bank slice the oracle answers with (it answered, differently)."""
+    plan = routes.plan_all("interval", 3, [(0, 3), (1, 6)])
+    bank = torch.arange(6.0)
+    # Rank 1 asks for rows [1, 3) of rank 0's shard; rank 0 sends [0, 2).
+    shifted = [_route(plan[0], send_offsets=(0, 0)), plan[1]]
+    assert [routes.problem(r, rank=i) for i, r in enumerate(shifted)] == ["", ""]
+    with pytest.raises(hpref.Error, match=r"routes 0 and 1 disagree .* routes\[0\]\.send_offsets\[1\] = 0, "
+                       r"but rank 0's owner shard \[0, 3\) meets rank 1's interval \[1, 6\) in 2 rows "
+                       r"from offset 1") as e:
+        oracle.dispatch_forward(bank, shifted)
+    assert e.value.kind == "oracle_mismatch"
+    with pytest.raises(hpref.Error, match="routes 0 and 1 disagree"):
+        oracle.dispatch_backward([torch.ones(3), torch.ones(5)], shifted)
+    # Three ranks: rank 2 takes one row from rank 0 and one from rank 1 where its interval
+    # [2, 6) meets rank 1's shard only; each pair's counts agree, with the wrong rows.
+    owners = routes.plan_all("interval", 2, [(0, 2), (2, 4), (4, 6)])
+    three = [_route(owners[0], send_offsets=(0, 0, 1), input_splits=(0, 0, 1), needs_exchange=True),
+             _route(owners[1], send_offsets=(0, 0, 1), input_splits=(0, 0, 1), needs_exchange=True),
+             _route(owners[2], global_start=2, local_output_start=2, output_splits=(1, 1, 0),
+                    needs_exchange=True)]
+    assert [routes.problem(r, rank=i) for i, r in enumerate(three)] == ["", "", ""]
+    with pytest.raises(hpref.Error, match=r"routes 0 and 2 disagree .*output_splits\[0\] = 1, "
+                       r"routes\[0\]\.input_splits\[2\] = 1 .* in 0 rows") as e:
+        oracle.dispatch_forward(torch.arange(6.0), three)
+    assert e.value.kind == "oracle_mismatch"
+    # One plan answers needs_exchange alike on every rank (else one rank's dispatch waits
+    # on an exchange the others never start).
+    none = PLANS["none"]
+    with pytest.raises(hpref.Error, match="route 1: its needs_exchange is true but route 0's"):
+        oracle.dispatch_forward(torch.arange(9.0), [none[0], _route(none[1], needs_exchange=True), none[2]])
+    # Every plan the planners make agrees with itself.
+    for name, p in PLANS.items():
+        oracle.dispatch_forward(make_bank(owners_of(p)[-1], torch.float32), p)
+
+
+@needs_original
+def test_a_nan_stays_a_nan_but_its_bits_are_not_promised():
+    """The documented exception to "bitwise torch's": a sum that is a NaN in torch is a NaN
+    here, every other element bitwise torch's; the NaN's sign and payload may differ
+    (torch's vectorised bfloat16 add writes 0xffff, its scalar one and the oracle 0x7fc0)."""
+    plan = routes.plan_all("interval", 1, [(0, 1), (0, 2)])  # rank 1 receives row 0
+    for dtype, payload in ((torch.bfloat16, 0x7f81), (torch.float16, 0x7c01), (torch.float32, None)):
+        for width in (1, 64):
+            g0 = torch.zeros(1, width, dtype=dtype)
+            g1 = torch.ones(2, width, dtype=dtype)
+            g1[0, ::3] = float("nan")
+            g1[0, 1::3] = -float("nan")
+            if payload is not None:
+                g1[0, 2::3] = torch.tensor([payload], dtype=torch.int16).view(dtype)[0]
+            want = g0.clone().add_(g1[:1])
+            got = oracle.dispatch_backward([g0, g1], plan)[0]
+            assert torch.equal(torch.isnan(got), torch.isnan(want)) and bool(torch.isnan(got)[0, 0])
+            finite = torch.ones(1, width, dtype=dtype)
+            g1[0] = 0.5
+            assert torch.equal(bits(oracle.dispatch_backward([finite, g1], plan)[0]),
+                               bits(finite.clone().add_(g1[:1])))
+    doc = oracle.__doc__ + oracle.dispatch_backward.__doc__
+    assert doc.count("NaN") >= 2
+
+
+def test_dim_takes_numpy_and_torch_integers_not_bools():
+    p = PLANS["window"]
+    bank = make_bank(24, torch.float32, (2,), dim=1)
+    want = python_forward(bank, p, 1)
+    for dim in (np.int64(1), np.int32(-1), torch.tensor(1)):
+        assert_bitwise(oracle.dispatch_forward(bank, p, dim), want)
+    grads = output_grads(p, torch.float32, (2,), 1)
+    assert_bitwise(oracle.dispatch_backward(grads, p, np.int64(1)), python_backward(grads, p, 1))
+    for dim in (True, np.True_, 1.0, "1", torch.tensor(1.0)):
+        with pytest.raises(TypeError, match="dim must be an int"):
+            oracle.dispatch_forward(bank, p, dim)
+
+
 def test_docstring_examples():
     for module in (oracle, routes):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import itertools
 import pathlib
 import re
 import sys
@@ -57,7 +58,8 @@ def test_topology_derives_every_field():
     assert t.constructor_ranks == (10, 11, 14, 15)
     assert t.model_parallel_rank_groups == ((10, 12), (11, 13), (14, 16), (15, 17))
     assert t.constructor_rank == 15 and t.model_parallel_ranks == (15, 17)
-    assert t.canonical_text.startswith("hpref-topology-v1\nshape=2,2,2\n")
+    assert t.canonical_text == ("hpref-topology-v2\nshape=2,2,2\nnames=12:dp_replicate,2:cp,8:dp_shard\n"
+                                "ranks=10,11,12,13,14,15,16,17\ndp=12:dp_replicate,8:dp_shard\n")
     assert t.fingerprint == hashlib.sha256(t.canonical_text.encode()).hexdigest()
     other = planning.topology((2, 2, 2), ("dp_replicate", "cp", "dp_shard"), range(10, 18), 10)
     assert other.fingerprint == t.fingerprint and other.data_rank == 0
@@ -76,6 +78,56 @@ def test_topology_refusals_by_kind():
                        (((2,), ("dp",), [0, 1], 5), "topology_global_rank")):
         assert kind_of(lambda: planning.topology(*args)) == kind
     assert kind_of(lambda: planning.topology((2,), ("dp",), [0, 1], 0, ("cp",))) == "topology_dp_names"
+
+
+def test_topology_fingerprint_separates_names_holding_separators():
+    """SPEC 3.1's canonical text names each name's length: joined bare with ',' these
+    meshes shared one text, so one fingerprint."""
+    for a, b in (((("a,b", "c"), None), (("a", "b,c"), None)),
+                 ((("a,b", "a", "b"), ("a,b",)), (("a,b", "a", "b"), ("a", "b")))):
+        ta = planning.topology((1, 1, 1)[:len(a[0])], a[0], [0], 0, dp_dim_names=a[1] or ())
+        tb = planning.topology((1, 1, 1)[:len(b[0])], b[0], [0], 0, dp_dim_names=b[1] or ())
+        assert ta.canonical_text != tb.canonical_text and ta.fingerprint != tb.fingerprint, (a, b)
+    assert planning.topology((1, 1), ("a,b", "c"), [0], 0, ()).canonical_text == \
+        "hpref-topology-v2\nshape=1,1\nnames=3:a,b,1:c\nranks=0\ndp=\n"
+
+
+def test_topology_arguments_of_the_wrong_type_are_named():
+    """nanobind's int casters truncated floats and read strs ('5', np.float32(5.9) and
+    tensor(5.5) became 5, Fraction(5, 2) 2) and took bools as ints; its other refusals
+    were a generic 'incompatible function arguments'. Each is now its check's kind,
+    naming the argument and the value; numpy and torch integers are ints."""
+    np = pytest.importorskip("numpy")
+    from fractions import Fraction
+    torch = sys.modules.get("torch")
+    good = dict(mesh_shape=(2, 4), mesh_dim_names=("dp", "cp"), rank_list=range(8), global_rank=5)
+    odd = ["5", 5.0, np.float32(5.9), Fraction(5, 2), True, np.True_, None]
+    if torch is not None:
+        odd += [torch.tensor(5.5), torch.tensor(True)]
+    for value in odd:
+        for arg, kind, call in (
+                ("global_rank", "topology_global_rank", dict(good, global_rank=value)),
+                (r"mesh_shape\[0\]", "topology_shape", dict(good, mesh_shape=(value, 4))),
+                (r"rank_list\[5\]", "topology_rank_list", dict(good, rank_list=[0, 1, 2, 3, 4, value, 6, 7]))):
+            with pytest.raises(hpref.Error, match=f"^{arg} must be an int") as e:
+                planning.topology(**call)
+            assert e.value.kind == kind and repr(value) in str(e.value), (arg, value)
+    for arg, kind, call in (("global_rank", "topology_global_rank", dict(good, global_rank=2 ** 31)),
+                            (r"rank_list\[1\]", "topology_rank_list", dict(good, rank_list=[0, 2 ** 40])),
+                            (r"mesh_shape\[0\]", "topology_shape", dict(good, mesh_shape=(2 ** 63, 1)))):
+        with pytest.raises(hpref.Error, match=f"^{arg} must be an int") as e:
+            planning.topology(**call)
+        assert e.value.kind == kind
+    for names, kind, dp in (((7, "cp"), "topology_names", None), (("\ud800", "cp"), "topology_names", None),
+                            ("dpcp", "topology_names", None), (("dp", "cp"), "topology_dp_names", ("\ud800",)),
+                            (("dp", "cp"), "topology_dp_names", "dp"), (("dp", "cp"), "topology_dp_names", (None,))):
+        with pytest.raises(hpref.Error) as e:
+            planning.topology((2, 4), names, range(8), 5, dp)
+        assert e.value.kind == kind, (names, dp, e.value)
+    integers = planning.topology((np.int64(2), 4), ("dp", "cp"), np.arange(8), np.int32(5))
+    assert integers == planning.topology(**good)
+    if torch is not None:
+        assert planning.topology((torch.tensor(2), 4), ("dp", "cp"), torch.arange(8), torch.tensor(5)) == integers
 
 
 # ---------------------------------------------------------------- group plan
@@ -106,6 +158,43 @@ def test_group_plan_refusals_by_kind():
     assert kind_of(lambda: plan(t, (1,), 0, cpu_backend="gloo", payload_backend="")) == "group_payload_backend"
     assert kind_of(lambda: plan(t, (1,), 0, cpu_backend="gloo", communication_device="tpu")) == "group_device"
     assert kind_of(lambda: plan(t, (1,), 0, cpu_backend="gloo", payload_backend="nccl")) == "group_payload_device"
+
+
+def test_group_plan_arguments_of_the_wrong_type_are_named():
+    np = pytest.importorskip("numpy")
+    t = planning.topology((2, 2), ("dp", "tp"), range(4), 2)
+    plan = planning.group_plan
+    for value in ("0", 0.0, np.float32(0.5), True, None):
+        for call, kind, named in (
+                (lambda: plan(t, (1, value), 0, cpu_backend="gloo"), "group_planner", r"reader_ranks\[1\]"),
+                (lambda: plan(t, (1,), value, cpu_backend="gloo"), "group_planner", "planner_rank"),
+                (lambda: plan(t, (1,), 0, cpu_backend="gloo", world_size=value if value is not None else "4"),
+                 "group_mesh_world", "world_size"),
+                (lambda: plan(t, (1,), 0, cpu_backend="gloo", rank=value if value is not None else "2"),
+                 "group_rank", "rank")):
+            with pytest.raises(hpref.Error, match=f"^{named} must be an int") as e:
+                call()
+            assert e.value.kind == kind, (named, value)
+    assert kind_of(lambda: plan(t, (1,), 2 ** 31, cpu_backend="gloo")) == "group_planner"
+    assert kind_of(lambda: plan(t, (1,), 0, cpu_backend="gloo", distributed=1)) == "group_not_distributed"
+    assert kind_of(lambda: plan(t, (1,), 0, cpu_backend="gloo", world_backend=5)) == "group_payload_backend"
+    assert plan(t, (np.int32(1),), np.int64(0), cpu_backend="gloo", world_size=np.int64(4)) == \
+        plan(t, (1,), 0, cpu_backend="gloo")
+    # The original's own checks of these refuse at their step of SPEC 3.2, so an earlier
+    # check's error comes first, and without torch.distributed they are not checked at all.
+    for options, kind in ((dict(cpu_backend=None), "group_cpu_backend"),
+                          (dict(cpu_backend="\ud800"), "group_cpu_backend"),
+                          (dict(cpu_backend="gloo", payload_backend=7), "group_payload_backend"),
+                          (dict(cpu_backend="gloo", enable_payload_exchange=1), "group_payload_backend"),
+                          (dict(cpu_backend="gloo", enable_payload_exchange=np.True_), "group_payload_backend")):
+        assert kind_of(lambda: plan(t, (1,), 0, **options)) == kind, options
+        assert kind_of(lambda: plan(t, (1,), 3, **options)) == "group_planner", options
+        assert kind_of(lambda: plan(t, (1,), 0, **options, rank=1)) == "group_rank", options
+        single = planning.topology((1,), ("dp",), [0], 0)
+        assert plan(single, (0,), 0, **options, distributed=False).creations == (), options
+    assert kind_of(lambda: plan(t, (1,), 0, cpu_backend=None, payload_backend=7)) == "group_cpu_backend"
+    assert kind_of(lambda: plan(t, (1,), 0, cpu_backend="gloo", payload_backend="",
+                                enable_payload_exchange=1)) == "group_payload_backend"
 
 
 class _Recorder:
@@ -156,9 +245,11 @@ if given is not None:
         options = dict(
             cpu_backend=draw(st.sampled_from(["gloo", "gloo", "GLOO", "hccl", "nccl", ""])),
             payload_backend=draw(st.sampled_from([None, None, "gloo", "nccl", "hccl", "NCCL", ""])),
-            communication_device=draw(st.sampled_from([None, None, "cpu", "cuda", "cuda:1"])),
+            communication_device=draw(st.sampled_from([None, None, "cpu", "cuda", "cuda:1", "cpu:0", "xpu",
+                                                       "meta"])),
             enable_payload_exchange=draw(st.booleans()),
-            model_device=draw(st.sampled_from([None, None, "cpu", "cuda", "cuda:0"])),
+            model_device=draw(st.sampled_from([None, None, "cpu", "cuda", "cuda:0", "cpu:0", "xpu:0",
+                                               "meta"])),
         )
         world = dict(distributed=draw(st.integers(0, 9)) > 0,
                      world_size=size if draw(st.integers(0, 9)) else size + 1,
@@ -171,38 +262,79 @@ if given is not None:
     @given(group_cases())
     def test_group_plan_equals_the_original(case):
         topo, readers, planner, options, world = case
-        fake = _Recorder(world["distributed"], world["world_size"], world["rank"], world["world_backend"])
-        real = TRANSPORT.dist
-        TRANSPORT.dist = fake
-        try:
-            want = TRANSPORT.create_data_groups(topo, readers, planner, **options)
-        except ValueError as e:
-            want = e
-        finally:
-            TRANSPORT.dist = real
-        try:
-            got = planning.group_plan(topo, readers, planner, **options, **world)
-        except hpref.Error as e:
-            got = e
-        if isinstance(want, ValueError):
-            assert isinstance(got, hpref.Error), f"the original refused ({want}) but hpref planned {got}"
-            assert got.kind.startswith("group_"), got
-            equivalent = getattr(hpref, "python_equivalent", None) or getattr(hpref.errors, "python_equivalent", None)
-            if equivalent is not None:
-                assert equivalent(got) is ValueError
-            return
-        assert not isinstance(got, Exception), f"hpref refused ({got!r}) where the original planned"
-        assert [(c.ranks, c.backend) for c in got.creations] == fake.created
-        assert got.data_plane_ranks == want.data_plane_ranks and got.planner_rank == want.planner_rank
-        assert got.distributed == want.distributed
+        assert_same_plan(topo, readers, planner, options, world)
 
-        def index(group):
-            return None if group is None else group.index
 
-        assert got.control == index(want.control_group)
-        assert got.payload == index(want.payload_group)
-        assert got.model_parallel == index(want.model_parallel_group)
-        assert got.model_parallel_tensor == index(want.model_parallel_tensor_group)
+def assert_same_plan(topo, readers, planner, options, world):
+    """hpref's group plan equals the original's create_data_groups (its new_group calls
+    recorded), or both refuse: a ValueError as a group_* kind, torch.device's RuntimeError
+    as group_device."""
+    fake = _Recorder(world["distributed"], world["world_size"], world["rank"], world["world_backend"])
+    real = TRANSPORT.dist
+    TRANSPORT.dist = fake
+    try:
+        want = TRANSPORT.create_data_groups(topo, readers, planner, **options)
+    except (ValueError, RuntimeError) as e:
+        want = e
+    finally:
+        TRANSPORT.dist = real
+    try:
+        got = planning.group_plan(topo, readers, planner, **options, **world)
+    except hpref.Error as e:
+        got = e
+    if isinstance(want, Exception):
+        assert isinstance(got, hpref.Error), f"the original refused ({want!r}) but hpref planned {got}"
+        assert got.kind.startswith("group_"), got
+        if isinstance(want, RuntimeError):
+            assert got.kind == "group_device", (want, got)
+        equivalent = getattr(hpref, "python_equivalent", None) or getattr(hpref.errors, "python_equivalent", None)
+        if equivalent is not None:
+            assert equivalent(got) is type(want), (want, got)
+        return
+    assert not isinstance(got, Exception), f"hpref refused ({got!r}) where the original planned"
+    assert [(c.ranks, c.backend) for c in got.creations] == fake.created
+    assert got.data_plane_ranks == want.data_plane_ranks and got.planner_rank == want.planner_rank
+    assert got.distributed == want.distributed
+
+    def index(group):
+        return None if group is None else group.index
+
+    assert got.control == index(want.control_group)
+    assert got.payload == index(want.payload_group)
+    assert got.model_parallel == index(want.model_parallel_group)
+    assert got.model_parallel_tensor == index(want.model_parallel_tensor_group)
+
+
+DEVICES = ["cpu", "cpu:0", "cpu:1", "xpu", "xpu:0", "meta", "meta:0", "mps", "cuda", "cuda:1",
+           "npu", "npu:0", "tpu", "cuda:01", "cuda:", "CUDA", "", 0]
+
+
+@needs_original
+@pytest.mark.parametrize("device", DEVICES + ["torch.device('cpu', 0)", "torch.device('cuda', 1)"], ids=repr)
+def test_devices_are_what_torch_device_reads(device):
+    """The original reads communication_device and model_device with torch.device, where
+    torch's version decides (npu only with torch_npu; an int index is cuda on 1.13 and
+    refused without an accelerator on 2.x): hpref refuses exactly those torch refuses, at
+    the original's step (a planner error first; nothing without torch.distributed).
+    group_plan refused 'cpu:0', torch.device('cpu', 0), 'xpu', 'xpu:0' and 'meta'."""
+    torch = sys.modules["torch"]
+    if isinstance(device, str) and device.startswith("torch.device"):
+        device = eval(device, {"torch": torch})  # noqa: S307 (the ids stay readable)
+    topo = planning.topology((2, 2), ("dp", "tp"), range(4), 2)
+    for position in ("communication_device", "model_device"):
+        for payload, exchange, world_backend, planner, distributed in itertools.product(
+                (None, "gloo", "nccl"), (True, False), ("gloo", "nccl"), (0, 3), (True, False)):
+            options = dict(cpu_backend="gloo", payload_backend=payload, communication_device=None,
+                           enable_payload_exchange=exchange)
+            options[position] = device
+            world = dict(distributed=distributed, world_size=4 if distributed else 1, rank=2,
+                         world_backend=world_backend)
+            if not distributed:
+                topo_used = planning.topology((1,), ("dp",), [0], 0)
+                world["rank"] = 0
+                assert_same_plan(topo_used, (0,), 0 if planner == 0 else 3, options, world)
+            else:
+                assert_same_plan(topo, (1,), planner, options, world)
 
 
 # ---------------------------------------------------------------- model batch
@@ -308,6 +440,28 @@ def test_batch_refusals_by_kind():
                          ([(7, "float32")], "batch_spec"),
                          ([("a", "float31")], "unsupported_dtype")):
         assert kind_of(lambda: planning.batch_layout(fields)) == kind, fields
+
+
+def test_layout_fields_name_dtypes_canonically_and_odd_inputs_are_named():
+    """SPEC 1.3: an alias is written back by its canonical name (`fields` kept "half" though
+    the canonical text said float16); a symbol with a lone surrogate and a batch that is no
+    mapping are refused naming them (nanobind's TypeError, a bare AttributeError)."""
+    half = planning.batch_layout([planning.Field("x", "half", "cpu", (2,))])
+    assert half.fields == (planning.Field("x", "float16", "cpu", (2,)),)
+    assert half == planning.batch_layout([planning.Field("x", "float16", "cpu", (2,))])
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        assert planning.batch_layout([("x", torch.half)]).fields[0].dtype == "float16"
+    assert planning.batch_layout([("x", "torch.float")]).fields[0].dtype == "float32"
+    with pytest.raises(hpref.Error, match=r"batch field 'x' dim 1: the symbol '\\ud800' is not valid UTF-8") as e:
+        planning.batch_layout([("x", "float32", "cpu", ("B", "\ud800"))])
+    assert e.value.kind == "batch_spec"
+    layout = planning.batch_layout(FIELDS)
+    for batch in ([("tokens", 1)], "tokens", 7):
+        with pytest.raises(hpref.Error, match="batch must be a mapping of field name -> tensor, got a "
+                           f"{type(batch).__name__}") as e:
+            planning.batch_header(layout, batch)
+        assert e.value.kind == "batch_spec"
 
 
 def test_headers_and_limits_that_are_not_int64_are_named():

@@ -377,6 +377,25 @@ def test_route_differs_in_any_field(field):
     assert other != r and not other == r
 
 
+def test_owner_ranges_of_tables_of_unequal_lengths_stop_at_the_shorter():
+    """SPEC 7.1's tables have one entry per peer, but a Route takes any, as the original's
+    dataclass does (routes.problem says they differ); owner_ranges pairs them as the
+    original's zip. It read input_splits past its end (a crash, or memory's garbage)."""
+    for offsets, counts, want in (((0, 1), (0,), ((0, 0),)),
+                                  (tuple(range(64)), (0,), ((0, 0),)),
+                                  ((0,), (0, 5, 7), ((0, 0),)),
+                                  ((), (1, 2), ()),
+                                  ((0, 2), (0, 1), ((0, 0), (2, 1)))):
+        r = routes.Route(3, 0, 3, 0, offsets, counts, (0,), False)
+        assert r.owner_ranges() == want, (offsets, counts)
+        assert r.send_offsets == offsets and r.input_splits == counts
+        if len(offsets) != len(counts) and offsets:
+            assert "differ in size" in routes.problem(r), (offsets, counts)
+        if _LOADED is not None:
+            original = SEED.SequenceDispatchRoute(3, 0, 3, 0, offsets, counts, (0,), False)
+            assert original.owner_ranges() == want and original == r
+
+
 @needs_original
 def test_route_equals_the_original_object_both_ways():
     r = a_route()
@@ -441,6 +460,23 @@ def test_compressed_offsets_refuse_what_the_stubs_do_not_check():
         assert e.value.kind == kind
     assert routes.compressed_document_offsets((0, 3, 8), 2) == (0, 1, 3)
     assert routes.compressed_owner_offsets((0, 3, 8), 2, 4) == (0, 1, 3)
+
+
+def test_compressed_owner_offsets_caps_its_rank_count():
+    """SPEC 7.3's p = 0..boundaries[-1] // local_length, capped at MAX_ROUTE_PEERS ranks as
+    the window and prefix planners cap theirs (route_too_large, naming the values): at
+    size = 2**63 - 1, size + 1 overflowed int64, and at 2**40 ranks it allocated 8 TiB."""
+    cap = routes.MAX_ROUTE_PEERS
+    for boundaries, ratio, length, named in (((0, 2 ** 63 - 1), 1, 1, f"end at {2 ** 63 - 1}"),
+                                             ((0, 2 ** 40), 1, 1, f"{2 ** 40} shards of local_length 1"),
+                                             ((0, 3, 2 * cap + 2), 2, 2, f"{cap + 1} shards")):
+        with pytest.raises(hpref.Error, match=named) as e:
+            routes.compressed_owner_offsets(boundaries, ratio, length)
+        assert e.value.kind == "route_too_large" and str(cap) in str(e.value)
+    offsets = routes.compressed_owner_offsets((0, 5, cap), 1, 1)  # the cap itself: cap + 1 entries
+    assert len(offsets) == cap + 1 and offsets[:3] == (0, 1, 2) and offsets[-1] == cap
+    if _LOADED is not None:
+        assert routes.compressed_owner_offsets((0, 5, 96), 2, 8) == STUBS.compressed_owner_offsets((0, 5, 96), 2, 8)
 
 
 def test_problem_names_a_broken_route():

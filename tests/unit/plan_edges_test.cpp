@@ -89,7 +89,7 @@ BOOST_AUTO_TEST_CASE(explicit_dp_names_in_another_order) {
   BOOST_TEST(t.constructor_ranks() == Ranks({0, 3, 1, 4, 2, 5}), boost::test_tools::per_element());
   BOOST_TEST(t.model_parallel_ranks() == Ranks({4}), boost::test_tools::per_element());
   BOOST_TEST(t.canonical_text() ==
-             "hpref-topology-v1\nshape=2,3\nnames=dp,cp\nranks=0,1,2,3,4,5\ndp=cp,dp\n");
+             "hpref-topology-v2\nshape=2,3\nnames=2:dp,2:cp\nranks=0,1,2,3,4,5\ndp=2:cp,2:dp\n");
   // An explicitly empty DP list differs from the default (which would pick "dp").
   DataTopology none(edge_mesh({2, 3}, {"dp", "cp"}, 4, std::vector<std::string>{}));
   BOOST_TEST(none.dp_dim_names().empty());
@@ -99,7 +99,7 @@ BOOST_AUTO_TEST_CASE(explicit_dp_names_in_another_order) {
   BOOST_TEST(none.model_parallel_ranks() == Ranks({0, 1, 2, 3, 4, 5}),
              boost::test_tools::per_element());
   BOOST_TEST(none.canonical_text() ==
-             "hpref-topology-v1\nshape=2,3\nnames=dp,cp\nranks=0,1,2,3,4,5\ndp=\n");
+             "hpref-topology-v2\nshape=2,3\nnames=2:dp,2:cp\nranks=0,1,2,3,4,5\ndp=\n");
   BOOST_TEST(none.fingerprint() != t.fingerprint());
   BOOST_TEST(none.fingerprint() == sha256_hex(none.canonical_text()));
 }
@@ -321,8 +321,9 @@ BOOST_AUTO_TEST_CASE(mesh_must_be_the_world) {
                     "topology global_rank 0 does not match this rank 3");
 }
 
-// The device strings of GroupPlanInputs: cpu, cuda[:N], npu[:N]; everything else refused,
-// naming which option and the string.
+// The device strings of GroupPlanInputs are torch.device's (the original parses them with
+// it): type[:index] with a type torch knows (or npu, torch_npu's); everything else refused,
+// naming which option and the string. cpu:0, xpu, meta were refused before, as torch does not.
 BOOST_AUTO_TEST_CASE(device_strings) {
   DataTopology t(edge_mesh({2, 4}, {"dp", "cp"}, 0));
   auto plan_with = [&](std::optional<std::string> comm, std::optional<std::string> model) {
@@ -332,13 +333,27 @@ BOOST_AUTO_TEST_CASE(device_strings) {
     in.model_device = std::move(model);
     return plan_groups(in);
   };
-  for (const char* bad : {"cuda:", "cuda:x", "cuda:1a", "cpu:0", "CUDA", "gpu", ""}) {
+  // Each refused by torch.device (1.13 and 2.13 alike): grammar, index, type.
+  for (const char* bad :
+       {"cuda:", "cuda:x", "cuda:1a", "cuda:01", "cuda:00", "cuda:-1", "cuda1", " cuda", "cuda ",
+        "cuda:0:1", "CUDA", "gpu", "tpu", "cu_da", "", "cuda:2147483648", "cuda:99999999999"}) {
     BOOST_TEST_CONTEXT("device '" << bad << "'") {
       HPREF_CHECK_ERROR(plan_with(std::string(bad), std::nullopt), Errc::group_device,
-                        "communication_device '" + std::string(bad) +
-                            "' is not a device (cpu, cuda[:N] or npu[:N])");
+                        "communication_device '" + std::string(bad) + "' is not a device");
       HPREF_CHECK_ERROR(plan_with(std::nullopt, std::string(bad)), Errc::group_device,
                         "model_device '" + std::string(bad) + "' is not a device");
+    }
+  }
+  HPREF_CHECK_ERROR(plan_with(std::string("tpu:0"), std::nullopt), Errc::group_device,
+                    "the type 'tpu' is none of torch's (cpu, cuda,");
+  HPREF_CHECK_ERROR(plan_with(std::string("cuda:2147483648"), std::nullopt), Errc::group_device,
+                    "index 2147483648 is beyond int32");
+  // Each accepted by torch.device; only cpu (any index) is a host device.
+  for (const char* good : {"cpu:0", "cpu:1", "xpu", "xpu:0", "meta", "meta:0", "mps", "hip:3",
+                           "privateuseone", "npu:7", "cuda:2147483647"}) {
+    BOOST_TEST_CONTEXT("device '" << good << "'") {
+      BOOST_CHECK_NO_THROW(plan_with(std::string(good), std::nullopt));
+      BOOST_CHECK_NO_THROW(plan_with(std::nullopt, std::string(good)));
     }
   }
   BOOST_TEST((plan_with(std::string("cuda:15"), std::nullopt).tensor_backend ==
@@ -346,6 +361,17 @@ BOOST_AUTO_TEST_CASE(device_strings) {
   BOOST_TEST((plan_with(std::nullopt, std::string("cuda:0")).tensor_backend ==
               std::optional<std::string>("nccl")));
   BOOST_TEST(!plan_with(std::string("cpu"), std::string("cpu")).tensor_backend.has_value());
+  BOOST_TEST(!plan_with(std::string("cpu:0"), std::string("meta")).tensor_backend.has_value());
+  // A cpu:0 communication device is a cpu one: the host payload reuses the control group.
+  GroupPlanInputs in = edge_inputs(t, 0);
+  in.communication_device = "cpu:0";
+  GroupPlan p = plan_groups(in);
+  BOOST_TEST(p.payload_reuses_control);
+  // Another accelerator type than cuda/npu: a host payload cannot use it (SPEC 3.2 step 5).
+  in.communication_device = "xpu:0";
+  in.payload_backend = "gloo";
+  HPREF_CHECK_ERROR(plan_groups(in), Errc::group_payload_device,
+                    "cannot exchange tensors on a xpu device");
 }
 
 // SPEC 3.2 step 5: the payload device checks, with the device named as given or "none".

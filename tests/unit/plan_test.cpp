@@ -77,8 +77,24 @@ BOOST_AUTO_TEST_CASE(fingerprint_is_stable_and_sensitive) {
   BOOST_TEST(a.fingerprint() == b.fingerprint());  // same mesh, another rank
   BOOST_TEST(a.fingerprint() != c.fingerprint());
   BOOST_TEST(a.canonical_text() ==
-             "hpref-topology-v1\nshape=2,4\nnames=dp,cp\nranks=0,1,2,3,4,5,6,7\ndp=dp\n");
+             "hpref-topology-v2\nshape=2,4\nnames=2:dp,2:cp\nranks=0,1,2,3,4,5,6,7\ndp=2:dp\n");
   BOOST_TEST(a.fingerprint() == sha256_hex(a.canonical_text()));
+}
+
+// SPEC 3.1's canonical text is one text per mesh: names are length-prefixed, since a name
+// may hold the ',' and '\n' that separate them (joined bare, these pairs shared a text).
+BOOST_AUTO_TEST_CASE(fingerprint_separates_names_that_hold_separators) {
+  std::vector<std::string> none;
+  DataTopology a(mesh({1, 2}, {"a,b", "c"}, 0, none));
+  DataTopology b(mesh({1, 2}, {"a", "b,c"}, 0, none));
+  BOOST_TEST(a.canonical_text() != b.canonical_text());
+  BOOST_TEST(a.fingerprint() != b.fingerprint());
+  BOOST_TEST(a.canonical_text() ==
+             "hpref-topology-v2\nshape=1,2\nnames=3:a,b,1:c\nranks=0,1\ndp=\n");
+  // DP names are prefixed too: ("a,b") and ("a", "b") as DP dims of one mesh.
+  DataTopology e(mesh({1, 1, 1}, {"a,b", "a", "b"}, 0, std::vector<std::string>{"a,b"}));
+  DataTopology f(mesh({1, 1, 1}, {"a,b", "a", "b"}, 0, std::vector<std::string>{"a", "b"}));
+  BOOST_TEST(e.fingerprint() != f.fingerprint());
 }
 
 BOOST_AUTO_TEST_CASE(each_check_spec_3_1) {

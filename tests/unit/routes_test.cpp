@@ -188,6 +188,21 @@ BOOST_AUTO_TEST_CASE(compressed_helpers_checks_7_3) {
   HPREF_CHECK_ERROR(compressed_owner_offsets(V{0, 4}, 1, 0), Errc::route_arguments, "local_length");
 }
 
+// SPEC 7.3's size = b.back() / L ranks, capped as the planners cap theirs: size + 1 at
+// INT64_MAX overflowed and 2^40 ranks were allocated before this check.
+BOOST_AUTO_TEST_CASE(compressed_owner_offsets_caps_the_rank_count_7_3) {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  HPREF_CHECK_ERROR(compressed_owner_offsets(V{0, kMax}, 1, 1), Errc::route_too_large,
+                    "boundaries end at " + std::to_string(kMax));
+  HPREF_CHECK_ERROR(compressed_owner_offsets(V{0, std::int64_t{1} << 40}, 1, 1),
+                    Errc::route_too_large, "1099511627776 shards of local_length 1");
+  // The cap itself is accepted: kMaxRoutePeers shards, kMaxRoutePeers + 1 entries.
+  BOOST_TEST(compressed_owner_offsets(V{0, kMaxRoutePeers}, 1, 1).size() ==
+             static_cast<std::size_t>(kMaxRoutePeers + 1));
+  HPREF_CHECK_ERROR(compressed_owner_offsets(V{0, 2 * (kMaxRoutePeers + 1)}, 2, 2),
+                    Errc::route_too_large, std::to_string(kMaxRoutePeers + 1) + " shards");
+}
+
 BOOST_AUTO_TEST_CASE(is_valid_rejects_broken_routes) {
   Route good = sliding_window_route(V{0, 6, 12}, 4, 3, 1, 3);
   BOOST_TEST(good.is_valid());

@@ -19,7 +19,7 @@ struct GroupPlanInputs {
   int planner_rank = 0;
   std::string cpu_backend;                          // gloo, hccl, sim or mpi (any case)
   std::optional<std::string> payload_backend;       // none, or a non-empty name
-  std::optional<std::string> communication_device;  // "cpu", "cuda[:N]", "npu[:N]"
+  std::optional<std::string> communication_device;  // torch.device's "type[:N]": cpu, cuda, npu...
   bool enable_payload_exchange = true;
   std::optional<std::string> model_device;
   bool distributed = true;

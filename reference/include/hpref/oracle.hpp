@@ -24,7 +24,8 @@ std::vector<Tensor> oracle_forward(const Tensor& global_bank, std::span<const Ro
 // output_grads[r] must have routes[r].global_end - global_start rows of one common row
 // shape and dtype (Error oracle_mismatch otherwise). Summation needs arithmetic on the
 // dtype: ints wrap, floats follow IEEE (float16/bfloat16 rounded after each add, as
-// PyTorch does on CPU), complex adds componentwise, bool is logical or
+// PyTorch does on CPU; a NaN stays a NaN, but its sign and payload need not be the ones
+// torch writes, which vary with its version), complex adds componentwise, bool is logical or
 // (Error unsupported_arithmetic for quantized, float8 and bits dtypes).
 std::vector<Tensor> oracle_backward(std::span<const Tensor> output_grads,
                                     std::span<const Route> routes);

@@ -38,7 +38,8 @@ struct Route {
   std::vector<std::int64_t> output_splits;  // per peer: rows received from it
   bool needs_exchange = false;              // the same on every rank
 
-  // (send_offsets[p], input_splits[p]) per peer p, self included (count 0).
+  // (send_offsets[p], input_splits[p]) per peer p, self included (count 0); as many pairs
+  // as the shorter of the two tables (the original's zip).
   std::vector<std::pair<std::int64_t, std::int64_t>> owner_ranges() const;
   // The shape every route satisfies: P >= 1 peers in every table, non-negative values,
   // send ranges inside the owner shard (offset 0 when nothing is sent), no exchange
@@ -72,7 +73,9 @@ Route document_prefix_route(std::span<const std::int64_t> boundaries, std::int64
                             std::int64_t size, std::int64_t rank, std::int64_t ratio);
 
 // SPEC 7.3 (see the header comment). `boundaries` must start at 0 and not decrease, ratio
-// and local_length must be positive (Error route_arguments / route_boundaries otherwise).
+// and local_length must be positive (Error route_arguments / route_boundaries otherwise);
+// compressed_owner_offsets refuses more than kMaxRoutePeers shards (boundaries.back() /
+// local_length) with Error route_too_large, before allocating.
 std::vector<std::int64_t> compressed_document_offsets(std::span<const std::int64_t> boundaries,
                                                       std::int64_t ratio);
 std::vector<std::int64_t> compressed_owner_offsets(std::span<const std::int64_t> boundaries,

@@ -47,7 +47,8 @@ class DataTopology {
   }
   // SHA-256 hex of canonical_text(): equal on ranks that agree on the mesh.
   const std::string& fingerprint() const { return fingerprint_; }
-  // "hpref-topology-v1\nshape=2,4\nnames=dp,cp\nranks=0,1,...\ndp=dp\n"
+  // "hpref-topology-v2\nshape=2,4\nnames=2:dp,2:cp\nranks=0,1,...\ndp=2:dp\n" (each name
+  // prefixed by its length in bytes, so no two meshes share a text)
   std::string canonical_text() const;
 
  private:
