@@ -1,21 +1,32 @@
 """Python code on the deterministic simulated cluster (SPEC 9.3, issue 12).
 
 :func:`run` forks one process per rank from the calling process; in each, the rank's
-:func:`communicator` is the simulator's, ``torch.distributed`` (when torch is importable)
-is initialised on it with the world as the default group, and ``fn(rank, *args)`` runs.
+:func:`communicator` is the simulator's, ``torch.distributed`` (when the calling process
+has imported torch: the ranks are its forks, and a rank that imports torch itself gets no
+simulated process group) is initialised on it with the world as the default group, and
+``fn(rank, *args)`` runs.
 Every communicator call is a scheduling point: the same program and seed give the same
 schedule, the same results and the same trace hash; mismatched collectives, deadlocks and
-dead peers are named, never waited out."""
+dead peers are named, never waited out.
+
+Output: the calling process's ``sys.stdout`` and ``sys.stderr`` are flushed before the
+ranks fork (else a buffered line is printed once per rank), and in each rank they are
+line-buffered, so what a rank printed before a crash fault or the turn timeout killed it
+arrives. Where the caller's stream has no file descriptor (pytest ``--capture=sys``, a
+notebook), the ranks write to a temporary file, copied into that stream when the run ends."""
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import gc
+import io
 import numbers
 import os
 import pickle
 import sys
+import tempfile
 import traceback
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from . import _core
 from .errors import _checked_int, _from_core, _is_utf8, error_class
@@ -54,12 +65,26 @@ class RankResult:
     kind: Optional[str] = None
 
     def exception(self) -> Optional[BaseException]:
-        """The error as an exception object (an hpref.Error subclass for hpref kinds)."""
+        """The error as an exception object: an hpref.Error subclass for hpref kinds, the
+        rank's own type where it is a builtin exception (``KeyError``, ``ValueError``, ...;
+        the message then starts with ``rank R:``), else ``RuntimeError`` naming the type."""
         if self.status == "ok":
             return None
         if self.kind and self.kind != "exception":
             return error_class(self.kind)(self.message)
-        return RuntimeError(f"rank {self.rank} {self.status}: {self.message}")
+        builtin = getattr(builtins, self.error_type or "", None)
+        if isinstance(builtin, type) and issubclass(builtin, Exception):
+            try:
+                return builtin(f"rank {self.rank}: {self.message}")
+            except Exception:  # noqa: BLE001 - a constructor of other arguments (UnicodeError)
+                pass
+        what = f"{self.error_type}: {self.message}" if self.error_type else self.message
+        return RuntimeError(f"rank {self.rank} {self.status}: {what}")
+
+    def is_peer_failure(self) -> bool:
+        """True when this rank failed only because a peer had already failed (an echo of
+        another rank's failure, not a cause)."""
+        return self.status == "error" and self.kind == "comm_peer_failed"
 
 
 @dataclasses.dataclass
@@ -87,17 +112,53 @@ class Result:
         return self.failure == "none"
 
     def values(self) -> List[Any]:
-        """Every rank's return value, in rank order; raises the first rank's error if any
-        rank did not return."""
-        for r in self.ranks:
-            if r.status != "ok":
-                raise r.exception()
+        """Every rank's return value, in rank order; if any rank did not return, raises the
+        error of the first rank whose failure is a cause (not a peer failure echoing
+        another rank's), or else of the first rank that did not return."""
+        cause = self.first_failure()
+        if cause is not None:
+            raise cause.exception()
         return [r.value for r in self.ranks]
+
+    def first_failure(self) -> Optional[RankResult]:
+        """The first rank that did not return and whose failure is not a peer failure (the
+        cause), else the first that did not return; None when every rank returned."""
+        failed = [r for r in self.ranks if r.status != "ok"]
+        causes = [r for r in failed if not r.is_peer_failure()]
+        return (causes or failed or [None])[0]
+
+
+def _startup_environ() -> Optional[Dict[str, str]]:
+    """The environment this process started with (Linux: /proc/self/environ), which
+    os.environ no longer shows once code has changed it; None where it cannot be read."""
+    try:
+        with open("/proc/self/environ", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    env = {}
+    for entry in data.split(b"\0"):
+        name, eq, value = entry.partition(b"=")
+        if eq:
+            env[os.fsdecode(name)] = os.fsdecode(value)
+    return env
+
+
+def _hash_seed() -> Optional[str]:
+    """The PYTHONHASHSEED this interpreter's str hashes use, or None when they are random.
+    The interpreter reads the variable once, at startup: setting os.environ later (in a
+    conftest, say) changes nothing, so the startup environment is what counts."""
+    if not sys.flags.hash_randomization:
+        return "0"
+    if sys.flags.ignore_environment:  # -E or -I: PYTHONHASHSEED was not read
+        return None
+    env = _startup_environ()
+    seed = (os.environ if env is None else env).get("PYTHONHASHSEED")
+    return None if seed in (None, "", "random") else seed
 
 
 def _hash_seed_random() -> bool:
-    seed = os.environ.get("PYTHONHASHSEED")
-    return bool(sys.flags.hash_randomization) and (seed is None or seed == "random")
+    return _hash_seed() is None
 
 
 # The turn timeout reaches the simulator as an int of milliseconds.
@@ -125,15 +186,82 @@ def _checked_timeout_s(timeout_s: Any) -> float:
     return float(timeout_s)
 
 
-def _entry_for(fn: Callable, args: tuple, setup: Optional[Callable]):
+_STREAMS = ("stdout", "stderr")
+
+
+def _flush_streams() -> None:
+    for name in _STREAMS:
+        stream = getattr(sys, name, None)
+        try:
+            if stream is not None:
+                stream.flush()
+        except Exception:  # noqa: BLE001 - a closed stream must not stop the run
+            pass
+
+
+def _has_fd(stream: Any) -> bool:
+    try:
+        stream.fileno()
+        return True
+    except Exception:  # noqa: BLE001 - io.UnsupportedOperation, AttributeError, ValueError
+        return False
+
+
+def _captures() -> Dict[str, Any]:
+    """A temporary file for each of sys.stdout and sys.stderr that has no file descriptor
+    (an in-memory stream): a rank's copy of such a stream dies with the rank."""
+    return {name: tempfile.TemporaryFile() for name in _STREAMS
+            if getattr(sys, name, None) is not None and not _has_fd(getattr(sys, name))}
+
+
+def _copy_back(captures: Dict[str, Any]) -> None:
+    """Writes what the ranks wrote to the temporary files into the caller's streams."""
+    for name, f in captures.items():
+        try:
+            f.seek(0)
+            text = f.read().decode("utf-8", "backslashreplace")
+            if text:
+                getattr(sys, name).write(text)
+        except Exception:  # noqa: BLE001 - a closed stream must not hide the result
+            pass
+        finally:
+            f.close()
+
+
+def _rank_streams(captures: Dict[str, Any]) -> None:
+    """In a rank: sys.stdout and sys.stderr write each line at once, so that what was printed
+    before a kill (crash fault, turn timeout) is not lost in a buffer; a stream without a
+    file descriptor is replaced by an unbuffered one on its temporary file."""
+    for name in _STREAMS:
+        stream = getattr(sys, name, None)
+        if name in captures:
+            raw = io.FileIO(captures[name].fileno(), "w", closefd=False)
+            setattr(sys, name, io.TextIOWrapper(raw, encoding="utf-8", errors="backslashreplace",
+                                                write_through=True))
+        elif stream is not None and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(line_buffering=True)
+            except Exception:  # noqa: BLE001 - a stream that cannot: left as it is
+                pass
+
+
+def _type_name(value: Any) -> str:
+    t = type(value)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def _entry_for(fn: Callable, args: tuple, setup: Optional[Callable], captures: Dict[str, Any]):
     def entry(comm) -> bytes:
         global _COMM
         _COMM = comm
+        _rank_streams(captures)
         try:
             if setup is not None:
                 setup(comm)
             value = fn(comm.rank(), *args)
-            return pickle.dumps(value)
+            # The type's name travels apart from the value, to name it if the value does
+            # not unpickle in the parent.
+            return pickle.dumps((_type_name(value), pickle.dumps(value)))
         except BaseException as e:
             from .errors import Error
             if not isinstance(e, Error):  # the user's own bug: where it happened
@@ -173,9 +301,10 @@ def run(world_size: int, fn: Callable, *args: Any, seed: int = 1, faults: Sequen
     without a communicator call is killed and reported dead.
     ``trace``: True keeps the trace lines in the result; a path also writes them there
     (".json": Chrome trace-event JSON, else one line per operation). ``torch_distributed``:
-    initialise torch.distributed on the simulator in each rank (when torch is imported).
-    Return values cross back pickled; an exception in a rank is reported, not raised (see
-    :meth:`Result.values`). A bad argument raises at once, naming it and its value:
+    initialise torch.distributed on the simulator in each rank (when the calling process has
+    imported torch). Return values cross back pickled (one that does not unpickle here is
+    that rank's error, naming its type and why); an exception in a rank is reported, not
+    raised (see :meth:`Result.values`). A bad argument raises at once, naming it and its value:
     ``ValueError``/``TypeError`` for ``world_size``, ``fn`` and ``timeout_s``,
     ``hpref.errors.InvalidArgumentError`` for ``seed`` and ``faults``."""
     if isinstance(world_size, bool) or not isinstance(world_size, int) or not 1 <= world_size <= 64:
@@ -195,37 +324,91 @@ def run(world_size: int, fn: Callable, *args: Any, seed: int = 1, faults: Sequen
             pass
     # The parent's objects are frozen out of the cyclic GC while the ranks run: a collection
     # in a rank would otherwise write every object's GC header, copying the parent's heap
-    # page by page into each rank (copy-on-write; most of a small operation's cost).
-    gc.freeze()
+    # page by page into each rank (copy-on-write; most of a small operation's cost). A
+    # caller that froze objects itself keeps its freeze: gc.unfreeze() would undo it too,
+    # so then nothing more is frozen.
+    freeze = gc.get_freeze_count() == 0
+    _flush_streams()  # else what the parent buffered is written once more by every rank
+    captures = _captures()
+    if freeze:
+        gc.freeze()
     try:
-        raw = _core.sim_run(world_size, _entry_for(fn, args, setup), seed=seed, faults=faults,
-                            turn_timeout_ms=max(1, int(timeout_s * 1000)))
+        raw = _core.sim_run(world_size, _entry_for(fn, args, setup, captures), seed=seed,
+                            faults=faults, turn_timeout_ms=max(1, int(timeout_s * 1000)))
     finally:
-        gc.unfreeze()
-    ranks = []
-    for r, (status, value, kind, message) in enumerate(raw["outcomes"]):
-        if status == "ok":
-            ranks.append(RankResult(r, status, pickle.loads(value)))
-        elif status == "error":
-            error_type = None
-            if kind == "exception" and ": " in message:
-                error_type, message = message.split(": ", 1)
-            elif kind:
-                error_type = error_class(kind).__name__
-            ranks.append(RankResult(r, status, None, error_type, message, kind))
-        else:
-            ranks.append(RankResult(r, status, None, None, message, None))
-    replay = (f"hpref.sim.run({world_size}, {getattr(fn, '__qualname__', fn)!s}, seed={seed}"
-              + (f", faults={raw['faults']!r}" if raw["faults"] else "") + ")")
+        if freeze:
+            gc.unfreeze()
+        _copy_back(captures)
+    ranks = [_rank_result(r, *outcome) for r, outcome in enumerate(raw["outcomes"])]
+    failure, exit_code = raw["failure"], raw["exit_code"]
+    if failure == "none" and any(r.status != "ok" for r in ranks):
+        failure, exit_code = "check failed", 1  # a value that did not unpickle here
     random_hash = _hash_seed_random()
+    replay = _replay_line(world_size, fn, args, seed, raw["faults"], timeout_s, torch_distributed)
     if random_hash:
         replay += "  # with PYTHONHASHSEED unset, str hashes differ between runs: set it to replay exactly"
-    result = Result(ranks, raw["failure"], raw["exit_code"], raw["trace_hash"],
+    result = Result(ranks, failure, exit_code, raw["trace_hash"],
                     list(raw["trace"]) if trace else None, list(raw["faults"]),
                     list(raw["unfired_faults"]), raw["decisions"], seed, replay, random_hash)
     if isinstance(trace, (str, os.PathLike)):
         _write_trace(os.fspath(trace), raw["trace"])
     return result
+
+
+def _rank_result(r: int, status: str, value: bytes, kind: str, message: str) -> RankResult:
+    if status == "ok":
+        type_name, payload = pickle.loads(value)
+        try:
+            return RankResult(r, status, pickle.loads(payload))
+        except Exception as e:  # noqa: BLE001 - the value's own unpickling code may raise anything
+            return RankResult(r, "error", None, type(e).__name__,
+                              f"the rank's return value, a {type_name}, pickled in the rank but "
+                              f"did not unpickle here: {type(e).__name__}: {e}", "exception")
+    if status == "error":
+        error_type = None
+        if kind == "exception" and ": " in message:
+            error_type, message = message.split(": ", 1)
+        elif kind:
+            error_type = error_class(kind).__name__
+        return RankResult(r, status, None, error_type, message, kind)
+    return RankResult(r, status, None, None, message, None)
+
+
+# Longer argument reprs are left out of the replay line.
+_REPLAY_REPR_MAX = 200
+
+
+def _replay_arg(value: Any) -> Optional[str]:
+    """repr(value) where it reads back as Python (parses, and is not a summary with "..."
+    as numpy prints a large array), else None."""
+    try:
+        text = repr(value)
+        compile(text, "<replay>", "eval")
+    except Exception:  # noqa: BLE001 - a repr that raises, or "<object at 0x...>"
+        return None
+    if len(text) > _REPLAY_REPR_MAX or ("..." in text and not isinstance(value, str)):
+        return None
+    return text
+
+
+def _replay_line(world_size: int, fn: Callable, args: tuple, seed: int, faults: List[str],
+                 timeout_s: float, torch_distributed: bool) -> str:
+    """The call that replays this run: the positional arguments (``...`` for one whose repr
+    is not Python), the seed, the faults as run and the keywords not at their defaults."""
+    reprs = [_replay_arg(a) for a in args]
+    parts = [str(world_size), str(getattr(fn, "__qualname__", fn))]
+    parts += [text if text is not None else "..." for text in reprs]
+    parts.append(f"seed={seed}")
+    if faults:
+        parts.append(f"faults={list(faults)!r}")
+    if timeout_s != 120.0:
+        parts.append(f"timeout_s={timeout_s!r}")
+    if not torch_distributed:
+        parts.append("torch_distributed=False")
+    line = f"hpref.sim.run({', '.join(parts)})"
+    if None in reprs:
+        line += "  # ...: an argument whose repr is not Python; pass the same value"
+    return line
 
 
 def _write_trace(path: str, lines: List[str]) -> None:

@@ -1,7 +1,10 @@
 """hpref.sim.run (issue 12, SPEC 9.3): Python functions on forked simulated ranks with the
 simulator's communicator: results pickled back, the same seed giving the same trace hash,
-mismatches, dead peers and exceptions reported per rank with the failure class, faults
-applied, and no process or /dev/shm segment left behind."""
+mismatches, dead peers and exceptions reported per rank with the failure class (the cause
+raised, not a peer failure's echo), faults applied, and no process or /dev/shm segment left
+behind; a value that does not unpickle in the parent, a caller's gc.freeze(), the replay
+line's arguments, the ranks' output (nothing printed twice, nothing lost to a kill or to an
+in-memory sys.stdout) and the hash seed the process started with."""
 import os
 import sys
 
@@ -309,3 +312,150 @@ def test_a_skipped_new_group_is_a_mismatch_not_a_hang():
     for r in result.ranks:
         assert r.kind == "comm_mismatch" and "new_group #1" in r.message
         assert "ranks [3] went past it" in r.message
+
+
+def test_values_raises_the_cause_with_its_builtin_type_not_a_peer_failure_echo():
+    result = sim.run(4, raises_on_rank_two, torch_distributed=False)
+    assert result.first_failure() is result.ranks[2]
+    assert isinstance(result.ranks[2].exception(), KeyError)
+    with pytest.raises(KeyError, match="rank 2: 'no such sample'"):
+        result.values()
+    assert result.ranks[0].is_peer_failure() and not result.ranks[2].is_peer_failure()
+
+
+def _rebuilt_only_in_a_rank():
+    if sim._COMM is None:
+        raise ValueError("this value unpickles only inside a rank")
+    return OnlyInARank()
+
+
+class OnlyInARank:
+    def __reduce__(self):
+        return (_rebuilt_only_in_a_rank, ())
+
+
+def returns_what_the_parent_cannot_unpickle(rank):
+    return OnlyInARank() if rank == 1 else rank
+
+
+def test_a_value_that_does_not_unpickle_here_is_that_ranks_error_and_the_rest_is_kept():
+    result = sim.run(3, returns_what_the_parent_cannot_unpickle, torch_distributed=False)
+    assert [r.status for r in result.ranks] == ["ok", "error", "ok"]
+    assert result.ranks[0].value == 0 and result.ranks[2].value == 2
+    bad = result.ranks[1]
+    assert bad.error_type == "ValueError" and bad.kind == "exception"
+    assert "OnlyInARank" in bad.message and "this value unpickles only inside a rank" in bad.message
+    assert not result.ok and result.failure == "check failed" and result.exit_code == 1
+    with pytest.raises(ValueError, match="rank 1: .*OnlyInARank"):
+        result.values()
+
+
+def test_a_callers_own_gc_freeze_is_left_as_it_was():
+    import gc
+    kept = [[i] for i in range(1000)]
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen >= len(kept)
+        assert sim.run(2, gather_and_sum, None, torch_distributed=False).ok
+        assert gc.get_freeze_count() >= frozen - 100  # a few frozen objects may be freed meanwhile
+    finally:
+        gc.unfreeze()
+    assert sim.run(2, gather_and_sum, None, torch_distributed=False).ok
+    assert gc.get_freeze_count() == 0  # and run's own freeze is undone
+
+
+def test_the_replay_line_has_the_arguments_and_keywords_and_replays_the_run():
+    result = sim.run(4, gather_and_sum, {"k": [1, "x"]}, seed=6, timeout_s=30, torch_distributed=False)
+    line = result.replay.split("  #")[0]
+    assert line == ("hpref.sim.run(4, gather_and_sum, {'k': [1, 'x']}, seed=6, timeout_s=30.0, "
+                    "torch_distributed=False)"), line
+    again = eval(line, {"hpref": hpref, "gather_and_sum": gather_and_sum})
+    assert again.trace_hash == result.trace_hash and again.values() == result.values()
+
+
+def test_an_argument_whose_repr_is_not_python_is_written_as_an_ellipsis():
+    result = sim.run(2, gather_and_sum, object(), seed=2, torch_distributed=False)
+    assert result.replay.startswith("hpref.sim.run(2, gather_and_sum, ..., seed=2, torch_distributed=False)")
+    assert "repr is not Python" in result.replay
+    big = np.arange(10000)  # numpy's repr summarises it with "..."
+    assert "gather_and_sum, ..., seed" in sim.run(2, gather_and_sum, big, torch_distributed=False).replay
+
+
+def prints_then_barriers(rank):
+    print(f"rank {rank} says hello")
+    c = sim.communicator()
+    c.barrier(c.world()).wait()
+    print(f"rank {rank} passed the barrier")
+    return rank
+
+
+def test_ranks_output_reaches_an_in_memory_stream(capsys):
+    # capsys replaces sys.stdout by an in-memory stream: a rank's own copy of it would die
+    # with the rank.
+    print("parent before")
+    assert sim.run(2, prints_then_barriers, torch_distributed=False).ok
+    out = capsys.readouterr().out
+    assert out.count("parent before") == 1
+    for r in (0, 1):
+        assert f"rank {r} says hello" in out and f"rank {r} passed the barrier" in out
+
+
+OUTPUT = """
+import sys, time
+sys.path.insert(0, {here!r})
+import hpref.sim as sim
+
+def prints(rank):
+    print(f"rank {{rank}} before step 1")
+    c = sim.communicator()
+    c.barrier(c.world()).wait()
+    print(f"rank {{rank}} after step 1")
+    if rank == 1 and {sleep}:
+        time.sleep(5)  # past the turn timeout: killed
+    c.barrier(c.world()).wait()
+    return rank
+
+print("parent starting")  # buffered (stdout is a pipe) when the ranks fork
+r = sim.run(2, prints, faults={faults!r}, timeout_s=0.5, torch_distributed=False)
+print("statuses", [x.status for x in r.ranks])
+"""
+
+
+@pytest.mark.parametrize("how", ["crash", "timeout"])
+def test_what_a_rank_printed_before_it_was_killed_arrives_and_nothing_twice(tmp_path, how):
+    import subprocess
+    script = tmp_path / "prints.py"
+    script.write_text(OUTPUT.format(here=os.environ.get("PYTHONPATH", "").split(os.pathsep)[0],
+                                    sleep=how == "timeout", faults=["crash:1@3"] if how == "crash" else []))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # a pipe: block-buffered
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                         timeout=60).stdout
+    assert out.count("parent starting") == 1, out
+    assert "statuses ['error', 'died']" in out, out
+    for r in (0, 1):
+        assert f"rank {r} before step 1" in out and f"rank {r} after step 1" in out, out
+
+
+HASH_SEED = """
+import os, sys
+os.environ["PYTHONHASHSEED"] = "0"  # too late: the interpreter drew its str-hash secret at startup
+sys.path.insert(0, {here!r})
+import hpref.sim as sim
+r = sim.run(2, lambda rank: rank, torch_distributed=False)
+print(r.hash_seed_random, "PYTHONHASHSEED unset" in r.replay)
+"""
+
+
+@pytest.mark.parametrize("startup", [None, "0", "7"])
+def test_the_hash_seed_is_the_one_the_process_started_with(tmp_path, startup):
+    import subprocess
+    script = tmp_path / "hash_seed.py"
+    script.write_text(HASH_SEED.format(here=os.environ.get("PYTHONPATH", "").split(os.pathsep)[0]))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
+    if startup is not None:
+        env["PYTHONHASHSEED"] = startup
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                         timeout=60)
+    random = startup is None
+    assert out.stdout.split() == [str(random), str(random)], out.stdout + out.stderr
