@@ -19,7 +19,8 @@ Python: hpref.torch's checked process groups").
    ``wait()`` compares it again: a change is ``BufferMutated``.
 
 Every wait has a deadline (``timeout_s``): past it, ``CommTimeout`` names what each member
-last launched. A peer that went away is ``PeerFailed``, naming the same.
+last launched. A peer that went away is ``PeerFailed``, naming the same. Messages name groups
+and ranks as the code knows them (``names``: torch's group id and global ranks).
 """
 from __future__ import annotations
 
@@ -118,26 +119,37 @@ def _u8(nbytes: int, device: Any = None):
 class CheckedWork(OnceWork):
     """A checked operation: ``wait()`` completes the inner operation within the deadline
     (``CommTimeout``/``PeerFailed`` otherwise), then compares the send buffer with its
-    checksum at launch (``BufferMutated``)."""
+    checksum at launch (``BufferMutated``); ``is_completed()`` polls the inner operation.
+    ``seq``: its sequence number on its group."""
 
-    def __init__(self, comm: "CheckedComm", inner: Any, what: str, send: Optional[Tuple[int, int, str, int]]):
+    seq: Optional[int] = None
+
+    def __init__(self, comm: "CheckedComm", inner: Any, what: str, send: Optional[Tuple[int, int, str, int]],
+                 launched: Optional[float] = None):
         """``send``: (address, bytes, memory space, checksum at launch), or None when nothing
-        is checked."""
+        is checked; ``launched``: time.monotonic() at the launch (default: now), where the
+        deadline counts from."""
         self._comm = comm
         self._inner = inner
         self._what = what
         self._send = send
+        self._launched = time.monotonic() if launched is None else launched
 
-    def _complete(self) -> None:
+    def _complete(self, timeout_s: Optional[float]) -> None:
         # The send buffer is read before the inner wait, while the backend's threads still
         # move it: the caller is in wait(), so it has made every change it will make before
         # wait, and backends only read send buffers.
         after = None if self._send is None else self._comm._checksum(*self._send[:3])
-        self._comm._wait(self._inner, self._what)
+        self._comm._wait(self._inner, self._what, self._launched, timeout_s)
         if self._send is not None and after != self._send[3]:
             raise _from_core("comm_buffer_mutated",
-                             f"{self._what}: rank {self._comm._me} changed its send buffer of {self._send[1]} "
-                             "bytes between launch and wait() (the backend may read it at any time before wait)")
+                             f"{self._what}: rank {self._comm._world_rank()} changed its send buffer of "
+                             f"{self._send[1]} bytes between launch and wait() (the backend may read it at any "
+                             "time before wait)")
+
+    def _finished(self) -> bool:
+        poll = getattr(self._inner, "is_completed", None)
+        return poll is not None and bool(poll())
 
     def _release(self) -> None:
         self._send = None
@@ -148,11 +160,12 @@ class CheckedComm:
     Python interface).
 
     ``names``: ``names(group) -> (group id, world ranks)`` for the messages — the ids and
-    ranks the code knows the group by (torch's group name and global ranks), called at the
-    group's first operation. ``store``: a store every member shares (each member's last
-    launch is kept there, read when a wait times out); None: not kept. ``timeout_s``: the
-    deadline of every wait (the inner communicator must enforce it too: gloo groups are
-    made with it). ``log_dir``: one JSON line per operation per rank, or None.
+    ranks the code knows the group by (torch's group name and global ranks), kept from the
+    group's first operation; a KeyError means not known yet (the group's own are used).
+    ``store``: a store every member shares (each member's last launch is kept there, read
+    when a wait times out); None: not kept. ``timeout_s``: the deadline of every wait,
+    counted from the launch (the inner communicator must enforce it too: gloo groups are
+    made with it; a shorter timeout given to a work's wait() ends that wait sooner). ``log_dir``: one JSON line per operation per rank, or None.
     ``check_buffers``: compare send buffers at wait(): True checks host buffers; an
     accelerator buffer costs a device sync and a copy to the host at launch and at wait, so
     it is checked only with ``"all"``.
@@ -167,7 +180,7 @@ class CheckedComm:
         self._store = store
         self._timeout_s = float(timeout_s)
         if check_buffers not in (True, False, "all"):
-            raise _from_core("invalid_argument", f"check_buffers is True, False or 'all', got {check_buffers!r}")
+            raise _from_core("invalid_argument", f"check_buffers must be True, False or 'all', got {check_buffers!r}")
         self._check_buffers = check_buffers
         # Where the signatures are exchanged: the inner communicator's device (an nccl group
         # moves device memory only).
@@ -177,7 +190,12 @@ class CheckedComm:
         self._labels: Dict[int, Tuple[int, Tuple[int, ...]]] = {}
         self._log = None
         self._log_dir = log_dir
-        self._me = inner.rank()
+        self._me = inner.rank()  # the inner communicator's world rank (roots are given in it)
+
+    @property
+    def check_buffers(self) -> Any:
+        """Which send buffers are compared at wait(): True (host), ``"all"`` or False."""
+        return self._check_buffers
 
     # ---- the Communicator seam ---------------------------------------------------------
 
@@ -258,12 +276,24 @@ class CheckedComm:
     # ---- checked mode -------------------------------------------------------------------
 
     def _label(self, group: Any) -> Tuple[int, Tuple[int, ...]]:
+        """The id and world ranks the messages give ``group`` (``names``), kept from its first
+        use."""
         label = self._labels.get(group.id)
         if label is None:
-            gid, ranks = self._names(group) if self._names is not None else (group.id, group.ranks)
+            try:
+                gid, ranks = self._names(group) if self._names is not None else (group.id, group.ranks)
+            except KeyError:  # names() does not know the group yet: its own, not kept
+                return group.id, tuple(group.ranks)
             label = (int(gid), tuple(int(r) for r in ranks))
             self._labels[group.id] = label
         return label
+
+    def _world_rank(self) -> int:
+        """This rank as the messages name it: its world rank (``names``), not its rank in the
+        inner communicator, which for a subgroup's checked group is its group rank."""
+        world = self._inner.world()
+        ranks = self._label(world)[1]
+        return ranks[world.index] if 0 <= world.index < len(ranks) else self._me
 
     def _agree(self, group: Any, kind: str, fields: Dict[str, Any], sig: bytes, space: str,
                log: bool = True, meanwhile: Optional[Callable[[], Any]] = None) -> Tuple[str, Any]:
@@ -275,7 +305,7 @@ class CheckedComm:
         seq = self._seq.get(group.id, 0)
         self._seq[group.id] = seq + 1
         what = f"{kind} on group {gid} seq {seq} {list(ranks)}"
-        me = ranks[group.index] if 0 <= group.index < len(ranks) else self._me
+        me = ranks[group.index] if 0 <= group.index < len(ranks) else self._world_rank()
         self._record(group, gid, ranks, me, seq, kind, fields, log)
         n = len(sig)
         # One all-gather of the signatures, made as an all-to-all of this member's signature
@@ -287,10 +317,11 @@ class CheckedComm:
         if space != "host" and self._device is not None:
             src, out = src.to(self._device), out.to(self._device)
         counts = [n] * group.size
+        launched = time.monotonic()
         work = self._inner.all_to_all_v(group, src.data_ptr(), counts, out.data_ptr(), counts, space)
         extra = meanwhile() if meanwhile is not None else None
         # A hang here is a hang of the group: it times out like any wait.
-        self._wait(work, f"the signature exchange of {what}")
+        self._wait(work, f"the signature exchange of {what}", launched)
         check_signatures(out.cpu().numpy().tobytes(), gid, list(ranks), seq)
         return what, extra
 
@@ -302,7 +333,10 @@ class CheckedComm:
             addr, nbytes = send
             checksum = lambda: (addr, nbytes, space, self._checksum(addr, nbytes, space))  # noqa: E731
         what, checked = self._agree(group, kind, fields, sig, space, meanwhile=checksum)
-        return CheckedWork(self, run(), what, checked)
+        launched = time.monotonic()
+        work = CheckedWork(self, run(), what, checked, launched)
+        work.seq = self._seq[group.id] - 1
+        return work
 
     def _checksum(self, addr: int, nbytes: int, space: str) -> int:
         """buffer_checksum of a send buffer; accelerator memory is first copied to the host
@@ -311,18 +345,26 @@ class CheckedComm:
             return _core.buffer_checksum(addr, nbytes)
         return _core.buffer_checksum(self._to_host(addr, nbytes).data_ptr(), nbytes)
 
-    def _wait(self, work: Any, what: str) -> None:
-        start = time.monotonic()
+    def _wait(self, work: Any, what: str, launched: float, timeout_s: Optional[float] = None) -> None:
+        """Completes ``work`` (launched at ``launched``, time.monotonic()) within the deadline,
+        or within ``timeout_s`` when the caller's wait() gave one that ends sooner; a timeout
+        or a peer gone is raised naming what every member last launched."""
+        left = self._timeout_s - (time.monotonic() - launched)
+        mine = timeout_s is not None and timeout_s < left and isinstance(work, OnceWork)
         try:
-            work.wait()
+            if mine:
+                work.wait(timeout_s)
+            else:  # the inner group enforces the deadline itself (gloo groups are made with it)
+                work.wait()
         except Exception as e:  # noqa: BLE001 - translated into the comm error it is
             text = str(e)
             lowered = text.lower()
             if "timed out" in lowered or "timeout" in lowered:
-                waited = time.monotonic() - start
+                waited = time.monotonic() - launched
+                limit = f"the {timeout_s:g} s given to wait()" if mine else f"the {self._timeout_s:g} s deadline"
                 raise _from_core("comm_timeout",
-                                 f"{what}: rank {self._me} waited {waited:.1f} s past the {self._timeout_s:g} s "
-                                 f"deadline; last launches: {self.last_launches(what)}") from e
+                                 f"{what}: rank {self._world_rank()} waited {waited:.1f} s since the launch, "
+                                 f"{limit}; last launches: {self.last_launches(what)}") from e
             if peer_went_away(text):
                 raise _from_core("comm_peer_failed", f"{what}: a peer went away ({text.strip()}); "
                                                      f"last launches: {self.last_launches(what)}") from e
@@ -369,15 +411,16 @@ class CheckedComm:
 
     def _has(self, key: str) -> bool:
         """Whether the store holds ``key``, without waiting for it: ``check`` where the store
-        has it (torch 2.x), else a get under a short store timeout (torch 1.13's PrefixStore)."""
+        has it (torch 2.x), else a wait of half a second given to that one call (torch
+        1.13): the store's own timeout is torch's, shared with every later get and barrier
+        of the job, and stays as it is."""
         if hasattr(self._store, "check"):
             return bool(self._store.check([key]))
         from datetime import timedelta
-        self._store.set_timeout(timedelta(seconds=0.5))
         try:
-            self._store.get(key)
+            self._store.wait([key], timedelta(seconds=0.5))
             return True
-        except Exception:  # noqa: BLE001 - absent: the get timed out
+        except Exception:  # noqa: BLE001 - absent: the wait timed out
             return False
 
     def close(self) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 from datetime import timedelta
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from .errors import _from_core
 
@@ -108,14 +108,17 @@ class OnceWork:
     _done = False
     _error: Optional[BaseException] = None
 
-    def wait(self) -> None:
-        """Completes the operation or raises its error (the same one on every call)."""
+    def wait(self, timeout_s: Optional[float] = None) -> None:
+        """Completes the operation or raises its error (the same one on every call).
+        ``timeout_s``: how long this call waits at most (None: the operation's own deadline);
+        past it ``CommTimeout``, and the operation stays failed (SPEC 9.2: a timeout ends the
+        group's use)."""
         if self._error is not None:
             raise self._error
         if self._done:
             return
         try:
-            self._complete()
+            self._complete(timeout_s)
         except BaseException as e:
             self._error = e
             raise
@@ -123,8 +126,17 @@ class OnceWork:
             self._release()
         self._done = True
 
-    def _complete(self) -> None:
+    def is_completed(self) -> bool:
+        """Whether wait() would return or raise at once: completed, failed, or finished
+        underneath (a polling loop ends, as torch's works do)."""
+        return self._done or self._error is not None or self._finished()
+
+    def _complete(self, timeout_s: Optional[float]) -> None:
         raise NotImplementedError
+
+    def _finished(self) -> bool:
+        """Whether the operation underneath has finished (wait() would not block)."""
+        return False
 
     def _release(self) -> None:
         """Drops what the operation kept alive until wait()."""
@@ -133,20 +145,29 @@ class OnceWork:
 class _GlooWork(OnceWork):
     """A launched collective of the inner group: ``wait()`` completes it (again: returns at
     once) or raises ``CommBackendError`` naming the operation, group and the library's
-    message."""
+    message (``CommTimeout`` past a ``timeout_s`` given to wait())."""
 
     def __init__(self, work: Any, what: str, keep: Tuple[Any, ...] = ()):
         self._work = work
         self._what = what
         self._keep = keep  # the views the work reads and writes
 
-    def _complete(self) -> None:
+    def _complete(self, timeout_s: Optional[float]) -> None:
         if self._work is None:
             return
         try:
-            self._work.wait()
+            if timeout_s is None:
+                self._work.wait()
+            else:  # torch's Work.wait(timeout): "Operation timed out!" past it (torch 1.13 and 2.x)
+                self._work.wait(timedelta(seconds=timeout_s))
         except RuntimeError as e:
+            if timeout_s is not None and "timed out" in str(e).lower():
+                raise _from_core("comm_timeout", f"{self._what}: not complete within the {timeout_s:g} s "
+                                                 f"given to wait() ({e})") from e
             raise _from_core("comm_backend", f"{self._what} failed in gloo: {e}") from e
+
+    def _finished(self) -> bool:
+        return self._work is None or bool(self._work.is_completed())
 
     def _release(self) -> None:
         self._keep = ()
@@ -160,7 +181,10 @@ class TorchComm:
     ``ProcessGroupNCCL`` made directly from a store. World ranks are its group ranks.
     ``store``: a store all those ranks share, used to make the gloo groups of
     :meth:`new_group` (default: the store torch keeps for ``inner_group``).
-    ``timeout``: the gloo timeout of those groups. ``device``: where the buffers live —
+    ``timeout``: the gloo timeout of those groups. ``names``: ``names(group) -> (group id,
+    world ranks)``, the ids and ranks the code knows a group by, for the messages (default,
+    or where it raises KeyError: the group's own; hpref.torch passes torch's group name and
+    global ranks, as for its CheckedComm). ``device``: where the buffers live —
     ``"cpu"`` (a gloo group: host memory, the world group's memory is ``"host"``) or a CUDA
     device (an nccl group: the addresses are device memory, viewed through the CUDA array
     interface; the world group's memory is ``"accelerator"``).
@@ -172,7 +196,8 @@ class TorchComm:
     """
 
     def __init__(self, inner_group: Any, *, store: Any = None,
-                 timeout: timedelta = timedelta(minutes=30), device: Any = "cpu"):
+                 timeout: timedelta = timedelta(minutes=30), device: Any = "cpu",
+                 names: Optional[Callable[[CommGroup], Tuple[int, Sequence[int]]]] = None):
         """Wraps ``inner_group`` (see the class docstring)."""
         torch, _ = _torch()
         self._inner = inner_group
@@ -187,6 +212,24 @@ class TorchComm:
                                 "host" if self._on_host else "accelerator")
         self._members: Dict[int, Any] = {0: inner_group}
         self._next_id = 1
+        self._names = names
+
+    def _label(self, group: CommGroup) -> Tuple[int, Tuple[int, ...]]:
+        """The id and world ranks the messages give ``group`` (see ``names``)."""
+        try:
+            gid, ranks = self._names(group) if self._names is not None else (group.id, group.ranks)
+        except KeyError:  # names() does not know the group (yet)
+            return group.id, tuple(group.ranks)
+        ranks = tuple(int(r) for r in ranks)
+        return int(gid), ranks if len(ranks) == group.size else tuple(group.ranks)
+
+    def _name(self, group: CommGroup) -> str:
+        gid, ranks = self._label(group)
+        return f"group {gid} {list(ranks)}"
+
+    def _me(self) -> int:
+        """This rank as the messages name it (its world rank)."""
+        return self._label(self._world)[1][self._world.index]
 
     @property
     def device(self) -> Any:
@@ -262,13 +305,13 @@ class TorchComm:
         ``group.size * in_bytes``."""
         pg = self._check(group, "all_gather", space)
         if out_bytes != group.size * in_bytes:
-            raise _usage(f"all_gather on group {group.id}: out_bytes {out_bytes} != group size "
+            raise _usage(f"all_gather on {self._name(group)}: out_bytes {out_bytes} != group size "
                          f"{group.size} x in_bytes {in_bytes}")
         src = self._view(in_addr, in_bytes)
         out = self._view(out_addr, out_bytes)
         chunks = list(out.split(in_bytes)) if in_bytes else [out[:0] for _ in range(group.size)]
         work = pg.allgather([chunks], [src])
-        return _GlooWork(work, f"all_gather on group {group.id}", (src, out, chunks))
+        return _GlooWork(work, f"all_gather on {self._name(group)}", (src, out, chunks))
 
     def broadcast(self, group: CommGroup, addr: int, nbytes: int, root: int,
                   space: str = "host") -> _GlooWork:
@@ -276,13 +319,14 @@ class TorchComm:
         pg = self._check(group, "broadcast", space)
         root_index = group.index_of(int(root))
         if root_index < 0:
-            raise _usage(f"broadcast on group {group.id}: root {root} is not a member of {list(group.ranks)}")
+            raise _usage(f"broadcast on {self._name(group)}: root {root} (a rank of the communicator's world) "
+                         "is not a member")
         _, dist = _torch()
         opts = dist.BroadcastOptions()
         opts.rootRank = root_index
         opts.rootTensor = 0
         buf = self._view(addr, nbytes)
-        return _GlooWork(pg.broadcast([buf], opts), f"broadcast on group {group.id}", (buf,))
+        return _GlooWork(pg.broadcast([buf], opts), f"broadcast on {self._name(group)}", (buf,))
 
     def all_reduce(self, group: CommGroup, addr: int, nbytes: int, dtype: str, op: str,
                    space: str = "host") -> _GlooWork:
@@ -296,11 +340,11 @@ class TorchComm:
         tdtype = getattr(torch, _TORCH_DTYPES[dtype])
         item = torch.empty(0, dtype=tdtype).element_size()
         if nbytes % item:
-            raise _usage(f"all_reduce on group {group.id}: {nbytes} bytes is not a whole number of {dtype}")
+            raise _usage(f"all_reduce on {self._name(group)}: {nbytes} bytes is not a whole number of {dtype}")
         opts = dist.AllreduceOptions()
         opts.reduceOp = getattr(dist.ReduceOp, _REDUCE_OPS[op])
         buf = self._view(addr, nbytes, tdtype)
-        return _GlooWork(pg.allreduce([buf], opts), f"all_reduce on group {group.id}", (buf,))
+        return _GlooWork(pg.allreduce([buf], opts), f"all_reduce on {self._name(group)}", (buf,))
 
     def all_to_all_v(self, group: CommGroup, in_addr: int, in_counts: Sequence[int], out_addr: int,
                      out_counts: Sequence[int], space: str = "host") -> _GlooWork:
@@ -309,19 +353,19 @@ class TorchComm:
         pg = self._check(group, "all_to_all_v", space)
         in_counts, out_counts = [int(c) for c in in_counts], [int(c) for c in out_counts]
         if len(in_counts) != group.size or len(out_counts) != group.size or min(in_counts + out_counts) < 0:
-            raise _usage(f"all_to_all_v on group {group.id}: counts {in_counts} / {out_counts} must be "
+            raise _usage(f"all_to_all_v on {self._name(group)}: counts {in_counts} / {out_counts} must be "
                          f"{group.size} non-negative byte counts each")
         _, dist = _torch()
         src = self._view(in_addr, sum(in_counts))
         out = self._view(out_addr, sum(out_counts))
         work = pg.alltoall_base(out, src, out_counts, in_counts, dist.AllToAllOptions())
-        return _GlooWork(work, f"all_to_all_v on group {group.id}", (src, out))
+        return _GlooWork(work, f"all_to_all_v on {self._name(group)}", (src, out))
 
     def barrier(self, group: CommGroup) -> _GlooWork:
         """Completes when every member has launched it."""
         pg = self._check(group, "barrier", None)
         _, dist = _torch()
-        return _GlooWork(pg.barrier(dist.BarrierOptions()), f"barrier on group {group.id}")
+        return _GlooWork(pg.barrier(dist.BarrierOptions()), f"barrier on {self._name(group)}")
 
     # ---- checks -------------------------------------------------------------------------
 
@@ -329,13 +373,13 @@ class TorchComm:
         if not isinstance(group, CommGroup):
             raise _usage(f"{op}: {group!r} is not a group of this communicator")
         if not group.is_member:
-            raise _usage(f"{op} on group {group.id}: rank {self._rank} is not a member of {list(group.ranks)}")
+            raise _usage(f"{op} on {self._name(group)}: rank {self._me()} is not a member")
         pg = self._members.get(group.id)
         if pg is None:
             raise _usage(f"{op}: group {group.id} was not made by this communicator")
         if space is not None and space != group.memory:
             raise _from_core("comm_memory_space",
-                             f"{op} on group {group.id} ({group.backend}) takes {group.memory} buffers, "
+                             f"{op} on {self._name(group)} ({group.backend}) takes {group.memory} buffers, "
                              f"got a {space} buffer")
         return pg
 

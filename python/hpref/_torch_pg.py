@@ -12,7 +12,8 @@ subclass registered under the backend name ``"hpref"`` with
 Debian's 1.13 and PyPI's 2.13).
 
 Supported: all_reduce (sum, min, max over int32, int64, float32, float64), broadcast,
-all_gather (list and into one tensor), all_to_all_single (with and without splits),
+all_gather (list and into one tensor, and its coalesced form: one per pair, what torch 2.x's
+functional all_gather_tensor calls), all_to_all_single (with and without splits),
 all_to_all (lists), barrier, and what torch builds on them (all_gather_object,
 broadcast_object_list), synchronous or ``async_op=True``. Every other operation raises
 ``CommUsageError`` at once, naming it; so do a sparse tensor (naming its layout) and an
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import time
 import warnings
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -32,7 +34,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as _c10d
 
-from ._torch_comm import is_accelerator_backend_name
+from ._torch_comm import OnceWork, is_accelerator_backend_name
 from .errors import _from_core
 
 __all__ = ["BACKEND", "HprefProcessGroup", "HprefWork", "install", "uninstall", "installed"]
@@ -57,8 +59,6 @@ _UNSUPPORTED = {
     "reduce_scatter_single_coalesced": "reduce_scatter_tensor (coalesced)",
     "reduce_scatter_tensor_coalesced": "reduce_scatter_tensor (coalesced)",
     "allgather_coalesced": "all_gather_coalesced",
-    "all_gather_single_coalesced": "all_gather_into_tensor (coalesced)",
-    "allgather_into_tensor_coalesced": "all_gather_into_tensor (coalesced)",
     "allreduce_coalesced": "all_reduce_coalesced", "monitored_barrier": "monitored_barrier",
     "_start_coalescing": "coalescing (_coalescing_manager, batch_isend_irecv)",
     "_end_coalescing": "coalescing (_coalescing_manager, batch_isend_irecv)",
@@ -93,17 +93,40 @@ def _device_of(tensors: Sequence[torch.Tensor]) -> Any:
     return tensors[0].device if tensors else None
 
 
+def _overlaps(t: torch.Tensor) -> bool:
+    """Whether elements of ``t`` share memory (an expand()ed or stride-0 view): no backend
+    can write such a tensor element by element."""
+    check = getattr(torch, "_debug_has_internal_overlap", None)
+    if check is not None:
+        return check(t) == 1  # 1: yes; 2: too hard to tell (not refused)
+    return any(stride == 0 and size > 1 for size, stride in zip(t.shape, t.stride()))
+
+
+def _seconds(timeout: Any) -> Optional[float]:
+    """A wait's timeout in seconds (a timedelta or a number), or None for none (torch's
+    default, a zero timedelta, means none)."""
+    if timeout is None:
+        return None
+    seconds = timeout.total_seconds() if hasattr(timeout, "total_seconds") else float(timeout)
+    return seconds if seconds > 0 else None
+
+
 class _Staging:
     """Buffers of one operation: the memory handed to the communicator (the tensor itself
     when contiguous, else a contiguous copy), kept alive until wait(); staged send buffers
     are compared with the caller's tensor at wait() (a change is a mutated send buffer, as
-    the communicator reports for the memory it was given); staged receive buffers are
-    copied back."""
+    the communicator reports for the memory it was given) where ``check`` says so — the
+    communicator's ``check_buffers``: True compares CPU tensors, ``"all"`` every tensor,
+    False none; staged receive buffers are copied back."""
 
-    def __init__(self) -> None:
+    def __init__(self, check: Any = True) -> None:
         self.keep: List[torch.Tensor] = []
         self.checks: List[Tuple[int, torch.Tensor, torch.Tensor]] = []
         self.copies: List[Tuple[torch.Tensor, torch.Tensor]] = []
+        self.check = check
+
+    def _checked(self, t: torch.Tensor) -> bool:
+        return self.check == "all" or (bool(self.check) and t.device.type == "cpu")
 
     def send(self, t: torch.Tensor, index: int = 0) -> torch.Tensor:
         if t.is_contiguous():
@@ -111,7 +134,8 @@ class _Staging:
             return t
         staged = t.detach().contiguous()  # outside autograd, as a backend reads it
         self.keep.append(staged)
-        self.checks.append((index, t, staged))
+        if self._checked(t):
+            self.checks.append((index, t, staged))
         return staged
 
     def receive(self, t: torch.Tensor, inout: bool = False) -> torch.Tensor:
@@ -120,7 +144,7 @@ class _Staging:
             return t
         staged = t.detach().contiguous() if inout else torch.empty(t.shape, dtype=t.dtype, device=t.device)
         self.keep.append(staged)
-        if inout:
+        if inout and self._checked(t):
             self.checks.append((0, t, staged.clone()))
         self.copies.append((t, staged))
         return staged
@@ -132,7 +156,8 @@ class _Staging:
         offset = 0
         for i, (t, n) in enumerate(zip(tensors, counts)):
             buf[offset:offset + n].copy_(_bits(t.detach()))
-            self.checks.append((i, t, buf[offset:offset + n]))
+            if self._checked(t):
+                self.checks.append((i, t, buf[offset:offset + n]))
             offset += n
         self.keep.append(buf)
         return buf, counts
@@ -156,10 +181,11 @@ class HprefWork(dist.distributed_c10d.Work):
     BufferMutated, ...) — then copies staged outputs into the caller's tensors."""
 
     def __init__(self, op: str, where: str, comm_work: Any, staging: _Staging,
-                 result: Sequence[torch.Tensor]):
-        """``op``: the torch.distributed name; ``where``: the group, for messages."""
+                 result: Sequence[torch.Tensor], rank: Optional[int] = None):
+        """``op``: the torch.distributed name; ``where``: the group, for messages; ``rank``:
+        this rank's world rank, for messages."""
         super().__init__()
-        self._op, self._where = op, where
+        self._op, self._where, self._rank = op, where, rank
         self._comm_work = comm_work
         self._staging: Optional[_Staging] = staging
         self._result = list(result)
@@ -168,23 +194,32 @@ class HprefWork(dist.distributed_c10d.Work):
 
     def wait(self, timeout: Any = None) -> bool:
         """Completes the operation (at once when it already has) and returns True, or raises
-        its error — the same error on every later call. ``timeout`` is ignored: the
-        simulator finds deadlocks and dead peers without one."""
+        its error — the same error on every later call. ``timeout`` (a timedelta or seconds;
+        torch's default zero: none): where the communicator's work takes one (hpref.torch's
+        checked groups), a wait not complete within it raises CommTimeout and the operation
+        stays failed; the simulator ignores it (it finds deadlocks and dead peers without
+        one)."""
         if self._error is not None:
             raise self._error
         if self._done:
             return True
         staging = self._staging
+        seconds = _seconds(timeout)
         try:
-            self._comm_work.wait()
+            if seconds is not None and isinstance(self._comm_work, OnceWork):
+                self._comm_work.wait(seconds)
+            else:
+                self._comm_work.wait()
             # A backend writes the caller's tensors outside autograd (a view of a parameter
             # included), as gloo does.
             with torch.no_grad():
                 for index, mine, staged in staging.checks:
                     if not torch.equal(_bits(mine), staged.reshape(-1).view(torch.uint8)):
+                        who = "" if self._rank is None else f"rank {self._rank} changed "
                         raise _from_core("comm_buffer_mutated",
-                                         f"{self._op} on {self._where}: input tensor {index} changed between "
-                                         "launch and wait() (a real backend may read it at any time before wait)")
+                                         f"{self._op} on {self._where}: {who}input tensor {index}"
+                                         f"{'' if who else ' changed'} between launch and wait() (a real backend "
+                                         "may read it at any time before wait)")
                 for dst, src in staging.copies:
                     _write_bytes(dst, src.reshape(-1).view(torch.uint8))
         except BaseException as e:
@@ -196,8 +231,21 @@ class HprefWork(dist.distributed_c10d.Work):
         return True
 
     def is_completed(self) -> bool:
-        """Whether wait() has completed it (an hpref operation completes in wait)."""
-        return self._done or self._error is not None
+        """Whether it has completed: wait() returned or raised, or the communicator's work
+        says it finished (hpref.torch's checked groups: the inner gloo or nccl work), in
+        which case it is completed here — the send-buffer check and the copies into the
+        caller's tensors — so that a polling loop ends, as on gloo; an error is kept for
+        wait() to raise. The simulator completes an operation in wait() only."""
+        if self._done or self._error is not None:
+            return True
+        poll = getattr(self._comm_work, "is_completed", None)
+        if poll is None or not poll():
+            return False
+        try:
+            self.wait()
+        except Exception:  # noqa: BLE001 - kept in self._error: wait() raises it again
+            pass
+        return True
 
     def is_success(self) -> bool:
         """Whether it completed without an error."""
@@ -244,7 +292,9 @@ class HprefProcessGroup(dist.ProcessGroup):
         self._comm = comm
         self._group = group
         self._backend_name = str(backend)
+        self._asked = str(backend)  # the name the code asked for (_relabel), for messages
         self._device_tensors = device_tensors
+        self._check_buffers = getattr(comm, "check_buffers", True)
         self._ops = 0
 
     # ---- identity ---------------------------------------------------------------------
@@ -289,13 +339,40 @@ class HprefProcessGroup(dist.ProcessGroup):
 
     def __repr__(self) -> str:
         """The group id, ranks and the backend name it stands for."""
-        return (f"HprefProcessGroup(group={self._group.id}, ranks={list(self._group.ranks)}, "
-                f"backend={self._backend_name!r})")
+        gid, ranks = self._label()
+        return f"HprefProcessGroup(group={gid}, ranks={list(ranks)}, backend={self._backend_name!r})"
 
     # ---- helpers ----------------------------------------------------------------------
 
-    def _where(self) -> str:
-        return f"group {self._group.id} {list(self._group.ranks)} ({self._backend_name})"
+    def _label(self) -> Tuple[int, Tuple[int, ...]]:
+        """The group's id and world ranks as the code knows them: the communicator's own
+        (the simulator's), or those its checked mode names it by (hpref.torch: torch's group
+        id and global ranks, not those of the inner group)."""
+        label = getattr(self._comm, "_label", None)
+        return label(self._group) if label is not None else (self._group.id, tuple(self._group.ranks))
+
+    def _where(self, seq: Optional[int] = None) -> str:
+        gid, ranks = self._label()
+        return f"group {gid}{'' if seq is None else f' seq {seq}'} {list(ranks)} ({self._asked})"
+
+    def _rank(self) -> int:
+        """This rank's world rank (as _label names the group's ranks)."""
+        ranks = self._label()[1]
+        return ranks[self._group.index] if 0 <= self._group.index < len(ranks) else self._group.index
+
+    def _staging(self) -> "_Staging":
+        return _Staging(self._check_buffers)
+
+    def _written(self, op: str, tensors: Sequence[torch.Tensor], what: str = "output") -> None:
+        """Refuses, before anything moves, a tensor the operation writes whose elements share
+        memory (an expand()ed view): copying the result into it would fail with torch's bare
+        RuntimeError after the collective ran."""
+        for i, t in enumerate(tensors):
+            if _overlaps(t):
+                which = f"the {what} tensor" if len(tensors) == 1 else f"{what} tensor {i}"
+                raise _usage(f"{op} on {self._where()}: {which} (shape {list(t.shape)}, strides {list(t.stride())}) "
+                             "has elements sharing one memory location (an expand()ed view), and the operation "
+                             "writes every element: pass a tensor of its own memory (.clone())")
 
     def _space(self, op: str, tensors: Sequence[torch.Tensor]) -> str:
         accelerator = self._group.memory == "accelerator"
@@ -338,7 +415,9 @@ class HprefProcessGroup(dist.ProcessGroup):
 
     def _work(self, op: str, comm_work: Any, staging: _Staging, result: Sequence[torch.Tensor]) -> HprefWork:
         self._ops += 1
-        return HprefWork(op, self._where(), comm_work, staging, result)
+        # A checked operation knows its sequence number on the group: messages name it.
+        return HprefWork(op, self._where(getattr(comm_work, "seq", None)), comm_work, staging, result,
+                         rank=self._rank())
 
     def _row_counts(self, op: str, what: str, t: torch.Tensor, splits: Sequence[int]) -> List[int]:
         n = self._group.size
@@ -369,8 +448,9 @@ class HprefProcessGroup(dist.ProcessGroup):
         if red_name not in _REDUCE_OPS or t.dtype not in _REDUCE_DTYPES:
             raise _usage(f"all_reduce {red_name} over {t.dtype} on {self._where()}: hpref's communicator "
                          "reduces with SUM, MIN or MAX over int32, int64, float32 or float64")
+        self._written("all_reduce", [t], "reduced")
         space = self._space("all_reduce", [t])
-        staging = _Staging()
+        staging = self._staging()
         buf = staging.receive(t, inout=True)
         work = self._comm.all_reduce(self._group, buf.data_ptr(), _nbytes(buf), _REDUCE_DTYPES[t.dtype],
                                      _REDUCE_OPS[red_name], space)
@@ -384,8 +464,10 @@ class HprefProcessGroup(dist.ProcessGroup):
         if getattr(opts, "rootTensor", 0) != 0 or not 0 <= root < self._group.size:
             raise _usage(f"broadcast on {self._where()}: root rank {root} (tensor "
                          f"{getattr(opts, 'rootTensor', 0)}) is not a group rank")
+        if root != self._group.index:
+            self._written("broadcast", [t], "receiving")
         space = self._space("broadcast", [t])
-        staging = _Staging()
+        staging = self._staging()
         buf = staging.send(t) if root == self._group.index else staging.receive(t)
         work = self._comm.broadcast(self._group, buf.data_ptr(), _nbytes(buf), self._group.ranks[root], space)
         return self._work("broadcast", work, staging, [t])
@@ -402,23 +484,31 @@ class HprefProcessGroup(dist.ProcessGroup):
         if len(outs) != n or any(_nbytes(o) != size for o in outs):
             raise _usage(f"all_gather on {self._where()}: {n} output tensors of {size} bytes each expected, "
                          f"got sizes {[_nbytes(o) for o in outs]}")
+        self._written("all_gather", outs)
         space = self._space("all_gather", [t, *outs])
         _zero_object_padding(t)
-        staging = _Staging()
+        staging = self._staging()
         src = staging.send(t)
         out, _ = staging.unpacked(outs)
         work = self._comm.all_gather(self._group, src.data_ptr(), size, out.data_ptr(), n * size, space)
         return self._work("all_gather", work, staging, outs)
 
-    def _gather_into(self, op: str, output: torch.Tensor, input: torch.Tensor) -> HprefWork:
+    def _check_gather_into(self, op: str, output: torch.Tensor, input: torch.Tensor) -> str:
+        """Refuses what all_gather_into_tensor cannot do, before anything moves; its memory
+        space."""
         self._strided(op, [input, output])
         self._same_dtype(op, input, [output], "output")
         n, size = self._group.size, _nbytes(input)
         if _nbytes(output) != n * size:
             raise _usage(f"{op} on {self._where()}: the output tensor has {_nbytes(output)} bytes, "
                          f"expected {n} x {size}")
-        space = self._space(op, [input, output])
-        staging = _Staging()
+        self._written(op, [output])
+        return self._space(op, [input, output])
+
+    def _gather_into(self, op: str, output: torch.Tensor, input: torch.Tensor) -> HprefWork:
+        space = self._check_gather_into(op, output, input)
+        n, size = self._group.size, _nbytes(input)
+        staging = self._staging()
         src = staging.send(input)
         out = staging.receive(output)
         work = self._comm.all_gather(self._group, src.data_ptr(), size, out.data_ptr(), n * size, space)
@@ -432,6 +522,26 @@ class HprefProcessGroup(dist.ProcessGroup):
         """all_gather_into_tensor (torch 2.x's name)."""
         return self._gather_into("all_gather_into_tensor", output, input)
 
+    def allgather_into_tensor_coalesced(self, outputs: List[torch.Tensor], inputs: List[torch.Tensor],
+                                        opts: Any = None) -> HprefWork:
+        """all_gather_into_tensor of each pair, in order, completed together (what torch
+        2.x's functional all_gather_tensor and _coalescing_manager call): every pair is
+        checked before the first is launched."""
+        op = "all_gather_into_tensor (coalesced)"
+        if len(outputs) != len(inputs):
+            raise _usage(f"{op} on {self._where()}: {len(outputs)} output and {len(inputs)} input tensors; "
+                         "one output per input")
+        for output, input in zip(outputs, inputs):
+            self._check_gather_into(op, output, input)
+        works = [self._gather_into(op, output, input) for output, input in zip(outputs, inputs)]
+        return HprefWork(op, self._where(), _AllOf(works), self._staging(), outputs, rank=self._rank())
+
+    def all_gather_single_coalesced(self, outputs: List[torch.Tensor], inputs: List[torch.Tensor],
+                                    opts: Any = None) -> HprefWork:
+        """The coalesced all_gather_into_tensor (torch 2.x's name; see
+        allgather_into_tensor_coalesced)."""
+        return self.allgather_into_tensor_coalesced(outputs, inputs, opts)
+
     def alltoall_base(self, output: torch.Tensor, input: torch.Tensor, output_split_sizes: List[int],
                       input_split_sizes: List[int], opts: Any = None) -> HprefWork:
         """all_to_all_single: rows of ``input`` (split by ``input_split_sizes``, or evenly) to
@@ -441,8 +551,9 @@ class HprefProcessGroup(dist.ProcessGroup):
         self._same_dtype(op, input, [output], "output")
         in_counts = self._row_counts(op, "input", input, input_split_sizes)
         out_counts = self._row_counts(op, "output", output, output_split_sizes)
+        self._written(op, [output])
         space = self._space(op, [input, output])
-        staging = _Staging()
+        staging = self._staging()
         src = staging.send(input)
         out = staging.receive(output)
         work = self._comm.all_to_all_v(self._group, src.data_ptr(), in_counts, out.data_ptr(), out_counts, space)
@@ -464,8 +575,9 @@ class HprefProcessGroup(dist.ProcessGroup):
         self._strided(op, [*input_tensors, *output_tensors])
         self._same_dtype(op, input_tensors[0], input_tensors, "input", "input tensor 0")
         self._same_dtype(op, input_tensors[0], output_tensors, "output", "input tensor 0")
+        self._written(op, output_tensors)
         space = self._space(op, [*input_tensors, *output_tensors])
-        staging = _Staging()
+        staging = self._staging()
         src, in_counts = staging.packed(input_tensors)
         out, out_counts = staging.unpacked(output_tensors)
         work = self._comm.all_to_all_v(self._group, src.data_ptr(), in_counts, out.data_ptr(), out_counts, space)
@@ -474,6 +586,22 @@ class HprefProcessGroup(dist.ProcessGroup):
     def barrier(self, opts: Any = None) -> HprefWork:
         """barrier: completes when every member has launched it."""
         return self._work("barrier", self._comm.barrier(self._group), _Staging(), [])
+
+
+class _AllOf(OnceWork):
+    """The works of a coalesced call, completed in order (the first error is raised); done
+    when every one is."""
+
+    def __init__(self, works: Sequence[HprefWork]):
+        self._works = list(works)
+
+    def _complete(self, timeout_s: Optional[float]) -> None:
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        for work in self._works:
+            work.wait(None if deadline is None else max(deadline - time.monotonic(), 1e-3))
+
+    def _finished(self) -> bool:
+        return all(work.is_completed() for work in self._works)
 
 
 def _refusal(method: str, what: str) -> Callable[..., Any]:
@@ -560,7 +688,10 @@ def _backend_config(name: str) -> str:
 
 
 def _relabel(pg: Any, name: str) -> None:
-    """Records the name the code asked for where get_backend() reads it."""
+    """Records the name the code asked for where get_backend() reads it (and where an
+    hpref group's messages name it)."""
+    if isinstance(pg, HprefProcessGroup):
+        pg._asked = name
     if _TORCH2:
         world = _c10d._world
         world.pg_map[pg] = (name, world.pg_map[pg][1])

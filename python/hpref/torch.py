@@ -18,19 +18,25 @@ int64, float32, float64; broadcast; all_gather; all_to_all_single; all_to_all; b
 and the object collectives built on them); the others are refused at once, naming them.
 
 Options (:func:`configure`, or the environment of every rank): ``timeout_s``
-(``HPREF_CHECKED_TIMEOUT_S``; default: the group's torch timeout), ``log_dir``
-(``HPREF_CHECKED_LOG``: one JSON line per operation in ``<dir>/rank<R>.jsonl``, read by
-``hpref verify``), ``check_buffers`` (``HPREF_CHECKED_BUFFERS=0`` turns the send-buffer
-check off).
+(``HPREF_CHECKED_TIMEOUT_S``; a finite number of seconds > 0; default: the group's torch
+timeout), ``log_dir`` (``HPREF_CHECKED_LOG``: one JSON line per operation in
+``<dir>/rank<R>.jsonl``, read by ``hpref verify``), ``check_buffers``
+(``HPREF_CHECKED_BUFFERS``: ``1``/``true``/``yes``/``on``, ``0``/``false``/``no``/``off``
+turns the send-buffer check off, ``all`` adds CUDA buffers). A value outside these is
+refused (``hpref.errors.InvalidArgumentError``), naming the option and the value.
 """
 from __future__ import annotations
 
 import functools
+import math
+import numbers
 import os
+import time
+import warnings
 import weakref
 import zlib
 from datetime import timedelta
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as _c10d
@@ -48,37 +54,93 @@ BACKEND_NCCL = "hpref_checked_nccl"
 
 _OPTIONS: Dict[str, Any] = {"timeout_s": None, "log_dir": None, "check_buffers": None}
 
+# HPREF_CHECKED_BUFFERS's values (any case) and what they mean.
+_BUFFERS_WORDS = {"1": True, "true": True, "yes": True, "on": True,
+                  "0": False, "false": False, "no": False, "off": False, "all": "all"}
 
-def configure(*, timeout_s: Optional[float] = None, log_dir: Optional[str] = None,
+
+def _invalid(name: str, want: str, value: Any) -> Exception:
+    return _from_core("invalid_argument", f"{name} must be {want}, got {value!r}")
+
+
+def _timeout_option(value: Any, name: str = "timeout_s") -> float:
+    """``value`` as a deadline in seconds: a finite number > 0 (a bool is no number; the
+    environment's text is parsed), else refused naming ``name`` and the value."""
+    seconds = None
+    if isinstance(value, str) and name.startswith("HPREF_"):
+        try:
+            seconds = float(value.strip())
+        except ValueError:
+            pass
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+        seconds = float(value)
+    if seconds is None or not math.isfinite(seconds) or seconds <= 0:
+        raise _invalid(name, "a finite number of seconds > 0", value)
+    return seconds
+
+
+def _log_dir_option(value: Any, name: str = "log_dir") -> str:
+    """``value`` as a log directory: a non-empty str or os.PathLike naming one."""
+    path = os.fspath(value) if isinstance(value, (str, os.PathLike)) else None
+    if not isinstance(path, str) or not path:
+        raise _invalid(name, "a directory (a non-empty str or os.PathLike)", value)
+    return path
+
+
+def _buffers_option(value: Any, name: str = "check_buffers") -> Union[bool, str]:
+    """``value`` as check_buffers: True, False or "all"; the environment's text is one of
+    _BUFFERS_WORDS."""
+    if isinstance(value, str) and name.startswith("HPREF_"):
+        word = _BUFFERS_WORDS.get(value.strip().lower())
+        if word is None:
+            raise _invalid(name, "one of " + ", ".join(sorted(_BUFFERS_WORDS)), value)
+        return word
+    if isinstance(value, bool) or (isinstance(value, str) and value == "all"):
+        return value
+    raise _invalid(name, "True, False or 'all'", value)
+
+
+def _checked_options(timeout_s: Any, log_dir: Any, check_buffers: Any) -> Dict[str, Any]:
+    """The options given (None: not given), each validated as configure() takes it."""
+    return {"timeout_s": None if timeout_s is None else _timeout_option(timeout_s),
+            "log_dir": None if log_dir is None else _log_dir_option(log_dir),
+            "check_buffers": None if check_buffers is None else _buffers_option(check_buffers)}
+
+
+def configure(*, timeout_s: Optional[float] = None, log_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
               check_buffers: Optional[Union[bool, str]] = None) -> None:
     """Sets the options of the checked groups this process makes from now on (None: the
-    environment's, then the default): ``timeout_s``, the deadline of every wait (default:
-    the group's torch timeout); ``log_dir``, where each rank appends one JSON line per
-    operation (default: none); ``check_buffers``, whether send buffers are compared at
-    ``wait()``: True (the default) checks host buffers, ``"all"`` CUDA buffers too (a device
-    sync and a copy to the host at launch and at wait, so off by default), False none."""
-    if timeout_s is not None and not float(timeout_s) > 0:
-        raise _from_core("invalid_argument", f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
-    if check_buffers is not None and check_buffers not in (True, False, "all"):
-        raise _from_core("invalid_argument", f"check_buffers is True, False or 'all', got {check_buffers!r}")
-    _OPTIONS.update(timeout_s=timeout_s, log_dir=log_dir, check_buffers=check_buffers)
+    environment's, then the default): ``timeout_s``, the deadline of every wait in seconds,
+    a finite number > 0 (default: the group's torch timeout); ``log_dir``, a directory where
+    each rank appends one JSON line per operation (default: none); ``check_buffers``,
+    whether send buffers are compared at ``wait()``: True (the default) checks host
+    buffers, ``"all"`` CUDA buffers too (a device sync and a copy to the host at launch and
+    at wait, so off by default), False none. Anything else is refused
+    (``hpref.errors.InvalidArgumentError``, naming the option and the value), and nothing is
+    set."""
+    _OPTIONS.update(_checked_options(timeout_s, log_dir, check_buffers))
 
 
 def options(torch_timeout: Optional[timedelta] = None) -> Dict[str, Any]:
     """The options a checked group made now gets: configure()'s, else the environment's
-    (``HPREF_CHECKED_TIMEOUT_S``, ``HPREF_CHECKED_LOG``, ``HPREF_CHECKED_BUFFERS``), else
-    the defaults (``torch_timeout``, no log, buffers checked)."""
+    (``HPREF_CHECKED_TIMEOUT_S``, ``HPREF_CHECKED_LOG``, ``HPREF_CHECKED_BUFFERS``; empty
+    means unset), else the defaults (``torch_timeout``, no log, buffers checked). An
+    environment value outside the documented ones is refused, naming the variable."""
     timeout_s = _OPTIONS["timeout_s"]
-    if timeout_s is None and os.environ.get("HPREF_CHECKED_TIMEOUT_S"):
-        timeout_s = float(os.environ["HPREF_CHECKED_TIMEOUT_S"])
+    env = os.environ.get("HPREF_CHECKED_TIMEOUT_S", "")
+    if timeout_s is None and env.strip():
+        timeout_s = _timeout_option(env, "HPREF_CHECKED_TIMEOUT_S")
     if timeout_s is None:
         timeout_s = torch_timeout.total_seconds() if torch_timeout is not None else 1800.0
-    log_dir = _OPTIONS["log_dir"] or os.environ.get("HPREF_CHECKED_LOG") or None
+    log_dir = _OPTIONS["log_dir"]
+    env = os.environ.get("HPREF_CHECKED_LOG", "")
+    if log_dir is None and env:
+        log_dir = _log_dir_option(env, "HPREF_CHECKED_LOG")
     check = _OPTIONS["check_buffers"]
+    env = os.environ.get("HPREF_CHECKED_BUFFERS", "")
     if check is None:
-        env = os.environ.get("HPREF_CHECKED_BUFFERS", "1").strip().lower()
-        check = "all" if env == "all" else env not in ("0", "false", "no", "off")
-    return {"timeout_s": float(timeout_s), "log_dir": log_dir, "check_buffers": check if check == "all" else bool(check)}
+        check = _buffers_option(env, "HPREF_CHECKED_BUFFERS") if env.strip() else True
+    return {"timeout_s": float(timeout_s), "log_dir": log_dir, "check_buffers": check}
 
 
 def _group_names(pg: Any) -> Tuple[int, Tuple[int, ...]]:
@@ -104,10 +166,56 @@ def _inner_nccl(store: Any, rank: int, size: int, deadline: timedelta) -> Any:
     return dist.ProcessGroupNCCL(store, rank, size, opts)
 
 
-def _inner_gloo(store: Any, rank: int, size: int, deadline: timedelta) -> Any:
+# The global ranks of the group being made, where the caller knows them (enable()'s group
+# helper, checked()): the creator torch calls gets group ranks only.
+_MAKING: Dict[str, Any] = {}
+_ARRIVED_KEY = "hpref_checked/arrived/"
+
+
+def _present(store: Any, key: str) -> bool:
+    """Whether ``store`` holds ``key``, without waiting (check on torch 2.x; a wait of a
+    tenth of a second on 1.13's stores, which leaves the store's timeout as it is)."""
+    try:
+        if hasattr(store, "check"):
+            return bool(store.check([key]))
+        store.wait([key], timedelta(milliseconds=100))
+        return True
+    except Exception:  # noqa: BLE001 - absent (the wait timed out) or the store is gone
+        return False
+
+
+def _arrive(store: Any, rank: int, size: int, wait: timedelta) -> None:
+    """Waits, within ``wait`` (torch's timeout of the group, or the deadline where longer),
+    until every rank of the group has come to make it: ``timeout_s`` is the deadline of
+    operations, not of a job's start (a rank that loads data before init_process_group);
+    once all are there, gloo's connect (made with the deadline) has its peers at hand. A
+    rank that never comes is CommTimeout naming it."""
+    store.set(f"{_ARRIVED_KEY}{rank}", "1")
+    keys = [f"{_ARRIVED_KEY}{r}" for r in range(size)]
+    start = time.monotonic()
+    try:
+        store.wait(keys, wait)
+    except Exception as e:  # noqa: BLE001 - the store's wait timed out (or its host went)
+        missing = [r for r in range(size) if not _present(store, keys[r])]
+        if not missing:
+            raise
+        world = _MAKING.get("ranks") or list(range(size))
+        names = [world[r] for r in missing] if len(world) == size else missing
+        raise _from_core("comm_timeout", f"making a checked gloo group of ranks {list(world)} (rank {rank} of "
+                                         f"{size}): rank{'s' if len(names) > 1 else ''} "
+                                         f"{', '.join(map(str, names))} did not come within "
+                                         f"{time.monotonic() - start:.1f} s (the group's torch timeout, "
+                                         f"{wait.total_seconds():g} s)") from e
+
+
+def _inner_gloo(store: Any, rank: int, size: int, deadline: timedelta,
+                arrival: Optional[timedelta] = None) -> Any:
     """A real ProcessGroupGloo of the group's ranks. Making it connects to every peer (gloo's
-    connectFullMesh); a peer that exits meanwhile - a rank failing just after it made the
-    group - is CommPeerFailed, as at a wait, not gloo's bare RuntimeError."""
+    connectFullMesh), within ``deadline``: with ``arrival``, every rank is first waited for
+    that long (see _arrive). A peer that exits meanwhile - a rank failing just after it made
+    the group - is CommPeerFailed, as at a wait, not gloo's bare RuntimeError."""
+    if arrival is not None:
+        _arrive(store, rank, size, max(arrival, deadline))
     try:
         return dist.ProcessGroupGloo(store, rank, size, deadline)
     except RuntimeError as e:
@@ -120,15 +228,10 @@ def _inner_gloo(store: Any, rank: int, size: int, deadline: timedelta) -> Any:
 def _make(store: Any, rank: int, size: int, timeout: Any, library: str) -> HprefProcessGroup:
     """A process group of the same ranks on ``library`` ("gloo" or "nccl") over ``store``,
     served through a CheckedComm; registered as the creator of BACKEND and BACKEND_NCCL."""
-    opts = options(timeout if isinstance(timeout, timedelta) else None)
+    torch_timeout = timeout if isinstance(timeout, timedelta) else None
+    opts = options(torch_timeout)
     deadline = timedelta(seconds=opts["timeout_s"])
     prefixed = dist.PrefixStore(f"hpref_checked/{library}/", store)
-    if library == "nccl":
-        import torch
-        device = torch.device("cuda", torch.cuda.current_device())
-        comm = TorchComm(_inner_nccl(prefixed, rank, size, deadline), store=store, timeout=deadline, device=device)
-    else:
-        comm = TorchComm(_inner_gloo(prefixed, rank, size, deadline), store=store, timeout=deadline)
     holder: Dict[str, Any] = {}
 
     def names(group: Any) -> Tuple[int, Tuple[int, ...]]:
@@ -137,9 +240,19 @@ def _make(store: Any, rank: int, size: int, timeout: Any, library: str) -> Hpref
         # shutdown, where torch 1.13's gloo aborts ("terminate called without an active
         # exception") instead of being released by destroy_process_group.
         pg = holder["pg"]() if "pg" in holder else None
-        gid, ranks = _group_names(pg) if pg is not None else (group.id, group.ranks)
+        if pg is None or pg not in (_c10d._world.pg_names if _TORCH2 else _c10d._pg_names):
+            raise KeyError(group.id)  # not registered (yet): the group's own, not kept
+        gid, ranks = _group_names(pg)
         return gid, (ranks if len(ranks) == group.size else tuple(group.ranks))
 
+    if library == "nccl":
+        import torch
+        device = torch.device("cuda", torch.cuda.current_device())
+        comm = TorchComm(_inner_nccl(prefixed, rank, size, deadline), store=store, timeout=deadline, device=device,
+                         names=names)
+    else:
+        inner = _inner_gloo(prefixed, rank, size, deadline, torch_timeout or timedelta(minutes=30))
+        comm = TorchComm(inner, store=store, timeout=deadline, names=names)
     checked_comm = CheckedComm(comm, names=names, store=store, timeout_s=opts["timeout_s"], log_dir=opts["log_dir"],
                                check_buffers=opts["check_buffers"])
     name = BACKEND_NCCL if library == "nccl" else BACKEND
@@ -169,18 +282,35 @@ def _register() -> None:
 
 
 def _checked_backend(name: str) -> str:
-    """The checked backend standing in for a group of backend ``name``: BACKEND_NCCL for an
-    nccl name (refused, naming why, where this torch has no nccl), BACKEND for gloo, and a
-    refusal for other accelerator libraries (hccl)."""
-    lowered = str(name).lower()
-    if "hccl" in lowered:
-        raise _from_core("comm_usage", f"checked mode wraps gloo and nccl groups, not {name!r}")
-    if "nccl" in lowered:
+    """The checked backend standing in for a group of library ``name``: BACKEND_NCCL for nccl
+    (refused, naming why, where this torch has no nccl), BACKEND for gloo (each also for its
+    own checked name); any other name is refused, naming it."""
+    lowered = str(name).strip().lower()
+    if lowered in ("gloo", BACKEND):
+        return BACKEND
+    if lowered in ("nccl", BACKEND_NCCL):
         if not dist.is_nccl_available():
             raise _from_core("comm_usage", f"a checked {name!r} group needs nccl, and this torch "
                                            f"({__import__('torch').__version__}) was built without it")
         return BACKEND_NCCL
-    return BACKEND
+    raise _from_core("comm_usage", f"checked mode wraps gloo and nccl groups, not {name!r}")
+
+
+def _libraries(name: Any) -> List[str]:
+    """The libraries torch runs a group of backend ``name`` on, in its device order: torch
+    2.x's BackendConfig (the default "undefined" resolves to the machine's accelerator's
+    library, gloo without one; "cpu:gloo,cuda:nccl" to each device's), torch 1.13's one
+    name."""
+    config = getattr(_c10d, "BackendConfig", None)
+    if config is not None:
+        try:
+            with warnings.catch_warnings():  # "device capability of <name> unknown"
+                warnings.simplefilter("ignore")
+                devices = config(dist.Backend(str(name))).get_device_backend_map()
+            return list(dict.fromkeys(str(b).lower() for b in devices.values()))
+        except Exception:  # noqa: BLE001 - a name torch refuses: torch says so when it makes the group
+            pass
+    return [str(name).lower()]
 
 
 def comm_of(group: Any) -> CheckedComm:
@@ -191,7 +321,7 @@ def comm_of(group: Any) -> CheckedComm:
 
 
 def checked(group: Any = None, *, ranks: Optional[Sequence[int]] = None, timeout_s: Optional[float] = None,
-            log_dir: Optional[str] = None, check_buffers: Optional[Union[bool, str]] = None,
+            log_dir: Optional[Union[str, "os.PathLike[str]"]] = None, check_buffers: Optional[Union[bool, str]] = None,
             backend: Optional[str] = None) -> Any:
     """A checked twin of ``group``: ``new_group`` over the same ranks with the
     ``hpref_checked`` backend (real gloo underneath; ``hpref_checked_nccl``, real nccl and
@@ -200,8 +330,10 @@ def checked(group: Any = None, *, ranks: Optional[Sequence[int]] = None, timeout
     outside ``group`` passes ``ranks=`` (the group's global ranks) and gets torch's
     non-member handle. ``group=None`` (and no ``ranks``): the whole world. ``backend``: the
     library of ``group`` ("gloo" or "nccl"; default: asked of ``group``, or of the world
-    where this rank is outside it). The keyword options override :func:`configure`'s for
-    this group."""
+    where this rank is outside it; a name of several libraries, "cpu:gloo,cuda:nccl", gives
+    its first). The keyword options override :func:`configure`'s for this group, validated
+    as it validates them."""
+    given = _checked_options(timeout_s, log_dir, check_buffers)
     outside = group is _c10d.GroupMember.NON_GROUP_MEMBER
     if ranks is None and group is not None:
         if outside:
@@ -210,25 +342,31 @@ def checked(group: Any = None, *, ranks: Optional[Sequence[int]] = None, timeout
         ranks = _group_names(group)[1]
     if backend is None:
         backend = str(dist.get_backend(None if group is None or outside else group))
-    inner = _checked_backend(backend)
+    inner = _checked_backend(_libraries(backend)[0])
     saved = dict(_OPTIONS)
-    if timeout_s is not None:
-        configure(timeout_s=timeout_s, log_dir=saved["log_dir"], check_buffers=saved["check_buffers"])
-    if log_dir is not None:
-        _OPTIONS["log_dir"] = log_dir
-    if check_buffers is not None:
-        _OPTIONS["check_buffers"] = check_buffers
+    _OPTIONS.update({k: v for k, v in given.items() if v is not None})
+    members = None if ranks is None else sorted(int(r) for r in ranks)
+    _MAKING["ranks"] = members
     try:
         kwargs: Dict[str, Any] = {"backend": inner}
-        if timeout_s is not None:
-            kwargs["timeout"] = timedelta(seconds=float(timeout_s))
-        return dist.new_group(ranks=None if ranks is None else sorted(int(r) for r in ranks), **kwargs)
+        if given["timeout_s"] is not None:
+            kwargs["timeout"] = timedelta(seconds=given["timeout_s"])
+        return dist.new_group(ranks=members, **kwargs)
     finally:
         _OPTIONS.clear()
         _OPTIONS.update(saved)
+        _MAKING.clear()
 
 
 _ENABLED: Dict[str, Any] = {}
+
+
+def _checked_world() -> Optional[CheckedComm]:
+    """The CheckedComm of the default group when it is a checked one, else None."""
+    world = _c10d.GroupMember.WORLD
+    if not isinstance(world, HprefProcessGroup) or not isinstance(world._comm, CheckedComm):
+        return None
+    return world._comm
 
 
 def _agree_new_group(ranks: Sequence[int], backend: str) -> None:
@@ -239,28 +377,62 @@ def _agree_new_group(ranks: Sequence[int], backend: str) -> None:
     this new_group meets it with its next world operation or new_group: ``CommMismatch`` on
     every rank instead of a hang. The default group's own creation (no world yet) is not
     agreed."""
-    world = _c10d.GroupMember.WORLD
-    if not isinstance(world, HprefProcessGroup) or not isinstance(world._comm, CheckedComm):
+    comm = _checked_world()
+    if comm is None:
         return
-    comm = world._comm
     members = list(ranks) if ranks else list(range(comm.size()))
     comm.agree_new_group(members, backend)
 
 
-def enable(backends: Sequence[str] = ("gloo",), *, timeout_s: Optional[float] = None,
-           log_dir: Optional[str] = None, check_buffers: Optional[Union[bool, str]] = None) -> None:
+def _enabled_library(name: str) -> Optional[str]:
+    """The library enable() checks a group of backend ``name`` on: the first of torch's
+    libraries for it (_libraries: the default resolved, "cpu:gloo,cuda:nccl" per device)
+    that enable() lists, or None."""
+    listed = _ENABLED.get("names", ())
+    return next((lib for lib in _libraries(name) if lib in listed), None)
+
+
+def _local_synchronization_refused(original: Any) -> Any:
+    @functools.wraps(original)
+    def new_group_with_tag(*args: Any, **kwargs: Any) -> Any:
+        local = kwargs.get("use_local_synchronization", args[5] if len(args) > 5 else False)
+        if local and _checked_world() is not None:
+            raise _from_core("comm_usage", "new_group(use_local_synchronization=True) lets the ranks outside the "
+                                           "group skip the call; under hpref.torch.enable() every new_group is "
+                                           "agreed over the checked world group, which every world rank must "
+                                           "reach (SPEC 9.1): drop use_local_synchronization")
+        return original(*args, **kwargs)
+    return new_group_with_tag
+
+
+def enable(backends: Union[str, Sequence[str]] = ("gloo",), *, timeout_s: Optional[float] = None,
+           log_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
+           check_buffers: Optional[Union[bool, str]] = None) -> None:
     """Checks the code's own groups, unmodified: from now on every process group made with
-    one of ``backends`` (``init_process_group("gloo")``, ``new_group(..., backend="gloo")``,
-    torch's default ``None`` when it resolves to a listed name) is an ``hpref_checked``
-    group (``hpref_checked_nccl`` for nccl: real nccl underneath, CUDA tensors), while ``dist.get_backend(group)`` still answers the name the code asked for.
-    Wraps torch's group helper (``distributed_c10d._new_process_group_helper``, torch 1.13
-    and 2.x); :func:`disable` undoes it. Options as :func:`configure`. Once the default
-    group is checked, every later ``new_group`` (any backend) is also an operation of the
-    checked world order: its member ranks and backend are agreed over the world group
-    first, so a rank that skipped one is ``CommMismatch`` on every rank, not a hang. gloo
-    and nccl are wrapped; hccl, or nccl on a torch built without it, is refused at once."""
-    names = {str(b).lower() for b in backends}
+    one of ``backends`` — library names, "gloo" and "nccl" (a single str is one name) —
+    is an ``hpref_checked`` group (``hpref_checked_nccl`` for nccl: real nccl underneath,
+    CUDA tensors), while ``dist.get_backend(group)`` still answers the name the code asked
+    for. The name the code asks for is resolved as torch resolves it (torch 2.x's
+    BackendConfig): ``init_process_group()`` with no backend is checked when the library
+    it resolves to is listed (gloo on a machine without an accelerator), and a name of
+    several libraries ("cpu:gloo,cuda:nccl") by a checked group of the first listed one —
+    one checked group serves one library, so tensors of the other devices are then refused
+    at once, naming their device. Wraps torch's group helper
+    (``distributed_c10d._new_process_group_helper``, torch 1.13 and 2.x); :func:`disable`
+    undoes it. Options as :func:`configure`. Once the default group is checked, every
+    later ``new_group`` (any backend) is also an operation of the checked world order: its
+    member ranks and backend are agreed over the world group first, so a rank that skipped
+    one is ``CommMismatch`` on every rank, not a hang; ``new_group(...,
+    use_local_synchronization=True)``, which lets non-members skip it, is refused at once.
+    Any name but gloo and nccl (hccl; a typo), or nccl on a torch built without it, is
+    refused at once, naming it."""
+    if isinstance(backends, (str, bytes)):
+        backends = (backends.decode() if isinstance(backends, bytes) else backends,)
+    names = {str(b).strip().lower() for b in backends}
     for n in sorted(names):
+        if n in (BACKEND, BACKEND_NCCL):
+            raise _from_core("comm_usage", f"enable() takes the library names the code uses (gloo, nccl), "
+                                           f"not {n!r}: groups of {n!r} are checked already")
         _checked_backend(n)
     configure(timeout_s=timeout_s, log_dir=log_dir, check_buffers=check_buffers)
     if "original" in _ENABLED:
@@ -273,9 +445,14 @@ def enable(backends: Sequence[str] = ("gloo",), *, timeout_s: Optional[float] = 
                *args: Any, **kwargs: Any) -> Any:
         name = str(backend)
         _agree_new_group(ranks, name)
-        if name.lower() not in _ENABLED.get("names", ()):
+        library = _enabled_library(name)
+        if library is None:
             return original(group_size, group_rank, ranks, backend, store, *args, **kwargs)
-        result = original(group_size, group_rank, ranks, _checked_backend(name), store, *args, **kwargs)
+        _MAKING["ranks"] = [int(r) for r in ranks] or None
+        try:
+            result = original(group_size, group_rank, ranks, _checked_backend(library), store, *args, **kwargs)
+        finally:
+            _MAKING.clear()
         pg = result[0] if _TORCH2 else result
         if pg is not _c10d.GroupMember.NON_GROUP_MEMBER:
             _relabel(pg, name)
@@ -283,15 +460,21 @@ def enable(backends: Sequence[str] = ("gloo",), *, timeout_s: Optional[float] = 
 
     _ENABLED.update(original=original, names=names)
     _c10d._new_process_group_helper = helper
+    if hasattr(_c10d, "_new_group_with_tag"):  # torch 2.x: new_group's use_local_synchronization
+        _ENABLED["new_group_with_tag"] = _c10d._new_group_with_tag
+        _c10d._new_group_with_tag = _local_synchronization_refused(_c10d._new_group_with_tag)
 
 
 def disable() -> None:
     """Undoes :func:`enable` (groups made meanwhile stay checked) and resets
     :func:`configure`'s options."""
     original = _ENABLED.pop("original", None)
+    tagged = _ENABLED.pop("new_group_with_tag", None)
     _ENABLED.clear()
     if original is not None:
         _c10d._new_process_group_helper = original
+    if tagged is not None:
+        _c10d._new_group_with_tag = tagged
     configure()
 
 

@@ -1,3 +1,4 @@
+import os
 from datetime import timedelta
 from typing import Any, Dict, Optional, Sequence, Union
 
@@ -6,13 +7,14 @@ from ._checked import CheckedComm
 BACKEND: str
 BACKEND_NCCL: str
 
-def configure(*, timeout_s: Optional[float] = ..., log_dir: Optional[str] = ...,
+def configure(*, timeout_s: Optional[float] = ..., log_dir: Optional[Union[str, os.PathLike[str]]] = ...,
               check_buffers: Optional[Union[bool, str]] = ...) -> None: ...
 def options(torch_timeout: Optional[timedelta] = ...) -> Dict[str, Any]: ...
 def comm_of(group: Any) -> CheckedComm: ...
 def checked(group: Any = ..., *, ranks: Optional[Sequence[int]] = ..., timeout_s: Optional[float] = ...,
-            log_dir: Optional[str] = ..., check_buffers: Optional[Union[bool, str]] = ...,
+            log_dir: Optional[Union[str, os.PathLike[str]]] = ..., check_buffers: Optional[Union[bool, str]] = ...,
             backend: Optional[str] = ...) -> Any: ...
-def enable(backends: Sequence[str] = ..., *, timeout_s: Optional[float] = ..., log_dir: Optional[str] = ...,
+def enable(backends: Union[str, Sequence[str]] = ..., *, timeout_s: Optional[float] = ...,
+           log_dir: Optional[Union[str, os.PathLike[str]]] = ...,
            check_buffers: Optional[Union[bool, str]] = ...) -> None: ...
 def disable() -> None: ...

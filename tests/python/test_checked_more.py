@@ -1,0 +1,474 @@
+"""Checked mode for real PyTorch jobs, continued (a review of issue 13's hpref.torch): each
+test holds a case the review found broken, on torch 2.13 and Debian's 1.13 (each
+interpreter runs this file) unless it says otherwise.
+
+- in-process, on a world of one (``init_process_group`` over a HashStore): option
+  validation, enable()'s backend names, polling a work, the send-buffer option for staged
+  tensors, the coalesced all_gather, tensors whose elements share memory;
+- forked ranks over real gloo (torch.multiprocessing's fork context; ``runn``): subgroup
+  messages naming torch's group and world ranks, use_local_synchronization, a slow start,
+  wait(timeout=...), the store's timeout after a failure, the functional all_gather.
+
+Skips, saying why, where torch is absent."""
+from __future__ import annotations
+
+import gc
+import os
+import re
+import time
+import traceback
+from datetime import timedelta
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="checked mode wraps torch.distributed; torch is not importable")
+dist = pytest.importorskip("torch.distributed", reason="torch.distributed is not available")
+
+import hpref  # noqa: E402
+import hpref.torch as ht  # noqa: E402
+from hpref import _torch_pg  # noqa: E402
+from hpref.errors import (CommBufferMutatedError, CommTimeoutError, CommUsageError,  # noqa: E402
+                          InvalidArgumentError)
+
+TORCH2 = int(torch.__version__.split(".")[0]) >= 2
+RUN_LIMIT_S = 60.0
+
+
+# ---- a world of one, in this process ------------------------------------------------------
+
+@pytest.fixture
+def one(monkeypatch):
+    """Undoes what a test sets up: torch.distributed, enable(), configure()."""
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
+    for var in ("HPREF_CHECKED_TIMEOUT_S", "HPREF_CHECKED_LOG", "HPREF_CHECKED_BUFFERS"):
+        monkeypatch.delenv(var, raising=False)
+    yield
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    ht.disable()
+    # Groups left in reference cycles (a caught error's traceback holds the test's frame)
+    # are released here, where their gloo threads run, not in a forked rank that copied them
+    # without threads (its garbage collector would crash there).
+    gc.collect()
+
+
+def init_one(backend="hpref_checked"):
+    """The default group of a world of one; ``backend`` None: torch's default (2.x)."""
+    kwargs = {} if backend is None else {"backend": backend}
+    dist.init_process_group(store=dist.HashStore(), rank=0, world_size=1, timeout=timedelta(seconds=30), **kwargs)
+    return dist.group.WORLD
+
+
+# ---- 11: options -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs, want", [
+    ({"timeout_s": float("inf")}, "timeout_s must be a finite number of seconds > 0, got inf"),
+    ({"timeout_s": float("nan")}, "timeout_s must be a finite number of seconds > 0, got nan"),
+    ({"timeout_s": True}, "timeout_s must be a finite number of seconds > 0, got True"),
+    ({"timeout_s": 0}, "timeout_s must be a finite number of seconds > 0, got 0"),
+    ({"timeout_s": "5"}, "timeout_s must be a finite number of seconds > 0, got '5'"),
+    ({"log_dir": 123}, "log_dir must be a directory (a non-empty str or os.PathLike), got 123"),
+    ({"log_dir": ""}, "log_dir must be a directory (a non-empty str or os.PathLike), got ''"),
+    ({"check_buffers": 1}, "check_buffers must be True, False or 'all', got 1"),
+    ({"check_buffers": "device"}, "check_buffers must be True, False or 'all', got 'device'"),
+])
+def test_options_outside_their_values_are_refused_naming_option_and_value(one, kwargs, want):
+    before = dict(ht._OPTIONS)
+    with pytest.raises(InvalidArgumentError) as got:
+        ht.configure(**kwargs)
+    assert str(got.value) == want
+    assert ht._OPTIONS == before  # nothing set
+    with pytest.raises(InvalidArgumentError, match=re.escape(want)):
+        ht.enable(["gloo"], **kwargs)
+    assert "original" not in ht._ENABLED
+    with pytest.raises(InvalidArgumentError, match=re.escape(want)):
+        ht.checked(**kwargs)  # refused before it looks for a group
+
+
+@pytest.mark.parametrize("var, value, want", [
+    ("HPREF_CHECKED_TIMEOUT_S", "abc", "a finite number of seconds > 0"),
+    ("HPREF_CHECKED_TIMEOUT_S", "0", "a finite number of seconds > 0"),
+    ("HPREF_CHECKED_TIMEOUT_S", "-5", "a finite number of seconds > 0"),
+    ("HPREF_CHECKED_TIMEOUT_S", "inf", "a finite number of seconds > 0"),
+    ("HPREF_CHECKED_BUFFERS", "garbage", "one of 0, 1, all, false, no, off, on, true, yes"),
+    ("HPREF_CHECKED_BUFFERS", "2", "one of 0, 1, all, false, no, off, on, true, yes"),
+])
+def test_environment_options_outside_their_values_are_refused_naming_the_variable(one, monkeypatch, var, value,
+                                                                                   want):
+    monkeypatch.setenv(var, value)
+    with pytest.raises(InvalidArgumentError) as got:
+        ht.options()
+    assert str(got.value) == f"{var} must be {want}, got {value!r}"
+    with pytest.raises(InvalidArgumentError, match=var):  # a group made now says so too
+        init_one()
+
+
+def test_documented_option_values_are_taken(one, monkeypatch, tmp_path):
+    monkeypatch.setenv("HPREF_CHECKED_TIMEOUT_S", " 2.5 ")
+    monkeypatch.setenv("HPREF_CHECKED_BUFFERS", "Off")
+    monkeypatch.setenv("HPREF_CHECKED_LOG", str(tmp_path))
+    assert ht.options() == {"timeout_s": 2.5, "log_dir": str(tmp_path), "check_buffers": False}
+    monkeypatch.setenv("HPREF_CHECKED_BUFFERS", "ALL")
+    assert ht.options()["check_buffers"] == "all"
+    ht.configure(timeout_s=3, log_dir=tmp_path / "logs", check_buffers=True)
+    assert ht.options() == {"timeout_s": 3.0, "log_dir": str(tmp_path / "logs"), "check_buffers": True}
+
+
+# ---- 2: enable()'s backend names ----------------------------------------------------------------
+
+def test_enable_takes_one_str_as_one_backend_name(one):
+    ht.enable("gloo")
+    assert ht._ENABLED["names"] == {"gloo"}
+    world = init_one("gloo")
+    assert isinstance(world, _torch_pg.HprefProcessGroup) and dist.get_backend() == "gloo"
+
+
+@pytest.mark.parametrize("names, bad", [(["glo"], "glo"), (["gloo", "mpi"], "mpi"), ("gloo,nccl", "gloo,nccl")])
+def test_enable_refuses_unknown_backend_names_naming_them(one, names, bad):
+    with pytest.raises(CommUsageError, match=re.escape(f"checked mode wraps gloo and nccl groups, not {bad!r}")):
+        ht.enable(names)
+    assert "original" not in ht._ENABLED
+
+
+@pytest.mark.skipif(not TORCH2, reason="torch 1.13 has neither a default backend nor device:backend names")
+@pytest.mark.parametrize("backend, answer", [(None, "undefined"), ("cpu:gloo,cuda:nccl", "cpu:gloo,cuda:nccl"),
+                                             ("cpu:gloo", "cpu:gloo")])
+def test_enable_checks_the_gloo_of_torchs_default_and_device_backend_names(one, backend, answer):
+    """torch resolves the name through its BackendConfig (no backend: gloo on a machine
+    without an accelerator); the group is checked as the docstring promises, and
+    get_backend answers what torch answers."""
+    if backend is None and torch._C._get_accelerator().type != "cpu":
+        pytest.skip("torch's default resolves to this machine's accelerator library, not gloo")
+    ht.enable(["gloo"])
+    world = init_one(backend)
+    assert isinstance(world, _torch_pg.HprefProcessGroup), type(world)
+    assert dist.get_backend() == answer
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    assert t.tolist() == [1.0, 1.0, 1.0] and ht.comm_of(world)._seq == {0: 1}
+
+
+# ---- 1: polling a work --------------------------------------------------------------------------
+
+def test_is_completed_becomes_true_and_finishes_the_operation(one):
+    init_one()
+    t = torch.arange(6.0).reshape(2, 3).t()  # staged: the result is copied back once complete
+    work = dist.all_reduce(t, async_op=True)
+    start = time.monotonic()
+    while not work.is_completed():
+        assert time.monotonic() - start < 10, "is_completed() still False after 10 s"
+        time.sleep(0.001)
+    assert work.is_success() and work.exception() is None
+    assert t.tolist() == [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]
+    assert work.wait() is True
+
+
+def test_a_polled_operation_keeps_its_error_for_wait(one):
+    init_one()
+    x = torch.arange(8, dtype=torch.int64)
+    out = torch.empty(8, dtype=torch.int64)
+    work = dist.all_to_all_single(out, x, async_op=True)
+    x.add_(1)
+    start = time.monotonic()
+    while not work.is_completed():
+        assert time.monotonic() - start < 10, "is_completed() still False after 10 s"
+        time.sleep(0.001)
+    assert not work.is_success() and isinstance(work.exception(), CommBufferMutatedError)
+    for _ in range(2):
+        with pytest.raises(CommBufferMutatedError, match="rank 0 changed its send buffer of 64 bytes"):
+            work.wait()
+
+
+# ---- 7: the send-buffer option reaches staged tensors ------------------------------------------------
+
+def _mutate_staged(group=None):
+    """A non-contiguous send tensor (staged through a contiguous copy) changed before wait."""
+    outs = [torch.zeros(2)]
+    inp = torch.ones(4)[::2]
+    work = dist.all_gather(outs, inp, group=group, async_op=True)
+    inp.add_(1)
+    work.wait()
+    return outs[0].tolist()
+
+
+@pytest.mark.parametrize("how", ["configure", "environment"])
+def test_send_buffers_unchecked_means_staged_tensors_too(one, monkeypatch, how):
+    if how == "configure":
+        ht.configure(check_buffers=False)
+    else:
+        monkeypatch.setenv("HPREF_CHECKED_BUFFERS", "0")
+    world = init_one()
+    assert ht.comm_of(world).check_buffers is False
+    assert _mutate_staged() == [1.0, 1.0]  # what was sent: the tensor at launch
+    checked = ht.checked(check_buffers=True)
+    with pytest.raises(CommBufferMutatedError, match=r"all_gather on group 1 seq 0 \[0\] \(hpref_checked\): "
+                                                     r"rank 0 changed input tensor 0 between launch and wait\(\)"):
+        _mutate_staged(checked)
+
+
+# ---- 8: the coalesced all_gather ------------------------------------------------------------------
+
+def test_the_coalesced_all_gather_into_tensor_runs_one_per_pair(one):
+    world = init_one()
+    ins = [torch.arange(3.0), torch.arange(4, dtype=torch.int64).reshape(2, 2).t()]  # the second staged
+    outs = [torch.zeros(3), torch.zeros(2, 2, dtype=torch.int64)]
+    names = ["allgather_into_tensor_coalesced"] + (["all_gather_single_coalesced"] if TORCH2 else [])
+    for name in names:
+        outs = [torch.zeros_like(o) for o in outs]
+        work = getattr(world, name)(outs, ins)
+        assert work.wait() is True and work.is_completed()
+        assert outs[0].tolist() == [0.0, 1.0, 2.0] and outs[1].tolist() == [[0, 2], [1, 3]]
+    assert ht.comm_of(world)._seq == {0: 2 * len(names)}  # one checked all_gather per pair
+    with pytest.raises(CommUsageError, match=r"the output tensor has 8 bytes, expected 1 x 12"):
+        world.allgather_into_tensor_coalesced([torch.zeros(3), torch.zeros(2)], [torch.zeros(3), torch.zeros(3)])
+    assert ht.comm_of(world)._seq == {0: 2 * len(names)}  # every pair is checked before the first moves
+
+
+# ---- 13: tensors whose elements share memory ---------------------------------------------------------
+
+def test_a_written_tensor_whose_elements_share_memory_is_refused_at_launch(one):
+    world = init_one()
+    t = torch.tensor([1.0]).expand(4)
+    with pytest.raises(CommUsageError) as got:
+        dist.all_reduce(t)
+    assert str(got.value).startswith(
+        "all_reduce on group 0 [0] (hpref_checked): the reduced tensor (shape [4], strides [0]) has elements "
+        "sharing one memory location (an expand()ed view)")
+    with pytest.raises(CommUsageError, match=r"all_gather on group 0 \[0\] \(hpref_checked\): the output tensor"):
+        dist.all_gather([torch.zeros(1).expand(2)], torch.ones(2))
+    assert ht.comm_of(world)._seq == {}  # refused before the signatures were exchanged
+    out = torch.zeros(2)
+    dist.all_gather([out], torch.tensor([3.0]).expand(2))  # read, not written: taken
+    assert out.tolist() == [3.0, 3.0] and ht.comm_of(world)._seq == {0: 1}
+
+
+# ---- forked ranks over real gloo ------------------------------------------------------------------
+
+def _rank_main(rank, world, tmp, fn, args, env):
+    os.environ.update(env, GLOO_SOCKET_IFNAME="lo")
+    torch.set_num_threads(1)
+    out = {"rank": rank}
+    try:
+        out["value"] = fn(rank, world, os.path.join(tmp, "store"), *args)
+        out["status"] = "ok"
+    except BaseException as e:  # noqa: BLE001 - reported per rank
+        out.update(status="error", type=type(e).__name__, message=str(e), where=traceback.format_exc()[-2000:])
+    path = os.path.join(tmp, f"rank{rank}.pt")
+    torch.save(out, path + ".part")
+    os.replace(path + ".part", path)
+    os._exit(0)  # a rank whose peers failed must not wait in gloo's teardown
+
+
+def runn(tmp_path, name, world, fn, *args, env=None, limit_s=RUN_LIMIT_S):
+    """fn(rank, world, store_path, *args) on ``world`` forked ranks; each rank's
+    {"status": "ok", "value"} or {"status": "error", type, message}, or {"status": "died"}
+    when still running ``limit_s`` after the start (killed) or gone without a result."""
+    tmp = tmp_path / name
+    tmp.mkdir()
+    gc.collect()  # see the fixture one
+    ctx = torch.multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_rank_main, args=(r, world, str(tmp), fn, args, dict(env or {})))
+             for r in range(world)]
+    for p in procs:
+        p.start()
+    deadline = time.monotonic() + limit_s
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join()
+    results = []
+    for r in range(world):
+        f = tmp / f"rank{r}.pt"
+        results.append(torch.load(str(f), weights_only=False) if f.exists() else {"rank": r, "status": "died"})
+    return results
+
+
+def _init(rank, world, store_path, backend="gloo", timeout_s=30.0):
+    dist.init_process_group(backend, store=dist.FileStore(store_path, world), rank=rank, world_size=world,
+                            timeout=timedelta(seconds=timeout_s))
+
+
+def _each(calls):
+    """Runs each call, keeping its error's type and message: the rank goes on."""
+    seen = []
+    for call in calls:
+        try:
+            seen.append(("ok", call()))
+        except hpref.Error as e:
+            seen.append((type(e).__name__, str(e)))
+    return seen
+
+
+# ---- 4: subgroup messages name torch's group and the world ranks ---------------------------------
+
+def _subgroup_messages(rank, world, store_path):
+    ht.enable(["gloo"], timeout_s=4)
+    _init(rank, world, store_path)
+    g = dist.new_group([1, 2])
+    if rank == 0:
+        return "non-member"
+
+    def staged():
+        outs = [torch.zeros(2) for _ in range(2)]
+        inp = torch.ones(4)[::2]
+        work = dist.all_gather(outs, inp, group=g, async_op=True)
+        inp.add_(1)
+        work.wait()
+
+    def contiguous():
+        inp, out = torch.ones(4), torch.empty(4)
+        work = dist.all_to_all_single(out, inp, group=g, async_op=True)
+        inp.add_(1)
+        work.wait()
+
+    def late():
+        if rank == 2:
+            time.sleep(7)
+        dist.all_reduce(torch.ones(1), group=g)
+
+    seen = _each([lambda: dist.reduce(torch.ones(1), dst=1, group=g), staged, contiguous])
+    dist.barrier(group=g)
+    return seen + _each([late])
+
+
+def test_subgroup_errors_name_torchs_group_and_the_world_rank(tmp_path):
+    res = runn(tmp_path, "names", 3, _subgroup_messages)
+    assert res[0] == {"rank": 0, "value": "non-member", "status": "ok"}, res[0]
+    for r in (1, 2):
+        assert res[r]["status"] == "ok", res[r]
+        seen = res[r]["value"]
+        assert seen[0] == ("CommUsageError", "reduce on group 1 [1, 2] (gloo) is not supported: hpref's process "
+                                             "group offers the communicator's operations only (SPEC 9.1: "
+                                             "all_reduce, broadcast, all_gather, all_to_all, barrier); "
+                                             "point-to-point and the other collectives are not simulated")
+        assert seen[1] == ("CommBufferMutatedError",
+                           f"all_gather on group 1 seq 0 [1, 2] (gloo): rank {r} changed input tensor 0 between "
+                           "launch and wait() (a real backend may read it at any time before wait)")
+        assert seen[2] == ("CommBufferMutatedError",
+                           f"all_to_all_v on group 1 seq 1 [1, 2]: rank {r} changed its send buffer of 16 bytes "
+                           "between launch and wait() (the backend may read it at any time before wait)")
+    kind, message = res[1]["value"][3]  # rank 2 comes 7 s late to the 4 s deadline
+    assert kind == "CommTimeoutError", message
+    assert re.match(r"the signature exchange of all_reduce on group 1 seq 3 \[1, 2\]: rank 1 waited (\d+\.\d) s "
+                    r"since the launch, the 4 s deadline; last launches: rank 1: all_reduce seq 3 .*; "
+                    r"rank 2: barrier seq 2", message), message
+    assert 3.5 <= float(re.search(r"waited (\S+) s", message).group(1)) < 7.0, message
+    kind, message = res[2]["value"][3]  # rank 1 has gone meanwhile
+    assert kind in ("CommPeerFailedError", "CommTimeoutError"), message
+    assert "group 0" not in message and "all_reduce on group 1 seq 3 [1, 2]" in message, message
+
+
+# ---- 3: new_group(use_local_synchronization=True) -------------------------------------------------
+
+def _local_synchronization(rank, world, store_path):
+    ht.enable(["gloo"], timeout_s=20)
+    _init(rank, world, store_path)
+    if rank in (0, 1):
+        dist.new_group([0, 1], use_local_synchronization=True)
+    return "made"
+
+
+@pytest.mark.skipif(not TORCH2, reason="torch 1.13's new_group has no use_local_synchronization")
+def test_use_local_synchronization_is_refused_at_once_naming_the_flag(tmp_path):
+    res = runn(tmp_path, "local", 3, _local_synchronization)
+    for r in (0, 1):
+        assert res[r].get("type") == "CommUsageError", res[r]
+        assert res[r]["message"].startswith("new_group(use_local_synchronization=True) lets the ranks outside the "
+                                            "group skip the call; under hpref.torch.enable() every new_group is "
+                                            "agreed over the checked world group"), res[r]
+    assert res[2]["status"] == "ok", res[2]
+
+
+# ---- 9: timeout_s is no deadline of the job's start ------------------------------------------------
+
+def _slow_start(rank, world, store_path, late_rank, late_s, torch_timeout_s):
+    ht.enable(["gloo"], timeout_s=2)
+    if rank == late_rank:
+        time.sleep(late_s)
+        if late_s > torch_timeout_s:
+            return "never came"
+    _init(rank, world, store_path, timeout_s=torch_timeout_s)
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    return t.item()
+
+
+def test_a_rank_starting_later_than_timeout_s_is_waited_for_within_torchs_timeout(tmp_path):
+    res = runn(tmp_path, "late", 2, _slow_start, 1, 5.0, 30.0)
+    assert [(r["status"], r.get("value")) for r in res] == [("ok", 2.0)] * 2, [r.get("message") for r in res]
+
+
+def test_a_rank_that_never_comes_is_a_timeout_naming_it(tmp_path):
+    res = runn(tmp_path, "never", 2, _slow_start, 1, 6.0, 3.0)
+    assert res[1]["value"] == "never came"
+    assert res[0].get("type") == "CommTimeoutError", res[0]
+    assert re.fullmatch(r"making a checked gloo group of ranks \[0, 1\] \(rank 0 of 2\): rank 1 did not come "
+                        r"within \d+\.\d s \(the group's torch timeout, 3 s\)", res[0]["message"]), res[0]
+
+
+# ---- 10: wait(timeout=...) ------------------------------------------------------------------------
+
+def _short_wait(rank, world, store_path):
+    ht.enable(["gloo"], timeout_s=30)
+    _init(rank, world, store_path)
+    t = torch.ones(1 << 23)  # 32 MiB: gloo needs far more than a millisecond for it
+    work = dist.all_reduce(t, async_op=True)
+    if rank == 0:
+        try:
+            work.wait(timeout=timedelta(milliseconds=1))
+        finally:
+            time.sleep(3)  # the peer's own wait completes meanwhile (gloo goes on)
+        return "waited"
+    work.wait()
+    return t[0].item()
+
+
+def test_wait_gives_up_past_the_timeout_it_is_given(tmp_path):
+    res = runn(tmp_path, "wait", 2, _short_wait)
+    assert res[0].get("type") == "CommTimeoutError", res[0]
+    assert re.match(r"all_reduce on group 0 seq 0 \[0, 1\]: rank 0 waited \d+\.\d s since the launch, the "
+                    r"0\.001 s given to wait\(\); last launches: rank 0: all_reduce seq 0", res[0]["message"]), res[0]
+    assert res[1]["status"] == "ok", res[1]
+
+
+# ---- 12: the store's timeout after a failure (torch 1.13's stores have no check()) ------------------------
+
+def _store_after_failure(rank, world, store_path):
+    ht.configure(timeout_s=2)
+    _init(rank, world, store_path, backend="hpref_checked", timeout_s=20)
+    store = dist.distributed_c10d._get_default_store()
+    before = store.timeout
+    if rank == 1:
+        time.sleep(5)
+        return "late"
+    try:
+        dist.all_reduce(torch.ones(1))
+    except hpref.CommError as e:
+        return [type(e).__name__, before.total_seconds(), store.timeout.total_seconds()]
+    return "completed"
+
+
+def test_the_stores_timeout_is_left_as_torch_set_it_after_a_timeout(tmp_path):
+    res = runn(tmp_path, "store", 2, _store_after_failure)
+    kind, before, after = res[0]["value"]
+    assert kind == "CommTimeoutError" and after == before, res[0]  # not the 0.5 s of a look-up
+
+
+# ---- 8: torch 2.x's functional all_gather ---------------------------------------------------------
+
+def _functional(rank, world, store_path):
+    from torch.distributed import _functional_collectives as fc
+    ht.enable(["gloo"], timeout_s=20)
+    _init(rank, world, store_path)
+    t = torch.full((2,), float(rank))
+    gather = getattr(fc, "all_gather_single", None) or fc.all_gather_tensor
+    return [gather(t, 0, dist.group.WORLD).tolist(), fc.all_reduce(t, "sum", dist.group.WORLD).tolist()]
+
+
+@pytest.mark.skipif(not TORCH2, reason="torch 1.13 has no functional collectives")
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_the_functional_all_gather_runs_checked(tmp_path):
+    res = runn(tmp_path, "functional", 2, _functional)
+    assert [r.get("value") for r in res] == [[[0.0, 0.0, 1.0, 1.0], [1.0, 1.0]]] * 2, res
