@@ -72,6 +72,8 @@ def _dtypes_of(torch_version: str) -> FrozenSet[str]:
 
 
 def _import_torch():
+    """torch, or None where it is not installed (oracle and planning ask, to answer in torch
+    tensors and to read devices as torch does)."""
     try:
         import torch
     except ImportError:

@@ -32,25 +32,15 @@ import sys
 from typing import Any, List, Optional, Sequence
 
 from . import _core
-from ._tensors import RawTensor, from_raw, to_raw
+from ._tensors import RawTensor, _import_torch, from_raw, to_raw
 from .errors import _from_core
 
 __all__ = ["dispatch_forward", "dispatch_backward"]
 
 
-def _torch():
-    if "torch" in sys.modules:
-        return sys.modules["torch"]
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch
-
-
 def _output_kind(tensors: Optional[str]) -> str:
     if tensors is None:
-        return "torch" if _torch() is not None else "numpy"
+        return "torch" if _import_torch() is not None else "numpy"
     if tensors not in ("torch", "numpy"):
         raise ValueError(f"tensors must be 'torch', 'numpy' or None, got {tensors!r}")
     return tensors
@@ -59,7 +49,7 @@ def _output_kind(tensors: Optional[str]) -> str:
 def _array(x: Any, what: str):
     """x as a torch tensor or numpy array (a RawTensor becomes one of them)."""
     if isinstance(x, RawTensor):
-        return from_raw(x, "torch" if _torch() is not None else "numpy")
+        return from_raw(x, "torch" if _import_torch() is not None else "numpy")
     if to_raw(x) is None:
         raise TypeError(f"{what} must be a torch tensor, a numpy array or a RawTensor, "
                         f"got a {type(x).__name__}")

@@ -20,12 +20,11 @@ Refusals raise :class:`hpref.Error` with one kind per check: ``topology_*``, ``g
 from __future__ import annotations
 
 import operator
-import sys
 from dataclasses import dataclass
 from typing import Any, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _core
-from ._tensors import to_raw
+from ._tensors import _import_torch, to_raw
 from .errors import Error, _checked_int, _from_core, _is_utf8
 
 __all__ = ["Topology", "topology", "GroupCreation", "GroupPlan", "group_plan", "Field",
@@ -171,16 +170,6 @@ class GroupPlan:
     model_parallel_tensor: Optional[int]
 
 
-def _torch():
-    if "torch" in sys.modules:
-        return sys.modules["torch"]
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch
-
-
 def _device(what: str, device: Any) -> Tuple[Optional[str], Optional[Error]]:
     """(the device as the C++ planner reads it, or None; the refusal, or None). The original
     reads its devices with ``torch.device``, so torch decides what is one ("cpu:0", "xpu",
@@ -188,7 +177,7 @@ def _device(what: str, device: Any) -> Tuple[Optional[str], Optional[Error]]:
     message; without torch, a str goes to the C++ parser, which knows torch's types."""
     if device is None:
         return None, None
-    torch = _torch()
+    torch = _import_torch()
     if torch is None:
         if isinstance(device, str) and _is_utf8(device):
             return device, None

@@ -93,10 +93,16 @@ def run4(tmp_path, name, fn, *args, checked=True, timeout_s=CHECKED_TIMEOUT_S, l
     whose ``fn`` raises something other than an hpref error exits ``linger_s`` later."""
     tmp = tmp_path / name
     tmp.mkdir()
+    return forked_results(tmp, world, limit_s, _rank_main,
+                          lambda r: (r, str(tmp), checked, timeout_s, log_dir, fn, args, world, library, linger_s))
+
+
+def forked_results(tmp, world, limit_s, target, args_of):
+    """target(*args_of(r)) on ``world`` forked processes, which save their result to
+    tmp/rank<r>.pt; each rank's result, or {"status": "died"} for one still running
+    ``limit_s`` after the start (killed: a hang) or gone without a result."""
     ctx = torch.multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=_rank_main, args=(r, str(tmp), checked, timeout_s, log_dir, fn, args, world, library,
-                                                          linger_s))
-             for r in range(world)]
+    procs = [ctx.Process(target=target, args=args_of(r)) for r in range(world)]
     for p in procs:
         p.start()
     deadline = time.monotonic() + limit_s

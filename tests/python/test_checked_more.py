@@ -29,6 +29,7 @@ import hpref.torch as ht  # noqa: E402
 from hpref import _torch_pg  # noqa: E402
 from hpref.errors import (CommBufferMutatedError, CommTimeoutError, CommUsageError,  # noqa: E402
                           InvalidArgumentError)
+from test_checked import forked_results  # noqa: E402
 
 TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 RUN_LIMIT_S = 60.0
@@ -266,23 +267,8 @@ def runn(tmp_path, name, world, fn, *args, env=None, limit_s=RUN_LIMIT_S):
     tmp = tmp_path / name
     tmp.mkdir()
     gc.collect()  # see the fixture one
-    ctx = torch.multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=_rank_main, args=(r, world, str(tmp), fn, args, dict(env or {})))
-             for r in range(world)]
-    for p in procs:
-        p.start()
-    deadline = time.monotonic() + limit_s
-    for p in procs:
-        p.join(max(0.0, deadline - time.monotonic()))
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-            p.join()
-    results = []
-    for r in range(world):
-        f = tmp / f"rank{r}.pt"
-        results.append(torch.load(str(f), weights_only=False) if f.exists() else {"rank": r, "status": "died"})
-    return results
+    return forked_results(tmp, world, limit_s, _rank_main,
+                          lambda r: (r, world, str(tmp), fn, args, dict(env or {})))
 
 
 def _init(rank, world, store_path, backend="gloo", timeout_s=30.0):
