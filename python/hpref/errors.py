@@ -726,17 +726,24 @@ def _is_utf8(text: str) -> bool:
     return True
 
 
-def _checked_int(what: str, value: Any, kind: str, low: int, high: int) -> int:
-    """``value`` as an int in ``[low, high)`` (int64, non-negative int64 or uint64): an
-    int, or a numpy or torch integer (``operator.index``), not a bool or a float; else the
-    error ``kind`` naming ``what`` and the value."""
-    try:
-        n = operator.index(value)
-    except TypeError:
-        n = None
-    if isinstance(value, bool) or n is None or not low <= n < high:
+def _checked_int(what: str, value: Any, kind: str, low: int, high: int, *,
+                 array_bools: bool = True) -> int:
+    """``value`` as an int in ``[low, high)`` (int32, int64, non-negative int64 or uint64):
+    an int, or a numpy or torch integer (``operator.index``), not a bool or a float; else
+    the error ``kind`` naming ``what`` and the value. ``array_bools`` False also refuses a
+    numpy or torch bool (which they read as 0 and 1), before operator.index, which numpy 1.x
+    warns about for them."""
+    refused = isinstance(value, bool) or (
+        not array_bools and str(getattr(value, "dtype", "")) in ("bool", "torch.bool"))
+    n = None
+    if not refused:
+        try:
+            n = operator.index(value)
+        except TypeError:
+            pass
+    if refused or n is None or not low <= n < high:
         wanted = {(-1 << 63, 1 << 63): "an int64", (0, 1 << 63): "a non-negative int64",
-                  (0, 1 << 64): "an int in [0, 2**64)"}[(low, high)]
+                  (0, 1 << 64): "an int in [0, 2**64)", (-1 << 31, 1 << 31): "an int32"}[(low, high)]
         raise _from_core(kind, f"{what} must be {wanted}, got {value!r}")
     return n
 

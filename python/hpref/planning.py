@@ -19,7 +19,6 @@ Refusals raise :class:`hpref.Error` with one kind per check: ``topology_*``, ``g
 """
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 from typing import Any, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -39,25 +38,12 @@ def _ints(values: Iterable[Any]) -> Tuple[int, ...]:
     return tuple(int(v) for v in values)
 
 
-def _is_bool(value: Any) -> bool:
-    """A Python, numpy or torch bool (numpy and torch read theirs as the ints 0 and 1)."""
-    return isinstance(value, bool) or str(getattr(value, "dtype", "")) in ("bool", "torch.bool")
-
-
 def _int_arg(what: str, value: Any, kind: str, bits: int) -> int:
     """``value`` as an int of the C++ type it becomes (int64 or int32): an int, or a numpy or
-    torch integer (``operator.index``); not a bool, a float or a str. Else the error ``kind``
-    naming ``what`` and the value (nanobind's int casters truncated 5.9 and tensor(5.5) to
-    5, read '5' as 5, and refused the rest naming no value)."""
-    n = None
-    if not _is_bool(value):  # before operator.index, which numpy 1.x warns about for them
-        try:
-            n = operator.index(value)
-        except TypeError:
-            pass
-    if n is None or not -(1 << (bits - 1)) <= n < 1 << (bits - 1):
-        raise _from_core(kind, f"{what} must be an int{bits}, got {value!r}")
-    return n
+    torch integer; not a bool (numpy's and torch's included), a float or a str. Else the
+    error ``kind`` naming ``what`` and the value (nanobind's int casters truncated 5.9 and
+    tensor(5.5) to 5, read '5' as 5, and refused the rest naming no value)."""
+    return _checked_int(what, value, kind, -1 << (bits - 1), 1 << (bits - 1), array_bools=False)
 
 
 def _int_args(what: str, values: Any, kind: str, bits: int) -> List[int]:
