@@ -41,6 +41,21 @@ __all__ = ["CheckedComm", "CheckedWork", "LAST_KEY", "NEW_GROUP_KIND", "check_si
 LAST_KEY = "hpref_checked/last/"
 
 
+def store_has(store: Any, key: str, wait_s: float = 0.5) -> bool:
+    """Whether ``store`` holds ``key``, without waiting for it: ``check`` where the store has
+    it (torch 2.x), else a wait of ``wait_s`` given to that one call (torch 1.13): the
+    store's own timeout is torch's, shared with every later get and barrier of the job, and
+    stays as it is."""
+    if hasattr(store, "check"):
+        return bool(store.check([key]))
+    from datetime import timedelta
+    try:
+        store.wait([key], timedelta(seconds=wait_s))
+        return True
+    except Exception:  # noqa: BLE001 - absent: the wait timed out
+        return False
+
+
 def peer_went_away(text: str) -> bool:
     """Whether a gloo or NCCL error's text says a peer's connection went (closed, reset, a
     broken pipe, a named peer): raised as CommPeerFailed, at a wait or a group's creation."""
@@ -410,18 +425,7 @@ class CheckedComm:
         return "; ".join(parts)
 
     def _has(self, key: str) -> bool:
-        """Whether the store holds ``key``, without waiting for it: ``check`` where the store
-        has it (torch 2.x), else a wait of half a second given to that one call (torch
-        1.13): the store's own timeout is torch's, shared with every later get and barrier
-        of the job, and stays as it is."""
-        if hasattr(self._store, "check"):
-            return bool(self._store.check([key]))
-        from datetime import timedelta
-        try:
-            self._store.wait([key], timedelta(seconds=0.5))
-            return True
-        except Exception:  # noqa: BLE001 - absent: the wait timed out
-            return False
+        return store_has(self._store, key)
 
     def close(self) -> None:
         """Closes the log file."""

@@ -41,7 +41,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as _c10d
 
-from ._checked import CheckedComm, peer_went_away
+from ._checked import CheckedComm, peer_went_away, store_has
 from ._torch_comm import TorchComm
 from ._torch_pg import _TORCH2, HprefProcessGroup, _relabel
 from .errors import _from_core
@@ -173,14 +173,11 @@ _ARRIVED_KEY = "hpref_checked/arrived/"
 
 
 def _present(store: Any, key: str) -> bool:
-    """Whether ``store`` holds ``key``, without waiting (check on torch 2.x; a wait of a
-    tenth of a second on 1.13's stores, which leaves the store's timeout as it is)."""
+    """Whether ``store`` holds ``key`` (store_has, a tenth of a second on 1.13's stores);
+    False too when the store is gone."""
     try:
-        if hasattr(store, "check"):
-            return bool(store.check([key]))
-        store.wait([key], timedelta(milliseconds=100))
-        return True
-    except Exception:  # noqa: BLE001 - absent (the wait timed out) or the store is gone
+        return store_has(store, key, 0.1)
+    except Exception:  # noqa: BLE001 - the store is gone
         return False
 
 
