@@ -183,14 +183,19 @@ class CheckedComm:
     made with it; a shorter timeout given to a work's wait() ends that wait sooner). ``log_dir``: one JSON line per operation per rank, or None.
     ``check_buffers``: compare send buffers at wait(): True checks host buffers; an
     accelerator buffer costs a device sync and a copy to the host at launch and at wait, so
-    it is checked only with ``"all"``.
+    it is checked only with ``"all"``. ``run``: which default process group of the job the
+    group belongs to (0, 1, ... for a job that destroys its default group and makes it again:
+    torch restarts group ids and seqs); logged as ``"run"`` when > 0.
     """
 
     def __init__(self, inner: Any, *, names: Optional[Callable[[Any], Tuple[int, Sequence[int]]]] = None,
                  store: Any = None, timeout_s: float = 1800.0, log_dir: Optional[str] = None,
-                 check_buffers: Any = True):
+                 check_buffers: Any = True, run: int = 0):
         """See the class docstring."""
         self._inner = inner
+        if isinstance(run, bool) or not isinstance(run, int) or not 0 <= run <= 0x7FFFFFFF:
+            raise _from_core("invalid_argument", f"run must be an int in [0, 2^31), got {run!r}")
+        self._run = run
         self._names = names
         self._store = store
         self._timeout_s = float(timeout_s)
@@ -387,7 +392,10 @@ class CheckedComm:
 
     def _record(self, group: Any, gid: int, ranks: Tuple[int, ...], me: int, seq: int, kind: str,
                 fields: Dict[str, Any], log: bool = True) -> None:
-        entry = {"rank": me, "group": gid, "ranks": list(ranks), "seq": seq, "kind": kind}
+        entry: Dict[str, Any] = {"rank": me}
+        if self._run:  # absent for run 0: the logs of a job that makes one default group
+            entry["run"] = self._run
+        entry.update(group=gid, ranks=list(ranks), seq=seq, kind=kind)
         entry.update(fields)
         line = json.dumps(entry, separators=(",", ":"))
         if self._store is not None:
@@ -420,7 +428,7 @@ class CheckedComm:
                 parts.append(f"rank {rank}: unreadable ({type(e).__name__})")
                 continue
             detail = ", ".join(f"{k} {v}" for k, v in entry.items()
-                               if k not in ("rank", "group", "ranks", "seq", "kind"))
+                               if k not in ("rank", "run", "group", "ranks", "seq", "kind"))
             parts.append(f"rank {rank}: {entry['kind']} seq {entry['seq']}" + (f" ({detail})" if detail else ""))
         return "; ".join(parts)
 

@@ -222,6 +222,39 @@ def _inner_gloo(store: Any, rank: int, size: int, deadline: timedelta,
                                              f"went away ({str(e).strip()})") from e
 
 
+# Which default process group of this process the checked groups made now belong to: a job
+# that destroys its default group and makes it again restarts torch's group ids and every
+# group's seq at 0, so each group logs its "run" (the k-th default group, from 0) and
+# ``hpref verify`` lines up (run, group, seq). "world": a weak reference to the default group
+# seen last (a strong one would keep a destroyed gloo group and its threads alive);
+# "making": the libraries of the checked default group being made (torch makes one backend
+# per device, each library once, before it sets WORLD).
+_RUNS: Dict[str, Any] = {"count": 0, "world": None, "making": set()}
+
+
+def _run_index(library: Optional[str] = None) -> int:
+    """The run of a group made now. A new run begins when init_process_group makes a checked
+    default group (WORLD not set yet; a library made again is the next init), or when a
+    group is made under a default group other than the one seen last (made since with
+    another backend; :func:`checked` asks on every rank, members or not). A rank that makes
+    no group of a run and whose run changes from a checked default group to a plain one
+    cannot tell; it is not counted."""
+    world = _c10d.GroupMember.WORLD
+    if world is None:
+        if not _RUNS["making"] or library in _RUNS["making"]:
+            _RUNS["count"] += 1
+            _RUNS["making"] = set()
+        _RUNS["making"].add(library)
+        _RUNS["world"] = None
+    else:
+        seen = _RUNS["world"]() if _RUNS["world"] is not None else None
+        if seen is not world:
+            if not _RUNS["making"]:  # else the default group just made: its run
+                _RUNS["count"] += 1
+            _RUNS.update(world=weakref.ref(world), making=set())
+    return _RUNS["count"] - 1
+
+
 def _make(store: Any, rank: int, size: int, timeout: Any, library: str) -> HprefProcessGroup:
     """A process group of the same ranks on ``library`` ("gloo" or "nccl") over ``store``,
     served through a CheckedComm; registered as the creator of BACKEND and BACKEND_NCCL."""
@@ -251,7 +284,7 @@ def _make(store: Any, rank: int, size: int, timeout: Any, library: str) -> Hpref
         inner = _inner_gloo(prefixed, rank, size, deadline, torch_timeout or timedelta(minutes=30))
         comm = TorchComm(inner, store=store, timeout=deadline, names=names)
     checked_comm = CheckedComm(comm, names=names, store=store, timeout_s=opts["timeout_s"], log_dir=opts["log_dir"],
-                               check_buffers=opts["check_buffers"])
+                               check_buffers=opts["check_buffers"], run=_run_index(library))
     name = BACKEND_NCCL if library == "nccl" else BACKEND
     pg = HprefProcessGroup(checked_comm, comm.world(), name, device_tensors="cuda" if library == "nccl" else "cpu")
     holder["pg"] = weakref.ref(pg)
@@ -340,6 +373,7 @@ def checked(group: Any = None, *, ranks: Optional[Sequence[int]] = None, timeout
     if backend is None:
         backend = str(dist.get_backend(None if group is None or outside else group))
     inner = _checked_backend(_libraries(backend)[0])
+    _run_index()  # on every rank, members or not: the run of a twin made after init_process_group again
     saved = dict(_OPTIONS)
     _OPTIONS.update({k: v for k, v in given.items() if v is not None})
     members = None if ranks is None else sorted(int(r) for r in ranks)

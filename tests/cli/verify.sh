@@ -164,6 +164,58 @@ err "go with --routes"
 run 2 "$tmp/ok" --routes ring
 echo "--routes: matches, first differing pair named, usage refused"
 
+# ---- runs: a job that destroys its default group and makes it again -------------------------
+# torch restarts group ids and seqs at 0; hpref.torch's checked groups log "run": k for the
+# k-th default group of the process (no field for the first).
+runs() {  # runs DIR: the clean logs, then the same operations again as run 1
+  clean "$1"
+  for r in 0 1 2 3; do
+    sed 's/^{"rank":\([0-9]\),/{"rank":\1,"run":1,/' "$1/rank$r.jsonl" > "$1/again"
+    cat "$1/again" >> "$1/rank$r.jsonl"
+    rm "$1/again"
+  done
+}
+runs "$tmp/runs"
+run 0 "$tmp/runs"
+has "hpref verify: 4 rank logs, 2 runs, 4 groups, 8 operations agree"
+run 0 "$tmp/runs" --json
+"$python" -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['ok'] and j['runs'] == 2 and j['groups'] == 4 and j['operations'] == 8, j" "$tmp/out" \
+  || fail "--json runs: $(cat "$tmp/out")"
+run 0 "$tmp/ok" --json
+"$python" -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['runs'] == 1, j" "$tmp/out" || fail "--json one run: $(cat "$tmp/out")"
+runs "$tmp/runs_kind"  # rank 3's barrier of run 1 is an all_gather
+sed -i '/"run":1/s/"kind":"barrier"/"kind":"all_gather","bytes":4/' "$tmp/runs_kind/rank3.jsonl"
+run 1 "$tmp/runs_kind" --json
+"$python" -c "
+import json,sys; j=json.load(open(sys.argv[1])); d=j['divergence']
+assert d['type'] == 'mismatch' and d['run'] == 1 and d['group'] == 0 and d['seq'] == 2 and d['ranks'] == [0, 3], j
+assert d['message'] == 'run 1: collective mismatch on group 0 seq 2: rank 0 launched barrier but rank 3 launched all_gather(4 bytes each)', d" "$tmp/out" \
+  || fail "--json run 1 mismatch: $(cat "$tmp/out")"
+runs "$tmp/runs_missing"  # rank 2 died before run 1's barrier
+sed -i '$d' "$tmp/runs_missing/rank2.jsonl"
+run 1 "$tmp/runs_missing"
+has "run 1: missing operation on group 0 seq 2: rank 0 launched barrier but rank 2 never did (its last operation on group 0 is seq 1, broadcast(root 0, 64 bytes))"
+runs "$tmp/runs_route"  # run 1's pair 1 -> 2 moves 3 rows, not the window routes' 2
+sed -i '/"run":1/s/"bytes":16,"counts_in":\[0,0,16,0\]/"bytes":24,"counts_in":[0,0,24,0]/' "$tmp/runs_route/rank1.jsonl"
+sed -i '/"run":1/s/"counts_out":\[0,16,0,0\]/"counts_out":[0,24,0,0]/' "$tmp/runs_route/rank2.jsonl"
+run 1 "$tmp/runs_route" "${R[@]}"
+has "run 1: all_to_all_v on group 1 seq 0: rank 1 sends 24 bytes to rank 2, but the window routes send 2 rows x 8 = 16 bytes"
+run 0 "$tmp/runs_route" "${R[@]}" --run 0
+has "4 all_to_all_v records match the window routes"
+run 2 "$tmp/runs_route" "${R[@]}" --run 2
+err "--routes window: --run 2 selects no all_to_all_v record (the logs' all_to_all_v records are in runs [0, 1], on groups [1], seqs [0])"
+run 2 "$tmp/ok" --run 1
+err "go with --routes"
+runs "$tmp/runs_back"  # a run-0 line after run 1: another job's log appended
+echo '{"rank":0,"group":7,"ranks":[0],"seq":0,"kind":"barrier"}' >> "$tmp/runs_back/rank0.jsonl"
+run 2 "$tmp/runs_back"
+err "line 9 of rank0.jsonl: run 0 after run 1 (line 5): two jobs' logs in one directory?"
+runs "$tmp/runs_again"  # run 1's seq repeated
+sed -n 5p "$tmp/runs_again/rank0.jsonl" >> "$tmp/runs_again/rank0.jsonl"
+run 2 "$tmp/runs_again"
+err "line 9 of rank0.jsonl: run 1: group 0 seq 0 again (line 5)"
+echo "runs: agree per run, divergences and route differences named with their run"
+
 # ---- malformed logs: refused naming file and line, never a crash --------------------------
 bad() {  # bad NAME "stderr text" LINE: rank1.jsonl gets LINE as its second line
   clean "$tmp/$1"
@@ -180,8 +232,9 @@ bad negative "\"counts_out\" holds -4, not a byte count" '{"rank":1,"group":5,"r
 bad sum "\"bytes\" is not the sum of \"counts_in\"" '{"rank":1,"group":5,"ranks":[0,1],"seq":0,"kind":"all_to_all_v","bytes":1,"counts_in":[0,0],"counts_out":[0,0]}'
 bad seqgap "line 2 of rank1.jsonl: group 0 seq 5 follows seq 0 (an edited or truncated log?)" '{"rank":1,"group":0,"ranks":[0,1,2,3],"seq":5,"kind":"barrier"}'
 bad huge "\"seq\" must be an integer in [0, 9223372036854775807], got" '{"rank":1,"group":5,"ranks":[1],"seq":99999999999999999999,"kind":"barrier"}'
+bad negrun "\"run\" must be an integer in [0, 2147483647], got -1" '{"rank":1,"run":-1,"group":5,"ranks":[1],"seq":0,"kind":"barrier"}'
 bad members "group 0 has members [0, 1, 2]" '{"rank":1,"group":0,"ranks":[0,1,2],"seq":0,"kind":"barrier"}'
-# Two runs appended to one log: seq 0 again.
+# Two jobs appended to one log: seq 0 again.
 clean "$tmp/twice"
 cp "$tmp/twice/rank0.jsonl" "$tmp/run1" && cat "$tmp/run1" >> "$tmp/twice/rank0.jsonl"
 run 2 "$tmp/twice"; err "line 5 of rank0.jsonl: group 0 seq 0 again (line 1)"
@@ -220,7 +273,7 @@ echo "malformed logs: refused naming file and line"
 
 # ---- --help ---------------------------------------------------------------------------------
 "$hpref" verify --help > "$tmp/help" || fail "verify --help"
-for want in "--routes" "--boundaries" "--local-length" "--window" "--ratio" "--row-bytes" "--group" "--seq" \
+for want in "--routes" "--boundaries" "--local-length" "--window" "--ratio" "--row-bytes" "--run" "--group" "--seq" \
             "--json" "--max-line-bytes UINT=1048576" "--max-records" "Exit codes: 0" "element size"; do
   grep -qF -- "$want" "$tmp/help" || fail "verify --help lacks '$want': $(cat "$tmp/help")"
 done

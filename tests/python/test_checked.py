@@ -488,6 +488,57 @@ def test_verify_names_the_pair_from_the_logs_of_a_planted_bug(tmp_path):
     assert lines[0]["kind"] == "all_to_all_v" and lines[0]["counts_in"] == [16] * 4
 
 
+def _two_runs(rank, tmp, log, twin, bug):
+    """One step, destroy_process_group, init_process_group again, the same step (torch
+    restarts group ids and seqs at 0). The step: an all_reduce on the world (``twin``: on a
+    checked() twin of a plain gloo world, logging to ``log``), then a new group of ranks
+    0 and 1 that broadcasts. ``bug``: rank 1's all_reduce of the second run is one element
+    longer."""
+    def step(run):
+        group = ht.checked(log_dir=log) if twin else None
+        dist.all_reduce(torch.ones(4 if bug and run == 1 and rank == 1 else 3), group=group)
+        sub = dist.new_group([0, 1])
+        if rank in (0, 1):
+            dist.broadcast(torch.ones(2), src=0, group=sub)
+
+    step(0)
+    dist.destroy_process_group()
+    dist.init_process_group("gloo", store=dist.FileStore(os.path.join(tmp, f"store_again_{twin}_{bug}"), WORLD),
+                            rank=rank, world_size=WORLD, timeout=timedelta(seconds=CHECKED_TIMEOUT_S))
+    step(1)
+    return "done"
+
+
+@pytest.mark.parametrize("twin", [False, True], ids=["checked_world", "checked_twin"])
+def test_verify_lines_up_a_job_that_makes_its_default_group_again(tmp_path, twin):
+    # Before "run" was logged, torch's restarted ids and seqs made verify refuse the logs of
+    # such a job ("group 0 seq 0 again: two runs' logs in one directory?", exit 2).
+    cli = H.CLI
+    if not cli.exists():
+        pytest.skip(f"the hpref CLI is not built ({cli})")
+    log = tmp_path / "log"
+    res = run4(tmp_path, "ok", _two_runs, str(tmp_path), str(log), twin, False, checked=not twin,
+               log_dir=None if twin else str(log))
+    assert [r["status"] for r in res] == ["ok"] * WORLD, res
+    lines = [json.loads(x) for x in (log / "rank1.jsonl").read_text().splitlines()]
+    assert [x.get("run", 0) for x in lines] == [0] * (len(lines) // 2) + [1] * (len(lines) // 2), lines
+    got = subprocess.run([str(cli), "verify", "--json", str(log)], capture_output=True, text=True)
+    summary = json.loads(got.stdout)
+    assert got.returncode == 0 and summary["ok"] and summary["runs"] == 2, got.stdout + got.stderr
+    if not twin:  # the world's all_reduce and new_group, the subgroup's broadcast, in each run
+        assert (summary["groups"], summary["operations"]) == (4, 6), summary
+
+    log = tmp_path / "log_bug"
+    res = run4(tmp_path, "bug", _two_runs, str(tmp_path), str(log), twin, True, checked=not twin,
+               log_dir=None if twin else str(log))
+    assert all(r.get("type") == "CommMismatchError" for r in res), res
+    got = subprocess.run([str(cli), "verify", "--json", str(log)], capture_output=True, text=True)
+    found = json.loads(got.stdout)["divergence"]
+    assert got.returncode == 1 and found["run"] == 1 and found["ranks"] == [0, 1], got.stdout + got.stderr
+    assert found["message"].startswith("run 1: collective mismatch on group ") and "12 bytes" in found["message"] \
+        and "16 bytes" in found["message"], found
+
+
 # ---- the signature code is the C++ one ------------------------------------------------------
 
 def test_signatures_are_the_cpp_wire_form_and_messages():

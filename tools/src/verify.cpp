@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <string_view>
+#include <tuple>
 #include <utility>
 
 #include "hpref/cli/integer_option.hpp"
@@ -34,7 +35,19 @@ namespace {
 // The most members a logged group may have (the Python binding's limit).
 constexpr std::size_t kMaxMembers = std::size_t{1} << 20;
 
+// A job that destroys its default process group and makes it again restarts torch's group
+// ids and every group's seq at 0: its checked groups log which default group of the process
+// they belong to, as "run" (0, the field's absence, for the first). Groups, seqs and
+// findings are per (run, group).
+using GroupKey = std::pair<int, int>;  // (run, group)
+
+// "run R: " before a message about run R > 0; nothing for run 0 (the only run of most jobs).
+std::string run_prefix(int run) {
+  return run == 0 ? std::string() : "run " + std::to_string(run) + ": ";
+}
+
 struct Record {
+  int run = 0;
   int group = 0;
   std::vector<int> ranks;  // the members' world ranks, group order
   std::int64_t seq = 0;
@@ -54,8 +67,10 @@ struct RankLog {
   int rank = 0;
   std::string file;  // the file name, for messages
   std::vector<Record> records;
-  std::map<std::pair<int, std::int64_t>, std::size_t> at;  // (group, seq) -> index in records
-  std::map<int, std::int64_t> next_seq;  // group -> the seq its next record must have
+  std::map<std::tuple<int, int, std::int64_t>, std::size_t> at;  // (run, group, seq) -> index
+  std::map<GroupKey, std::int64_t> next_seq;  // (run, group) -> the seq its next record must have
+  int run = 0;               // the run of the last record (runs never go back in one file)
+  std::size_t run_line = 0;  // the line where that run began
 };
 
 [[noreturn]] void bad_line(const RankLog& log, std::size_t line, const std::string& why) {
@@ -133,6 +148,16 @@ void add_line(RankLog& log, std::size_t line, std::string_view text) {
         log, line,
         "\"rank\" is " + std::to_string(rank) + " in the log of rank " + std::to_string(log.rank));
   }
+  if (obj.find("run") != obj.end()) {
+    r.run = static_cast<int>(int_field(log, line, obj, "run", 0, std::numeric_limits<int>::max()));
+  }
+  if (r.run < log.run) {
+    bad_line(log, line,
+             "run " + std::to_string(r.run) + " after run " + std::to_string(log.run) + " (line " +
+                 std::to_string(log.run_line) + "): two jobs' logs in one directory?");
+  }
+  if (r.run > log.run || log.records.empty()) log.run_line = line;
+  log.run = r.run;
   r.group = static_cast<int>(int_field(log, line, obj, "group", std::numeric_limits<int>::min(),
                                        std::numeric_limits<int>::max()));
   r.seq = int_field(log, line, obj, "seq", 0, std::numeric_limits<std::int64_t>::max());
@@ -215,33 +240,35 @@ void add_line(RankLog& log, std::size_t line, std::string_view text) {
       case OpKind::barrier:
         break;
     }
-  // The same group has the same members on every line; its seqs go 0, 1, 2, ... (a
-  // repeat is two runs appended to one log, a gap an edited or truncated one).
+  // The same group has the same members on every line of its run; its seqs go 0, 1, 2, ...
+  // (a repeat is two jobs appended to one log, a gap an edited or truncated one).
   for (const Record& earlier : log.records) {
-    if (earlier.group == r.group) {
+    if (earlier.run == r.run && earlier.group == r.group) {
       if (earlier.ranks != r.ranks) {
         bad_line(log, line,
-                 "group " + std::to_string(r.group) + " has members " + rank_list_text(r.ranks) +
-                     " but " + rank_list_text(earlier.ranks) + " at line " +
-                     std::to_string(earlier.line));
+                 run_prefix(r.run) + "group " + std::to_string(r.group) + " has members " +
+                     rank_list_text(r.ranks) + " but " + rank_list_text(earlier.ranks) +
+                     " at line " + std::to_string(earlier.line));
       }
       break;
     }
   }
-  std::int64_t& next = log.next_seq[r.group];
+  std::int64_t& next = log.next_seq[{r.run, r.group}];
   if (r.seq != next) {
     if (r.seq < next) {
       bad_line(log, line,
-               "group " + std::to_string(r.group) + " seq " + std::to_string(r.seq) +
-                   " again (line " + std::to_string(log.records[log.at.at({r.group, r.seq})].line) +
-                   "): two runs' logs in one directory?");
+               run_prefix(r.run) + "group " + std::to_string(r.group) + " seq " +
+                   std::to_string(r.seq) + " again (line " +
+                   std::to_string(log.records[log.at.at({r.run, r.group, r.seq})].line) +
+                   "): two jobs' logs in one directory?");
     }
     bad_line(log, line,
-             "group " + std::to_string(r.group) + " seq " + std::to_string(r.seq) +
-                 " follows seq " + std::to_string(next - 1) + " (an edited or truncated log?)");
+             run_prefix(r.run) + "group " + std::to_string(r.group) + " seq " +
+                 std::to_string(r.seq) + " follows seq " + std::to_string(next - 1) +
+                 " (an edited or truncated log?)");
   }
   ++next;
-  log.at[{r.group, r.seq}] = log.records.size();
+  log.at[{r.run, r.group, r.seq}] = log.records.size();
   log.records.push_back(std::move(r));
 }
 
@@ -334,6 +361,7 @@ std::vector<RankLog> read_logs(const std::string& dir, Limits& limits) {
 
 struct Finding {
   std::string type;  // members, missing, mismatch (divergence); route
+  int run = 0;
   int group = 0;
   std::int64_t seq = 0;
   std::vector<int> ranks;
@@ -343,11 +371,8 @@ struct Finding {
 
 Json finding_json(const std::optional<Finding>& f) {
   if (!f) return nullptr;
-  return Json{{"type", f->type},
-              {"group", f->group},
-              {"seq", f->seq},
-              {"ranks", f->ranks},
-              {"message", f->message}};
+  return Json{{"type", f->type}, {"run", f->run},     {"group", f->group},
+              {"seq", f->seq},   {"ranks", f->ranks}, {"message", f->message}};
 }
 
 struct GroupView {
@@ -357,8 +382,10 @@ struct GroupView {
 
 // The first divergence of one group: members disagreeing on the group, a member missing
 // an operation another logged, or signatures that differ (signature_mismatch's words).
-std::optional<Finding> group_divergence(int gid, const GroupView& g,
+std::optional<Finding> group_divergence(GroupKey key, const GroupView& g,
                                         const std::map<int, const RankLog*>& by_rank) {
+  const auto [run, gid] = key;
+  const std::string in_run = run_prefix(run);
   std::vector<const RankLog*> logs;
   for (int r : g.ranks) {
     auto it = by_rank.find(r);
@@ -368,15 +395,17 @@ std::optional<Finding> group_divergence(int gid, const GroupView& g,
   for (std::size_t i = 0; i < logs.size(); ++i) {
     if (!logs[i]) continue;
     for (const Record& rec : logs[i]->records) {
-      if (rec.group != gid) continue;
+      if (rec.run != run || rec.group != gid) continue;
       if (rec.ranks != g.ranks) {
         return Finding{"members",
+                       run,
                        gid,
                        rec.seq,
                        {g.ranks[0], g.ranks[i]},
-                       "group " + std::to_string(gid) + ": rank " + std::to_string(g.ranks[i]) +
-                           " logs members " + rank_list_text(rec.ranks) + " but " +
-                           rank_list_text(g.ranks) + " are logged before it",
+                       in_run + "group " + std::to_string(gid) + ": rank " +
+                           std::to_string(g.ranks[i]) + " logs members " +
+                           rank_list_text(rec.ranks) + " but " + rank_list_text(g.ranks) +
+                           " are logged before it",
                        rec.line};
       }
       break;
@@ -388,7 +417,7 @@ std::optional<Finding> group_divergence(int gid, const GroupView& g,
     std::size_t order = std::numeric_limits<std::size_t>::max();
     for (std::size_t i = 0; i < logs.size(); ++i) {
       if (!logs[i]) continue;
-      auto it = logs[i]->at.find({gid, seq});
+      auto it = logs[i]->at.find({run, gid, seq});
       if (it == logs[i]->at.end()) continue;
       recs[i] = &logs[i]->records[it->second];
       order = std::min(order, recs[i]->line);
@@ -399,17 +428,18 @@ std::optional<Finding> group_divergence(int gid, const GroupView& g,
       if (recs[i]) continue;
       std::string last = "it logged nothing on group " + std::to_string(gid);
       if (seq > 0 && logs[i]) {
-        const Record& prev = logs[i]->records[logs[i]->at.at({gid, seq - 1})];
+        const Record& prev = logs[i]->records[logs[i]->at.at({run, gid, seq - 1})];
         last = "its last operation on group " + std::to_string(gid) + " is seq " +
                std::to_string(seq - 1) + ", " + prev.describe();
       }
       if (!logs[i])
         last = "it has no log (" + std::string("rank") + std::to_string(g.ranks[i]) + ".jsonl)";
       return Finding{"missing",
+                     run,
                      gid,
                      seq,
                      {g.ranks[have], g.ranks[i]},
-                     "missing operation on group " + std::to_string(gid) + " seq " +
+                     in_run + "missing operation on group " + std::to_string(gid) + " seq " +
                          std::to_string(seq) + ": rank " + std::to_string(g.ranks[have]) +
                          " launched " + recs[have]->describe() + " but rank " +
                          std::to_string(g.ranks[i]) + " never did (" + last + ")",
@@ -420,7 +450,7 @@ std::optional<Finding> group_divergence(int gid, const GroupView& g,
     for (std::size_t i = 1; i < recs.size(); ++i) {
       if (auto error = new_group_mismatch(gid, seq, g.ranks[0], recs[0]->launch(), g.ranks[i],
                                           recs[i]->launch())) {
-        return Finding{"mismatch", gid, seq, error->ranks(), error->what(), order};
+        return Finding{"mismatch", run, gid, seq, error->ranks(), in_run + error->what(), order};
       }
     }
     if (recs[0]->new_group) continue;  // every member agreed on the same new_group
@@ -428,7 +458,7 @@ std::optional<Finding> group_divergence(int gid, const GroupView& g,
     sigs.reserve(recs.size());
     for (const Record* rec : recs) sigs.push_back(rec->sig);
     if (auto error = signature_mismatch(group, seq, sigs)) {
-      return Finding{"mismatch", gid, seq, error->ranks(), error->what(), order};
+      return Finding{"mismatch", run, gid, seq, error->ranks(), in_run + error->what(), order};
     }
   }
   return std::nullopt;
@@ -443,11 +473,12 @@ struct RouteCheck {
 // Why --routes checked no record: the filters, and the groups and seqs the logs'
 // all_to_all_v records have (a check of nothing is refused, never passed).
 std::string nothing_selected(const VerifyArgs& a, const std::vector<RankLog>& logs) {
-  std::set<int> groups;
+  std::set<int> runs, groups;
   std::set<std::int64_t> seqs;
   for (const RankLog& log : logs) {
     for (const Record& rec : log.records) {
       if (rec.sig.kind != OpKind::all_to_all_v) continue;
+      runs.insert(rec.run);
       groups.insert(rec.group);
       seqs.insert(rec.seq);
     }
@@ -458,13 +489,15 @@ std::string nothing_selected(const VerifyArgs& a, const std::vector<RankLog>& lo
     return text;
   };
   std::string filters;
+  for (std::int64_t r : a.runs) filters += " --run " + std::to_string(r);
   for (std::int64_t g : a.groups) filters += " --group " + std::to_string(g);
   for (std::int64_t q : a.seqs) filters += " --seq " + std::to_string(q);
   std::string prefix = "--routes " + a.routes + ": ";
   if (groups.empty()) return prefix + "the logs hold no all_to_all_v record to check";
   return prefix + filters.substr(1) +
-         " selects no all_to_all_v record (the logs' all_to_all_v records are on groups [" +
-         list(groups) + "], seqs [" + list(seqs) + "])";
+         " selects no all_to_all_v record (the logs' all_to_all_v records are" +
+         (runs.size() > 1 || !a.runs.empty() ? " in runs [" + list(runs) + "]," : "") +
+         " on groups [" + list(groups) + "], seqs [" + list(seqs) + "])";
 }
 
 // Every logged all_to_all_v (of the selected groups and seqs) against the routes SPEC 7
@@ -485,9 +518,9 @@ RouteCheck check_routes(const VerifyArgs& a, const std::vector<RankLog>& logs) {
                    ? sliding_window_routes(boundaries, a.local_length, p, a.window)
                    : document_prefix_routes(boundaries, a.local_length, p, a.ratio);
     } catch (const Error& e) {
-      throw Error(e.code(), "--routes " + a.routes + " for group " + std::to_string(rec.group) +
-                                " (" + std::to_string(p) + " members, seq " +
-                                std::to_string(rec.seq) + "): " + e.what());
+      throw Error(e.code(), "--routes " + a.routes + " for " + run_prefix(rec.run) + "group " +
+                                std::to_string(rec.group) + " (" + std::to_string(p) +
+                                " members, seq " + std::to_string(rec.seq) + "): " + e.what());
     }
     return planned.emplace(rec.ranks.size(), std::move(routes)).first->second;
   };
@@ -496,8 +529,8 @@ RouteCheck check_routes(const VerifyArgs& a, const std::vector<RankLog>& logs) {
   };
   for (const RankLog& log : logs) {
     for (const Record& rec : log.records) {
-      if (rec.sig.kind != OpKind::all_to_all_v || !selected(a.groups, rec.group) ||
-          !selected(a.seqs, rec.seq)) {
+      if (rec.sig.kind != OpKind::all_to_all_v || !selected(a.runs, rec.run) ||
+          !selected(a.groups, rec.group) || !selected(a.seqs, rec.seq)) {
         continue;
       }
       const auto& routes = routes_for(rec);
@@ -515,8 +548,9 @@ RouteCheck check_routes(const VerifyArgs& a, const std::vector<RankLog>& logs) {
           if (!over && counts[j] == want) continue;
           std::size_t order = rec.line;
           if (out.first && out.first->order <= order) break;
-          std::string where = "all_to_all_v on group " + std::to_string(rec.group) + " seq " +
-                              std::to_string(rec.seq) + ": rank " + std::to_string(log.rank);
+          std::string where = run_prefix(rec.run) + "all_to_all_v on group " +
+                              std::to_string(rec.group) + " seq " + std::to_string(rec.seq) +
+                              ": rank " + std::to_string(log.rank);
           std::string peer = "rank " + std::to_string(rec.ranks[j]);
           std::string routed =
               std::to_string(rows[j]) + " rows x " + std::to_string(a.row_bytes) + " = " +
@@ -528,7 +562,7 @@ RouteCheck check_routes(const VerifyArgs& a, const std::vector<RankLog>& logs) {
                                       peer + ", but the " + a.routes + " routes send " + routed;
           std::vector<int> pair = way == 0 ? std::vector<int>{log.rank, rec.ranks[j]}
                                            : std::vector<int>{rec.ranks[j], log.rank};
-          out.first = Finding{"route", rec.group, rec.seq, pair, msg, order};
+          out.first = Finding{"route", rec.run, rec.group, rec.seq, pair, msg, order};
           break;
         }
         if (out.first && out.first->order <= rec.line) break;
@@ -542,11 +576,10 @@ RouteCheck check_routes(const VerifyArgs& a, const std::vector<RankLog>& logs) {
 void check_route_options(const VerifyArgs& a) {
   if (a.routes.empty()) {
     if (!a.boundaries.empty() || a.local_length || a.window || a.ratio || a.row_bytes ||
-        !a.groups.empty() || !a.seqs.empty()) {
-      throw Error(
-          Errc::invalid_argument,
-          "--boundaries, --local-length, --window, --ratio, --row-bytes, --group and --seq go with "
-          "--routes window|prefix");
+        !a.runs.empty() || !a.groups.empty() || !a.seqs.empty()) {
+      throw Error(Errc::invalid_argument,
+                  "--boundaries, --local-length, --window, --ratio, --row-bytes, --run, --group "
+                  "and --seq go with --routes window|prefix");
     }
     return;
   }
@@ -569,11 +602,13 @@ int verify(const VerifyArgs& a, std::ostream& out) {
   std::vector<RankLog> logs = read_logs(a.dir, limits);
   std::map<int, const RankLog*> by_rank;
   for (const RankLog& log : logs) by_rank[log.rank] = &log;
-  std::map<int, GroupView> groups;
+  std::map<GroupKey, GroupView> groups;
+  std::set<int> runs;
   std::size_t operations = 0;
   for (const RankLog& log : logs) {
     for (const Record& rec : log.records) {
-      auto [it, fresh] = groups.try_emplace(rec.group);
+      runs.insert(rec.run);
+      auto [it, fresh] = groups.try_emplace(GroupKey{rec.run, rec.group});
       if (fresh) it->second.ranks = rec.ranks;
       it->second.seqs = std::max(it->second.seqs, rec.seq + 1);
     }
@@ -588,9 +623,9 @@ int verify(const VerifyArgs& a, std::ostream& out) {
     return a_missing != b_missing ? b_missing : a.order < b.order;
   };
   std::optional<Finding> first;
-  for (const auto& [gid, g] : groups) {
+  for (const auto& [key, g] : groups) {
     operations += static_cast<std::size_t>(g.seqs);
-    auto found = group_divergence(gid, g, by_rank);
+    auto found = group_divergence(key, g, by_rank);
     if (found && (!first || before(*found, *first))) first = found;
   }
   std::optional<RouteCheck> routes;
@@ -602,6 +637,7 @@ int verify(const VerifyArgs& a, std::ostream& out) {
     Json j{{"ok", ok},
            {"exit_code", ok ? 0 : 1},
            {"ranks", ranks},
+           {"runs", runs.size()},
            {"groups", groups.size()},
            {"operations", operations},
            {"records", limits.records},
@@ -619,7 +655,8 @@ int verify(const VerifyArgs& a, std::ostream& out) {
       auto n = [](std::size_t k, const char* what) {
         return std::to_string(k) + " " + what + (k == 1 ? "" : "s");
       };
-      out << "hpref verify: " << n(ranks.size(), "rank log") << ", " << n(groups.size(), "group")
+      out << "hpref verify: " << n(ranks.size(), "rank log") << ", "
+          << (runs.size() > 1 ? n(runs.size(), "run") + ", " : "") << n(groups.size(), "group")
           << ", " << n(operations, "operation") << (operations == 1 ? " agrees" : " agree");
       if (routes)
         out << "; " << routes->checked << " all_to_all_v records match the " << routes->pattern
@@ -637,7 +674,8 @@ CLI::App* add_verify_command(CLI::App& app, VerifyArgs& a) {
   auto* v = app.add_subcommand(
       "verify",
       "Post-mortem of a job run in checked mode with HPREF_CHECKED_LOG=LOGDIR: lines up every "
-      "LOGDIR/rank<R>.jsonl per group and sequence number and prints the first divergence across "
+      "LOGDIR/rank<R>.jsonl per run (a job that makes its default process group again), group and "
+      "sequence number and prints the first divergence across "
       "ranks "
       "(another kind, root, reduce op, dtype or byte count; for all_to_all_v the first pair whose "
       "counts "
@@ -677,6 +715,13 @@ CLI::App* add_verify_command(CLI::App& app, VerifyArgs& a) {
        "counts "
        "only (no element size or row shape), so rows become bytes by this; required with --routes")
       ->check(integer_of(a.row_bytes));
+  v->add_option(
+       "--run", a.runs,
+       "With --routes: check only this run's all_to_all_v (repeatable; default every run). "
+       "A job that destroys its default process group and makes it again logs the groups "
+       "of its k-th default group with \"run\": k (0, or no field, for the first); "
+       "groups and seqs are per run")
+      ->check(integer_of<std::int64_t>());
   v->add_option("--group", a.groups,
                 "With --routes: check only this group's all_to_all_v (repeatable; default every "
                 "group: a log "
@@ -688,14 +733,15 @@ CLI::App* add_verify_command(CLI::App& app, VerifyArgs& a) {
                 "default all: one "
                 "--boundaries describes one step)")
       ->check(integer_of<std::int64_t>());
-  v->add_flag("--json", a.json,
-              "Print one JSON object: ok, exit_code, ranks, groups, operations, records, "
-              "divergence (null or "
-              "{type: mismatch|missing|members, group, seq, ranks, message}) and with --routes "
-              "routes {pattern, "
-              "checked, difference}; a usage error or malformed log as {ok: false, failure: usage, "
-              "exit_code: 2, "
-              "error: {kind, message}}");
+  v->add_flag(
+      "--json", a.json,
+      "Print one JSON object: ok, exit_code, ranks, runs, groups, operations, records, "
+      "divergence (null or "
+      "{type: mismatch|missing|members, run, group, seq, ranks, message}) and with --routes "
+      "routes {pattern, "
+      "checked, difference}; a usage error or malformed log as {ok: false, failure: usage, "
+      "exit_code: 2, "
+      "error: {kind, message}}");
   v->add_option("--max-line-bytes", a.max_line_bytes, "Refuse (exit 2) a log line longer than this")
       ->check(integer_of(a.max_line_bytes))
       ->capture_default_str();

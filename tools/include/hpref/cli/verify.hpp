@@ -1,12 +1,12 @@
 // `hpref verify LOGDIR`: the post-mortem of a job run in checked mode with
 // HPREF_CHECKED_LOG=LOGDIR (python/hpref/_checked.py writes one JSON line per operation
-// per rank to LOGDIR/rank<R>.jsonl). It lines up the ranks' operations per group and
-// sequence number and reports the first divergence in the words of the checked mode
-// itself (hpref/op_signature.hpp: signature_mismatch), or a rank missing an operation the
-// others logged; with --routes it also checks every all_to_all_v's per-pair byte counts
-// against the SPEC 7 routes of the given boundaries. Exit codes: 0 everything agrees,
-// 1 a divergence or a route difference, 2 bad usage or a malformed log (named by file and
-// line).
+// per rank to LOGDIR/rank<R>.jsonl). It lines up the ranks' operations per run (the k-th
+// default process group of a job that makes it again), group and sequence number and reports the
+// first divergence in the words of the checked mode itself (hpref/op_signature.hpp:
+// signature_mismatch), or a rank missing an operation the others logged; with --routes it also
+// checks every all_to_all_v's per-pair byte counts against the SPEC 7 routes of the given
+// boundaries. Exit codes: 0 everything agrees, 1 a divergence or a route difference, 2 bad usage or
+// a malformed log (named by file and line).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -25,6 +25,7 @@ struct VerifyArgs {
   std::int64_t window = 0;
   std::int64_t ratio = 0;
   std::int64_t row_bytes = 0;
+  std::vector<std::int64_t> runs;    // --run: only these runs' all_to_all_v (default all)
   std::vector<std::int64_t> groups;  // --group: only these groups' all_to_all_v (default all)
   std::vector<std::int64_t> seqs;    // --seq: only these sequence numbers (default all)
   bool json = false;
