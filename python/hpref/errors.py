@@ -726,15 +726,12 @@ def _is_utf8(text: str) -> bool:
     return True
 
 
-def _checked_int(what: str, value: Any, kind: str, low: int, high: int, *,
-                 array_bools: bool = True) -> int:
+def _checked_int(what: str, value: Any, kind: str, low: int, high: int) -> int:
     """``value`` as an int in ``[low, high)`` (int32, int64, non-negative int64 or uint64):
-    an int, or a numpy or torch integer (``operator.index``), not a bool or a float; else
-    the error ``kind`` naming ``what`` and the value. ``array_bools`` False also refuses a
-    numpy or torch bool (which they read as 0 and 1), before operator.index, which numpy 1.x
-    warns about for them."""
-    refused = isinstance(value, bool) or (
-        not array_bools and str(getattr(value, "dtype", "")) in ("bool", "torch.bool"))
+    an int, or a numpy or torch integer (``operator.index``), not a bool — Python's, numpy's
+    or torch's, which operator.index reads as 0 and 1 (numpy 1.x with a warning) — or a
+    float; else the error ``kind`` naming ``what`` and the value."""
+    refused = isinstance(value, bool) or str(getattr(value, "dtype", "")) in ("bool", "torch.bool")
     n = None
     if not refused:
         try:

@@ -43,7 +43,7 @@ def _int_arg(what: str, value: Any, kind: str, bits: int) -> int:
     torch integer; not a bool (numpy's and torch's included), a float or a str. Else the
     error ``kind`` naming ``what`` and the value (nanobind's int casters truncated 5.9 and
     tensor(5.5) to 5, read '5' as 5, and refused the rest naming no value)."""
-    return _checked_int(what, value, kind, -1 << (bits - 1), 1 << (bits - 1), array_bools=False)
+    return _checked_int(what, value, kind, -1 << (bits - 1), 1 << (bits - 1))
 
 
 def _int_args(what: str, values: Any, kind: str, bits: int) -> List[int]:

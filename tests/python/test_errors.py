@@ -206,6 +206,40 @@ FRAMES = [json.loads(line) for line in (ROOT / "tests" / "data" / "frames.jsonl"
 REFUSED = [c for c in FRAMES if "frame_hex" in c and not c["original_answer"]["ok"]]
 
 
+def test_array_bools_are_no_ints_wherever_bool_is_refused():
+    """Every argument that refuses Python's bool as an int refuses numpy's and torch's bools
+    too (operator.index reads them as 0 and 1: a seed of np.True_ ran as seed 1, a split
+    of torch.tensor(True) as 1 byte), naming the argument and the value; their integers
+    stay ints."""
+    np = pytest.importorskip("numpy")
+    from hpref import codec, planning, sim
+    try:
+        import torch
+    except ImportError:  # the numpy cases still run
+        torch = None
+    layout = [planning.Field("ids", "int32", "cpu", ("n",))]
+    calls = {
+        "splits[0]": lambda v: codec.decode_received(b"", [v]),
+        "max_output_bytes": lambda v: codec.inspect(b"", max_output_bytes=v),
+        "max_message_bytes": lambda v: planning.batch_shapes(layout, (1, 2), max_message_bytes=v),
+        "status": lambda v: planning.batch_header(layout, status=v),
+        "header[1]": lambda v: planning.header_status(layout, (1, v)),
+        "batch field 'ids' dim 0": lambda v: planning.batch_layout([planning.Field("ids", "int32", "cpu", (v,))]),
+        "seed": lambda v: sim.run(1, lambda comm: None, seed=v),
+    }
+    bools = [True, np.True_, np.False_, np.array(True)]
+    if torch is not None:
+        bools += [torch.tensor(True), torch.tensor(False)]
+    for what, call in calls.items():
+        for value in bools:
+            with pytest.raises(hpref.Error, match=f"^{re.escape(what)} must be an? ") as e:
+                call(value)
+            assert repr(value) in str(e.value), (what, value)
+    assert planning.batch_shapes(layout, (1, np.int64(2)), max_message_bytes=np.uint64(8)) == ((2,),)
+    if torch is not None:
+        assert planning.batch_shapes(layout, (1, torch.tensor(2)), max_message_bytes=torch.tensor(8)) == ((2,),)
+
+
 def test_frames_jsonl_has_refusals():
     assert len(REFUSED) >= 15
 
