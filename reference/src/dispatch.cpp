@@ -215,9 +215,11 @@ struct DispatchHandle::State {
   std::size_t received = 0;  // bytes received in all
   std::size_t axis = 0;
   std::size_t row = 0;  // bytes per row
+  BlockPtr send;        // the packed send rows (none when they are sent from `local` itself)
+  BlockPtr out;         // the assembled interval; the exchange receives into its front
+  // After the buffers it uses, so destroyed before them: a handle dropped unwaited has its
+  // exchange completed by the Work's end (MPI, NCCL) while they still exist (SPEC 8.3).
   Work work;
-  BlockPtr send;  // the packed send rows (none when they are sent from `local` itself)
-  BlockPtr out;   // the assembled interval; the exchange receives into its front
   bool exchange = false;
   bool assembled = false;  // the exchange carried the own rows too: `out` is complete
   bool waited = false;

@@ -320,6 +320,14 @@ std::string new_group_mismatch(Communicator& c, const ScenarioContext&) {
   return "unreachable";
 }
 
+// Rank 1 skips a new_group the others make, then every rank enters a barrier on the world:
+// in checked mode the new_group is the world's next operation, so the barrier meets it.
+std::string new_group_skipped(Communicator& c, const ScenarioContext&) {
+  if (c.rank() != 1) c.new_group(c.world().ranks(), c.world_backend());
+  c.barrier(c.world()).wait();
+  return "unreachable";
+}
+
 std::string deadlock_cycle(Communicator& c, const ScenarioContext&) {
   std::vector<int> all(static_cast<std::size_t>(c.size()));
   std::iota(all.begin(), all.end(), 0);
@@ -477,6 +485,8 @@ std::vector<Scenario> collective_scenarios() {
          mismatch, mismatch);
   broken("new_group_mismatch", "ranks create different groups in the same new_group",
          new_group_mismatch, 2, mismatch, mismatch);
+  broken("new_group_skipped", "rank 1 skips a new_group the others make, then all enter a barrier",
+         new_group_skipped, 2, mismatch, mismatch);
   broken("deadlock_cycle", "barriers on two groups in opposite orders", deadlock_cycle, 2, deadlock,
          timeout);
   broken("rank_exits_early", "rank 0 returns while the others enter a barrier", rank_exits_early, 2,

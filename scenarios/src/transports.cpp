@@ -519,6 +519,51 @@ std::string dispatch_scenario(Communicator& c, const ScenarioContext& ctx) {
   return "ok rows=" + std::to_string(out.shape()[axis]);
 }
 
+// A dispatch handle and Works dropped unwaited (an exception between launch and wait):
+// each operation still completes before the memory it writes is freed (the handle's own
+// buffers; a checked or float all_reduce's result), and the operations after them are
+// undisturbed. Over MPI that memory was freed under the running request: the job crashed.
+std::string dropped_unwaited(Communicator& c, const ScenarioContext& ctx) {
+  int p = c.size();
+  // Shards of ctx.large_bytes (128 KiB), each sent whole to the next rank: MPI is still
+  // moving them when the handle is dropped.
+  std::int64_t width = 8;
+  auto local = std::max<std::int64_t>(
+      1, static_cast<std::int64_t>(ctx.large_bytes /
+                                   (sizeof(float) * static_cast<std::size_t>(width))));
+  std::vector<std::int64_t> boundaries = {0, local * p};
+  std::vector<Route> routes = sliding_window_routes(boundaries, local, p, local);
+  const Route& mine = routes[static_cast<std::size_t>(c.rank())];
+  std::vector<float> values(static_cast<std::size_t>(local * p * width));
+  for (std::size_t i = 0; i < values.size(); ++i)
+    values[i] = static_cast<float>(data_byte(ctx.seed, 7, i));
+  std::vector<std::uint8_t> bytes(values.size() * sizeof(float));
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  Tensor bank(DType::float32, {local * p, width}, SharedBytes::adopt(std::move(bytes)));
+  std::size_t row = static_cast<std::size_t>(width) * sizeof(float);
+  Device device;
+  if (c.world().memory() == MemorySpace::accelerator) device = Device{DeviceType::cuda, 0};
+  Tensor shard = Tensor(DType::float32, std::vector<std::int64_t>{local, width},
+                        bank.storage().slice(static_cast<std::size_t>(c.rank() * local) * row,
+                                             static_cast<std::size_t>(local) * row))
+                     .on(device);
+  { DispatchHandle dropped = async_sequence_dispatch(c, c.world(), shard, 0, mine); }
+  if (c.world().memory() == MemorySpace::host) {
+    std::vector<std::int64_t> ints(ctx.large_bytes / 8 + 1, c.rank() + 1);
+    std::vector<double> floats(ctx.large_bytes / 8 + 1, 0.25 * (c.rank() + 1));
+    Work a = c.all_reduce(c.world(), {ints.data(), 8 * ints.size(), MemorySpace::host},
+                          DType::int64, ReduceOp::sum);
+    Work b = c.all_reduce(c.world(), {floats.data(), 8 * floats.size(), MemorySpace::host},
+                          DType::float64, ReduceOp::sum);
+  }  // the Works end before the buffers they write
+  Tensor out = sequence_dispatch(c, c.world(), shard, 0, mine);
+  check(out == oracle_forward(bank, routes)[static_cast<std::size_t>(c.rank())],
+        "rank " + std::to_string(c.rank()) +
+            ": the dispatch after the dropped ones differs from "
+            "the oracle");
+  return "the dispatch after them equals the oracle";
+}
+
 // SPEC 5.2 / 9.3: the exchange handle owns its send buffer; writing it before the wait is
 // caught at the wait.
 std::string exchange_mutated_send(Communicator& c, const ScenarioContext&) {
@@ -591,6 +636,10 @@ const Registration registered(
          .description = "sequence dispatch forward and backward for window and prefix routes, "
                         "random row widths, dtypes and sequence dims, against the oracle",
          .fn = dispatch_scenario},
+        {.name = "dropped_unwaited",
+         .description = "a dispatch handle and all_reduce Works dropped unwaited: each completes "
+                        "before its memory is freed, and the dispatch after them equals the oracle",
+         .fn = dropped_unwaited},
         {.name = "batch_spec_mismatch",
          .description = "BROKEN on purpose: one rank declares another batch spec",
          .fn = batch_spec_mismatch,

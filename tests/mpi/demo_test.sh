@@ -17,3 +17,10 @@ for seed in 3 11; do
   echo "$mpi" | grep -q '^every check passed$' || fail "seed $seed: the MPI demo did not pass every check"
   echo "ok: seed $seed: $(echo "$mpi" | grep -E '\| (checks|data checksum) ' | tr -s ' ' | tr '\n' ' ')"
 done
+# A deadline past the clock's range waits without end (it overflowed into a deadline already
+# past: every wait timed out at once and the job was aborted).
+far=$(timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 \
+      "$hpref" demo --backend mpi --steps 1 --timeout-ms 9223372036854775807 2>&1 < /dev/null) ||
+  { echo "$far"; fail "the MPI demo with --timeout-ms 9223372036854775807 failed"; }
+echo "$far" | grep -q '^every check passed$' || { echo "$far"; fail "--timeout-ms 9223372036854775807: not every check passed"; }
+echo "ok: --timeout-ms 9223372036854775807 waits without end"

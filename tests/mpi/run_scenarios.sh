@@ -5,6 +5,8 @@
 #   run_scenarios.sh broken  NP RUNNER HPREF                      each broken scenario's refusal
 #   run_scenarios.sh large   2  RUNNER HPREF                      counts beyond INT_MAX
 #   run_scenarios.sh mutations NP RUNNER HPREF                    every send buffer checked
+#   run_scenarios.sh unchecked NP RUNNER HPREF                    MPI's own error unchecked
+#   run_scenarios.sh twice NP RUNNER HPREF                        a second MpiCommunicator
 set -uo pipefail
 mode=$1 np=$2 runner=$3 hpref=$4
 shift 4
@@ -96,6 +98,28 @@ broken)
   done <<< "$list"
   [ "$count" -gt 0 ] || fail "no broken scenario ran"
   echo "ok: $count broken scenarios refused as expected on $np MPI ranks"
+  ;;
+unchecked)
+  # Unchecked, members disagreeing on a count make MPI truncate a message: the rank must get
+  # CommError comm_backend naming it (MPI_Testall's error came through MPI_COMM_WORLD's
+  # fatal handler and killed the job), then the job is aborted (the communicator failed).
+  for name in mismatch_count; do
+    out=$(timeout 120 "${mpirun[@]}" "$runner" --broken "$name" --unchecked --timeout-ms 5000 2>&1 < /dev/null)
+    rc=$?
+    if echo "$out" | grep -q 'MPI_ERRORS_ARE_FATAL'; then echo "$out"; fail "$name unchecked: MPI's fatal handler ended the job"; fi
+    echo "$out" | grep -q ": error comm_backend: MPI_Testall for " || { echo "$out"; fail "$name unchecked: no rank raised comm_backend"; }
+    if echo "$out" | grep -q ' instead$'; then echo "$out"; fail "$name unchecked: a rank raised another error"; fi
+    [ "$rc" -ne 0 ] || { echo "$out"; fail "$name unchecked: the job was not aborted after the error"; }
+    echo "ok: $name unchecked -> $(echo "$out" | grep -m1 ': error comm_backend' | sed -E 's/^[^:]*: //' | cut -c1-160)"
+  done
+  ;;
+twice)
+  out=$(timeout 120 "${mpirun[@]}" "$runner" --twice 2>&1 < /dev/null)
+  rc=$?
+  [ "$rc" -eq 0 ] || { echo "$out"; fail "--twice exited $rc"; }
+  [ "$(echo "$out" | grep -c '^twice: comm_usage: MPI was finalized')" -eq "$np" ] ||
+    { echo "$out"; fail "--twice: every rank must refuse the second communicator with comm_usage"; }
+  echo "ok: $(echo "$out" | grep -m1 '^twice: ' | cut -c1-160)"
   ;;
 large | mutations)
   out=$(run_ranks "$runner" "--$mode")

@@ -4,9 +4,11 @@
 //
 //   hpref_mpi_scenarios --normal [--seeds A:B] [--checked] [--max-count N]
 //   hpref_mpi_scenarios --broken NAME [--timeout-ms T]     (checked mode, short deadline)
+//   hpref_mpi_scenarios --broken NAME --unchecked         (MPI's own error: CommError, no crash)
 //   hpref_mpi_scenarios --large                           (counts beyond INT_MAX, 2 ranks)
 //   hpref_mpi_scenarios --mutations                       (checked mode: every send buffer)
 //   hpref_mpi_scenarios --list-broken
+//   hpref_mpi_scenarios --twice                           (two MpiCommunicators in turn)
 #include <mpi.h>
 
 #include <algorithm>
@@ -28,6 +30,8 @@ using sc::Scenario;
 
 struct Args {
   bool normal = false, large = false, mutations = false, list_broken = false, checked = false;
+  bool unchecked = false;  // --broken without checked mode: MPI's own error must come back
+  bool twice = false;
   std::string broken;
   std::string stdout_dir;  // each rank's stdout to DIR/rank.N (not through mpirun)
   std::uint64_t first_seed = 1, last_seed = 3;
@@ -40,8 +44,8 @@ struct Args {
                "hpref_mpi_scenarios: %s\n"
                "usage: hpref_mpi_scenarios --normal [--seeds A:B] [--checked] [--max-count N] "
                "[--timeout-ms T]\n"
-               "       hpref_mpi_scenarios --broken NAME [--timeout-ms T]\n"
-               "       hpref_mpi_scenarios --large | --mutations | --list-broken\n"
+               "       hpref_mpi_scenarios --broken NAME [--unchecked] [--timeout-ms T]\n"
+               "       hpref_mpi_scenarios --large | --mutations | --list-broken | --twice\n"
                "each also takes --stdout-to DIR: this rank's output to DIR/rank.N\n",
                why.c_str());
   std::exit(2);
@@ -66,6 +70,10 @@ Args parse(int argc, char** argv) {
         a.list_broken = true;
       } else if (arg == "--checked") {
         a.checked = true;
+      } else if (arg == "--unchecked") {
+        a.unchecked = true;
+      } else if (arg == "--twice") {
+        a.twice = true;
       } else if (arg == "--broken") {
         a.broken = value();
       } else if (arg == "--seeds") {
@@ -101,7 +109,10 @@ std::string run(const Scenario& s, std::uint64_t seed, const sc::WorldOptions& o
   auto world = sc::open_world("mpi", options);
   hpref::Communicator& comm = *world->local()[0];
   sc::RankResult r = sc::run_world(*world, [&](hpref::Communicator& c) {
-    return s.fn(c, sc::ScenarioContext{seed, c.size()});
+    sc::ScenarioContext ctx{seed, c.size()};
+    if (options.max_count != 0 && options.max_count < 4096)
+      ctx.large_bytes = 64 * options.max_count;
+    return s.fn(c, ctx);
   })[0];
   std::printf("%s seed=%llu rank %d: %s\n", s.name.c_str(), static_cast<unsigned long long>(seed),
               comm.rank(),
@@ -250,8 +261,23 @@ int mutations(int rank, int size) {
 
 }  // namespace
 
+// A second MpiCommunicator after the first one, which initialized MPI, finalized it: a
+// CommError comm_usage saying why (MPI_Comm_rank after MPI_Finalize aborted the job).
+int twice() {
+  { hpref::mpi::MpiCommunicator first; }
+  try {
+    hpref::mpi::MpiCommunicator second;
+    std::printf("twice: a second communicator opened after MPI_Finalize\n");
+    return 1;
+  } catch (const hpref::CommError& e) {
+    std::printf("twice: %s: %s\n", std::string(hpref::errc_name(e.code())).c_str(), e.what());
+    return e.code() == hpref::Errc::comm_usage ? 0 : 1;
+  }
+}
+
 int main(int argc, char** argv) {
   Args a = parse(argc, argv);
+  if (a.twice) return twice();  // before MPI_Init: the communicator initializes MPI itself
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
   int rank = 0, size = 1;
@@ -289,12 +315,15 @@ int main(int argc, char** argv) {
     const Scenario* s = sc::find_scenario(a.broken);
     if (!s || s->on_device == Expect::none)
       usage("no broken scenario '" + a.broken + "' runs under MPI (--list-broken)");
-    options.checked = true;
+    options.checked = !a.unchecked;
     std::string kind = run(*s, 1, options);
     // Ranks that are not the broken one may finish: only a wrong refusal fails this rank.
-    bool ok = kind.empty() || matches(s->on_device, kind);
+    // Unchecked, what MPI itself finds (a truncated message) is a comm_backend CommError
+    // (or a timeout on a rank whose peer went on), never MPI's fatal handler.
+    bool ok = kind.empty() || (a.unchecked ? kind == "comm_backend" || kind == "comm_timeout"
+                                           : matches(s->on_device, kind));
     std::printf("%s rank %d: expected %s, %s\n", s->name.c_str(), rank,
-                std::string(expect_name(s->on_device)).c_str(),
+                a.unchecked ? "an MPI error" : std::string(expect_name(s->on_device)).c_str(),
                 kind.empty() ? "returned" : (ok ? "got it" : ("got " + kind + " instead").c_str()));
     status = ok ? 0 : 1;
   } else {

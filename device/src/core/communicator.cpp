@@ -4,6 +4,8 @@
 #include "hpref/device/communicator.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <utility>
@@ -16,8 +18,94 @@ namespace hpref::device {
 
 namespace {
 
+// Checked mode's new_group as an operation of the world's sequence (SPEC 9.1), in the
+// signature's wire form and size, so that a rank making a new_group meets a peer that
+// launched an operation instead, or asked for another group, in the same exchange and every
+// rank is told (hpref.torch's checked groups do the same): an operation's signature of a
+// barrier whose kind word is kNewGroupKind, the backend name's hash in the byte-count word,
+// a flag per world rank asked for, then the backend name cut to 8 x members bytes. (Apart,
+// the agreement was an exchange of another size, outside the sequence: a rank that skipped
+// a new_group met its peer's request with an operation's signature, and MPI truncated one.)
+constexpr std::uint64_t kNewGroupKind = 5;
+
+std::uint64_t word_at(const std::uint8_t* p, std::size_t i) {
+  std::uint64_t w;
+  std::memcpy(&w, p + 8 * i, 8);
+  return w;
+}
+
+void set_word(std::uint8_t* p, std::size_t i, std::uint64_t w) { std::memcpy(p + 8 * i, &w, 8); }
+
+std::vector<std::uint8_t> new_group_launch(std::span<const int> sorted, const std::string& backend,
+                                           int members) {
+  std::vector<std::uint8_t> out(signature_wire_bytes(members));
+  OpSignature barrier;
+  barrier.kind = OpKind::barrier;
+  write_signature(barrier, members, out.data());
+  set_word(out.data(), 1, kNewGroupKind);
+  set_word(out.data(), 5, fnv1a64(backend.data(), backend.size()));
+  for (int r : sorted) set_word(out.data(), 6 + static_cast<std::size_t>(r), 1);
+  auto room = 8 * static_cast<std::size_t>(members);
+  std::memcpy(out.data() + 8 * (6 + static_cast<std::size_t>(members)), backend.data(),
+              std::min(room, backend.size()));
+  return out;
+}
+
+// One member's launch from its wire form: a new_group request or an operation's signature
+// (read_signature, comm_mismatch when it is neither).
+Launch read_launch(const std::uint8_t* in, int members) {
+  static const std::uint64_t magic = [] {  // write_signature's first word
+    std::vector<std::uint8_t> one(signature_wire_bytes(1));
+    write_signature(OpSignature{}, 1, one.data());
+    return word_at(one.data(), 0);
+  }();
+  if (word_at(in, 0) != magic || word_at(in, 1) != kNewGroupKind) {
+    return Launch{false, {}, {}, read_signature(in, members)};
+  }
+  Launch l;
+  l.new_group = true;
+  auto n = static_cast<std::size_t>(members);
+  for (std::size_t r = 0; r < n; ++r) {
+    if (word_at(in, 6 + r)) l.members.push_back(static_cast<int>(r));
+  }
+  const auto* name = reinterpret_cast<const char*>(in + 8 * (6 + n));
+  l.backend.assign(name, strnlen(name, 8 * n));
+  if (l.backend.size() == 8 * n) {  // cut to the room: the hash tells such names apart
+    char hash[17];
+    std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(word_at(in, 5)));
+    l.backend += std::string("... (fnv1a64 ") + hash + ")";
+  }
+  return l;
+}
+
+// The first disagreement among the members' launches (group order), or nothing.
+std::optional<CommError> launches_mismatch(const Group& group, std::int64_t seq,
+                                           const std::vector<std::uint8_t>& all, int n) {
+  std::size_t bytes = signature_wire_bytes(n);
+  std::vector<Launch> launches;
+  bool any_new_group = false;
+  for (int i = 0; i < n; ++i) {
+    launches.push_back(read_launch(all.data() + bytes * static_cast<std::size_t>(i), n));
+    any_new_group |= launches.back().new_group;
+  }
+  if (any_new_group) {
+    const auto& ranks = group.ranks();
+    for (std::size_t i = 1; i < launches.size(); ++i) {
+      if (auto error =
+              new_group_mismatch(group.id(), seq, ranks[0], launches[0], ranks[i], launches[i])) {
+        return error;
+      }
+    }
+    return std::nullopt;
+  }
+  std::vector<OpSignature> members;
+  for (Launch& l : launches) members.push_back(std::move(l.op));
+  return signature_mismatch(group, seq, members);
+}
+
 // A launched operation as the caller holds it.
 struct CoreWork final : Work::State {
+  Transport* transport = nullptr;
   OpContext op;
   PendingPtr pending;
   const void* send = nullptr;  // checked mode: the send buffer and its launch checksum
@@ -27,6 +115,20 @@ struct CoreWork final : Work::State {
   std::function<void()> finish;  // the float reduction, the checked all_reduce's result
   bool done = false;
   std::optional<CommError> error;
+
+  // A Work dropped before wait(): the transport may still write the caller's buffers and
+  // this work's own (a checked all_reduce's result, declared after `pending` and so freed
+  // before it), so the operation is completed here, within the deadline, its error dropped
+  // with it (a timeout still fails the transport; later operations say so). Freed under a
+  // running MPI request, they were written after the free: a crash in the job.
+  ~CoreWork() override {
+    if (done || !pending || transport->failed()) return;
+    try {
+      pending->wait();
+    } catch (...) {  // NOLINT(bugprone-empty-catch): nobody is left to tell
+    }
+    pending.reset();
+  }
 
   std::uint64_t checksum() const {
     return send_runs.empty() ? buffer_checksum(send, send_bytes)
@@ -85,18 +187,13 @@ struct CoreCommunicator::State {
     return groups[id];
   }
 
-  // Checked mode: every member's signature, all-gathered; comm_mismatch on every member
-  // alike when they disagree.
-  void agree(const Group& group, const OpSignature& mine, const OpContext& op) {
+  // Checked mode: every member's launch (signature_wire_bytes), all-gathered;
+  // comm_mismatch on every member alike when they disagree.
+  void agree(const Group& group, const std::vector<std::uint8_t>& mine, const OpContext& op) {
     int n = group.size();
-    std::size_t bytes = signature_wire_bytes(n);
-    std::vector<std::uint8_t> send(bytes), all(bytes * static_cast<std::size_t>(n));
-    write_signature(mine, n, send.data());
-    transport->all_gather(op, send.data(), all.data(), bytes)->wait();
-    std::vector<OpSignature> members;
-    for (int i = 0; i < n; ++i)
-      members.push_back(read_signature(all.data() + bytes * static_cast<std::size_t>(i), n));
-    if (auto error = signature_mismatch(group, op.seq, members)) throw *error;
+    std::vector<std::uint8_t> all(mine.size() * static_cast<std::size_t>(n));
+    transport->all_gather(op, mine.data(), all.data(), mine.size())->wait();
+    if (auto error = launches_mismatch(group, op.seq, all, n)) throw *error;
   }
 
   // The launch preamble: the next sequence number; in checked mode the agreement and the
@@ -108,9 +205,12 @@ struct CoreCommunicator::State {
                                   std::span<const std::size_t> counts = {},
                                   std::span<const std::size_t> displs = {}) {
     auto w = std::make_shared<CoreWork>();
+    w->transport = transport.get();
     w->op = {group.id(), g.seq++, sig.kind, g.ranks, transport->rank()};
     if (checked) {
-      agree(group, sig, w->op);
+      std::vector<std::uint8_t> mine(signature_wire_bytes(group.size()));
+      write_signature(sig, group.size(), mine.data());
+      agree(group, mine, w->op);
       if (send_bytes && transport->host_memory(send)) {
         w->send = send;
         w->send_bytes = send_bytes;
@@ -149,12 +249,18 @@ Group CoreCommunicator::new_group(std::span<const int> ranks, const std::string&
   std::vector<int> sorted = checked_group_ranks(ranks, backend, size());
   t.refuse_backend(backend);
   State::Entry& world = state_->lookup(this->world());
+  // Agreement first: every rank's request, all-gathered over the world; in checked mode as
+  // the world's next operation (new_group_launch).
   OpContext op{0, -1, OpKind::all_gather, world.ranks, rank()};
-  // Agreement first: every rank's request, all-gathered over the world.
-  auto n = static_cast<std::size_t>(size());
-  std::vector<std::uint64_t> mine = group_request(sorted, backend, size()), all((n + 1) * n);
-  t.all_gather(op, mine.data(), all.data(), 8 * (n + 1))->wait();
-  if (auto error = group_request_mismatch(rank(), sorted, backend, all, size())) throw *error;
+  if (state_->checked) {
+    op.seq = world.seq++;
+    state_->agree(this->world(), new_group_launch(sorted, backend, size()), op);
+  } else {
+    auto n = static_cast<std::size_t>(size());
+    std::vector<std::uint64_t> mine = group_request(sorted, backend, size()), all((n + 1) * n);
+    t.all_gather(op, mine.data(), all.data(), 8 * (n + 1))->wait();
+    if (auto error = group_request_mismatch(rank(), sorted, backend, all, size())) throw *error;
+  }
   int id = static_cast<int>(state_->groups.size());
   State::Entry g{sorted, 0, nullptr, Group()};
   if ((g.runner = t.runner_for(backend))) {

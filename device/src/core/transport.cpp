@@ -34,10 +34,16 @@ void Transport::copy(void* dst, const void* src, std::size_t bytes) {
 void Transport::idle() { sched_yield(); }  // oversubscribed ranks share cores
 
 void Transport::poll(const OpContext& op, const std::function<bool()>& done) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms_);
+  // Saturated: now + a timeout of centuries (a "no timeout" of INT64_MAX ms) overflowed the
+  // clock's nanoseconds into a deadline already past.
+  using Clock = std::chrono::steady_clock;
+  auto now = Clock::now();
+  auto room = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::time_point::max() - now);
+  auto deadline = timeout_ms_ >= room.count() ? Clock::time_point::max()
+                                              : now + std::chrono::milliseconds(timeout_ms_);
   for (unsigned spin = 0;; ++spin) {
     if (done()) return;
-    if ((spin & 31) == 31 && std::chrono::steady_clock::now() > deadline) {
+    if ((spin & 31) == 31 && Clock::now() > deadline) {
       fail(Errc::comm_timeout,
            op_text(op) + " did not complete within " + std::to_string(timeout_ms_) +
                " ms: a member is missing, dead or running other operations; " + after_failure_ +

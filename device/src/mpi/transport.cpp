@@ -18,19 +18,52 @@ using device::PendingPtr;
 constexpr int kRemainderTag = 17;  // point-to-point tails of all_to_all_v blocks beyond max_count
 constexpr int kAbortStatus = 5;
 
-void check(int rc, const char* call, const OpContext& op) {
-  if (rc == MPI_SUCCESS) return;
+std::string error_text(int rc) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
-  std::string detail = MPI_Error_string(rc, text, &len) == MPI_SUCCESS
-                           ? std::string(text, static_cast<std::size_t>(len))
-                           : "MPI error " + std::to_string(rc);
-  throw CommError(Errc::comm_backend,
-                  std::string(call) + " for " + op_kind_name(op.kind) + " on group " +
-                      std::to_string(op.group) + " seq " + std::to_string(op.seq) +
-                      " failed on rank " + std::to_string(op.rank) + ": " + detail,
-                  op.group, op.seq, std::vector<int>(op.ranks.begin(), op.ranks.end()));
+  return MPI_Error_string(rc, text, &len) == MPI_SUCCESS
+             ? std::string(text, static_cast<std::size_t>(len))
+             : "MPI error " + std::to_string(rc);
 }
+
+std::string failed_text(const char* call, const OpContext& op, int rc) {
+  return std::string(call) + " for " + op_kind_name(op.kind) + " on group " +
+         std::to_string(op.group) + " seq " + std::to_string(op.seq) + " failed on rank " +
+         std::to_string(op.rank) + ": " + error_text(rc);
+}
+
+void check(int rc, const char* call, const OpContext& op) {
+  if (rc == MPI_SUCCESS) return;
+  throw CommError(Errc::comm_backend, failed_text(call, op, rc), op.group, op.seq,
+                  std::vector<int>(op.ranks.begin(), op.ranks.end()));
+}
+
+// While a wait polls: MPI_ERRORS_RETURN on MPI_COMM_WORLD and MPI_COMM_SELF, the program's
+// handlers put back after (MPI's own pattern for a library). Open MPI raises the error of a
+// non-blocking collective's request in MPI_Testall on the world's handler, not on the
+// request's communicator (whose handler is ERRORS_RETURN): with the default
+// MPI_ERRORS_ARE_FATAL a truncated broadcast killed the job instead of raising CommError.
+class ErrorsReturn {
+ public:
+  ErrorsReturn() {
+    for (int i = 0; i < 2; ++i) {
+      MPI_Comm_get_errhandler(comms_[i], &saved_[i]);
+      MPI_Comm_set_errhandler(comms_[i], MPI_ERRORS_RETURN);
+    }
+  }
+  ~ErrorsReturn() {
+    for (int i = 0; i < 2; ++i) {
+      MPI_Comm_set_errhandler(comms_[i], saved_[i]);
+      MPI_Errhandler_free(&saved_[i]);
+    }
+  }
+  ErrorsReturn(const ErrorsReturn&) = delete;
+  ErrorsReturn& operator=(const ErrorsReturn&) = delete;
+
+ private:
+  MPI_Comm comms_[2] = {MPI_COMM_WORLD, MPI_COMM_SELF};
+  MPI_Errhandler saved_[2] = {MPI_ERRHANDLER_NULL, MPI_ERRHANDLER_NULL};
+};
 
 [[noreturn]] void abort_mpi_job(int status) {
   std::fflush(nullptr);
@@ -55,14 +88,28 @@ struct MpiPending final : device::Pending {
       release();  // an unfinished operation may still use its types
   }
 
+  // An MPI error while waiting (a truncated message: members disagreeing on a count, which
+  // checked mode would have named) fails the transport: the collective is half done on some
+  // members, so the job must be aborted, and each request's own error is named.
   void wait() override {
     waited = true;  // a timed-out operation's types stay allocated: MPI may still use them
     if (!requests.empty()) {
+      ErrorsReturn errors_return;
+      std::vector<MPI_Status> statuses(requests.size());
       transport->poll(op, [&] {
         int done = 0;
-        check(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
-                          MPI_STATUSES_IGNORE),
-              "MPI_Testall", op);
+        int rc =
+            MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, statuses.data());
+        if (rc == MPI_ERR_IN_STATUS) {
+          for (const MPI_Status& st : statuses) {
+            if (st.MPI_ERROR != MPI_SUCCESS && st.MPI_ERROR != MPI_ERR_PENDING) {
+              rc = st.MPI_ERROR;
+              break;
+            }
+          }
+        }
+        if (rc != MPI_SUCCESS)
+          transport->fail(Errc::comm_backend, failed_text("MPI_Testall", op, rc), op);
         return done != 0;
       });
     }
@@ -274,6 +321,14 @@ PendingPtr MpiTransport::all_to_all_v(const OpContext& op, const void* in,
 // MPI is initialized (MPI_THREAD_SERIALIZED: a Work may be waited from another thread when
 // the caller serializes calls) unless the program already did.
 std::unique_ptr<device::Transport> open(const Options& options) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) {
+    throw CommError(Errc::comm_usage,
+                    "MPI was finalized (by an earlier MpiCommunicator of this process, or by the "
+                    "program): MPI cannot be initialized again; keep one MpiCommunicator for the "
+                    "process's whole run");
+  }
   if (options.max_count < 1 || options.max_count > static_cast<std::size_t>(INT_MAX) ||
       options.timeout_ms < 1) {
     throw Error(Errc::invalid_argument,

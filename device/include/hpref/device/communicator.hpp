@@ -30,7 +30,11 @@ class CoreCommunicator : public Communicator {
   std::string world_backend() const final;
   Group world() const final;
   // The ranks each caller asks for are all-gathered over the world first, so a new_group
-  // that differs between ranks is a comm_mismatch on every rank rather than a hang.
+  // that differs between ranks is a comm_mismatch on every rank rather than a hang; in
+  // checked mode as the world's next operation, in the signature's wire form, so a rank
+  // that launched an operation where its peers make a new_group is one too. A Work dropped
+  // unwaited is completed by its end (within the deadline, errors dropped): the transport
+  // writes its buffers until then.
   Group new_group(std::span<const int> ranks, const std::string& backend) final;
   Work all_gather(const Group& group, ConstBuffer in, MutableBuffer out) final;
   Work broadcast(const Group& group, MutableBuffer buffer, int root) final;

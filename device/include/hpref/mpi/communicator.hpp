@@ -4,7 +4,10 @@
 // (MPI_Iallgather, MPI_Ibcast, MPI_Iallreduce, MPI_Ialltoallw, MPI_Ibarrier) and wait()
 // polls it against a deadline. Counts and displacements beyond `int` are split into
 // several operations, never truncated. MPI errors come back as CommError (the
-// communicators use MPI_ERRORS_RETURN). The operation lifecycle (checks, sequence numbers,
+// communicators use MPI_ERRORS_RETURN, and while a wait polls so do MPI_COMM_WORLD and
+// MPI_COMM_SELF, whose handlers Open MPI calls for a request's error); one at wait()
+// (comm_backend: a truncated message, members disagreeing on a count) fails the
+// communicator like a timeout. The operation lifecycle (checks, sequence numbers,
 // checked mode, float reductions) is the core's (hpref/device/communicator.hpp); this is its
 // MPI transport (device/src/mpi/transport.cpp). No MPI header is needed to use this one.
 #pragma once
@@ -16,9 +19,10 @@
 namespace hpref::mpi {
 
 struct Options {
-  // SPEC 9.2: every wait's deadline. Past it, wait() raises CommError comm_timeout and the
-  // communicator is failed(): its requests can never complete, so the job must end with
-  // abort_job() (the destructor does that when it is the one that initialized MPI).
+  // SPEC 9.2: every wait's deadline, >= 1 (any value: one past the clock's range waits
+  // without end). Past it, wait() raises CommError comm_timeout and the communicator is
+  // failed(): its requests can never complete, so the job must end with abort_job() (the
+  // destructor does that when it is the one that initialized MPI).
   std::int64_t timeout_ms = 600000;
   // SPEC 9.2 checked mode: each operation's signature (kind, root, reduce op, dtype,
   // counts) is all-gathered over its group first, and a disagreement raises comm_mismatch
@@ -34,7 +38,8 @@ struct Options {
 class MpiCommunicator final : public device::CoreCommunicator {
  public:
   // Initializes MPI (MPI_THREAD_SERIALIZED: a Work may be waited from another thread when
-  // the caller serializes calls) unless the program already did.
+  // the caller serializes calls) unless the program already did; comm_usage once MPI was
+  // finalized (a second MpiCommunicator after the first one's end: MPI initializes once).
   explicit MpiCommunicator(Options options = {});
   // Frees the communicators and finalizes MPI if this object initialized it; once an
   // operation has timed out (failed()) it aborts the job instead (exit status 5).

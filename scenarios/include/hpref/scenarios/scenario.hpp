@@ -5,6 +5,7 @@
 // results, and throws Error(scenario_check) when a check fails.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
@@ -19,6 +20,10 @@ namespace hpref::scenarios {
 struct ScenarioContext {
   std::uint64_t seed = 1;
   int ranks = 1;
+  // The bytes of a "large" payload (dropped_unwaited's: still moving over MPI when its Work
+  // is dropped). The MPI runner lowers it with a tiny --max-count, whose split runs send
+  // pieces of a few bytes. What a scenario returns must not depend on it.
+  std::size_t large_bytes = std::size_t{1} << 17;
 };
 
 using ScenarioFn = std::function<std::string(Communicator&, const ScenarioContext&)>;
