@@ -58,7 +58,7 @@ def store_has(store: Any, key: str, wait_s: float = 0.5) -> bool:
 
 def peer_went_away(text: str) -> bool:
     """Whether a gloo or NCCL error's text says a peer's connection went (closed, reset, a
-    broken pipe, a named peer): raised as CommPeerFailed, at a wait or a group's creation."""
+    broken pipe, a named peer): raised as PeerFailed, at a wait or a group's creation."""
     lowered = text.lower()
     return any(s in lowered for s in ("connection closed", "connection reset", "broken pipe", "peer"))
 

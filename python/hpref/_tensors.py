@@ -154,14 +154,18 @@ def _torch_raw(torch: Any, x: Any) -> RawTensor:
 
 
 @functools.lru_cache(maxsize=64)
-def tensor_maker(tensors: str, dtypes: Optional[FrozenSet[str]] = None):
+def tensor_maker(tensors: str, dtypes: Optional[FrozenSet[str]] = None,
+                 release: Optional[str] = None):
     """The callable that turns (dtype name, shape, data: a buffer of the element bytes,
     viewed, not copied) into the requested kind of tensor: "torch", "numpy" or "raw".
     ``dtypes``: the names accepted (others are refused with the ``unsupported_dtype``
-    error, as the original on a torch release without them refuses). Cached: one maker per
-    (kind, dtypes), not one (with its dtype table) per decode call."""
+    error, as the original on a torch release without them refuses); ``release``: the torch
+    release they are of, as asked for (named by those refusals). Cached: one maker per
+    (kind, dtypes, release), not one (with its dtype table) per decode call."""
     if tensors not in ("torch", "numpy", "raw"):
         raise ValueError(f"tensors must be 'torch', 'numpy' or 'raw', got {tensors!r}")
+    not_asked = "is not a dtype of the torch release asked for" + (
+        f", {release}" if release else "")
 
     def refuse(dtype: str, why: str):
         return _from_core("unsupported_dtype", f"torch.{dtype} {why} (SPEC 1.3)")
@@ -177,7 +181,7 @@ def tensor_maker(tensors: str, dtypes: Optional[FrozenSet[str]] = None):
 
         def make_raw(dtype, shape, data):
             if dtype not in dtypes:
-                raise refuse(dtype, "is not a dtype of the torch release asked for")
+                raise refuse(dtype, not_asked)
             return RawTensor(dtype, shape, data)
         return make_raw
     if tensors == "numpy":
@@ -188,8 +192,7 @@ def tensor_maker(tensors: str, dtypes: Optional[FrozenSet[str]] = None):
         def make_numpy(dtype, shape, data):
             code = codes.get(dtype)
             if code is None:
-                raise refuse(dtype, "has no numpy dtype" if dtype not in _NUMPY
-                             else "is not a dtype of the torch release asked for")
+                raise refuse(dtype, "has no numpy dtype" if dtype not in _NUMPY else not_asked)
             try:
                 return np.frombuffer(data, code).reshape(shape)
             except ValueError as e:
@@ -206,7 +209,10 @@ def tensor_maker(tensors: str, dtypes: Optional[FrozenSet[str]] = None):
     def make_torch(dtype, shape, data):
         kind = kinds.get(dtype)
         if kind is None:
-            raise refuse(dtype, f"is not a dtype of torch {torch.__version__} or of the release asked for")
+            # The release asked for lacks it, or else the importable torch does.
+            asked = release is not None and dtypes is not None and dtype not in dtypes
+            raise refuse(dtype, not_asked if asked
+                         else f"is not a dtype of torch {torch.__version__}")
         if not len(data):
             try:
                 return empty(shape, dtype=kind)

@@ -174,7 +174,7 @@ def _decode_args(key_class, tensors, torch_version):
     kc = KeyClass.coerce(key_class)
     tensors = tensors or _default_tensors()
     dtypes = torch_dtypes(torch_version) if (torch_version or tensors == "torch") else None
-    make_tensor = tensor_maker(tensors, dtypes)
+    make_tensor = tensor_maker(tensors, dtypes, torch_version)
     if kc is None:
         return dict(key_class=DEFAULT_KEY_CLASS, make_tensor=make_tensor, make_key=Key,
                     key_arity=2, sample_key_rule=True)

@@ -31,7 +31,7 @@ __all__ = [
     "GroupPlanError", "BatchError", "OracleError", "CommError", "TransportError",
     "DispatchError", "UsageError",
     # issue 12's names for communicator detections
-    "CommMismatch", "CommDeadlock", "PeerFailed", "BufferMutated",
+    "CommMismatch", "CommDeadlock", "PeerFailed", "CommTimeout", "BufferMutated",
 ]
 
 
@@ -702,6 +702,7 @@ class InternalError(Error):
 CommMismatch = CommMismatchError
 CommDeadlock = CommDeadlockError
 PeerFailed = CommPeerFailedError
+CommTimeout = CommTimeoutError
 BufferMutated = CommBufferMutatedError
 
 _CLASSES: Dict[str, Type[Error]] = {

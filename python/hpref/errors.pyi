@@ -242,6 +242,7 @@ class InternalError(Error):
 CommMismatch = CommMismatchError
 CommDeadlock = CommDeadlockError
 PeerFailed = CommPeerFailedError
+CommTimeout = CommTimeoutError
 BufferMutated = CommBufferMutatedError
 
 def error_class(kind: str) -> Type[Error]: ...

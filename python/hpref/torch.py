@@ -210,7 +210,7 @@ def _inner_gloo(store: Any, rank: int, size: int, deadline: timedelta,
     """A real ProcessGroupGloo of the group's ranks. Making it connects to every peer (gloo's
     connectFullMesh), within ``deadline``: with ``arrival``, every rank is first waited for
     that long (see _arrive). A peer that exits meanwhile - a rank failing just after it made
-    the group - is CommPeerFailed, as at a wait, not gloo's bare RuntimeError."""
+    the group - is PeerFailed, as at a wait, not gloo's bare RuntimeError."""
     if arrival is not None:
         _arrive(store, rank, size, max(arrival, deadline))
     try:

@@ -335,3 +335,26 @@ def test_refusals_name_the_value_and_the_reason():
         hpref.codec.decode(u16, tensors="numpy", torch_version="1.13")
     from hpref.codec import KeyClassLike  # the stub's alias exists at run time
     assert KeyClassLike is not None
+
+
+def test_a_dtype_refusal_names_the_release_that_lacks_it():
+    # decode(..., torch_version="1.13") of a uint16 on torch 2.13 said "is not a dtype of
+    # torch 2.13.0+cpu or of the release asked for": the importable torch, which has it.
+    import torch
+
+    u16 = hpref.codec.encode([((0, 0), RawTensor("uint16", (1,), b"\0\0"))])
+    for tensors in ("torch", "numpy", "raw"):
+        with pytest.raises(hpref.Error) as e:
+            hpref.codec.decode(u16, tensors=tensors, torch_version="1.13")
+        assert e.value.kind == "unsupported_dtype"
+        assert e.value.message == ("torch.uint16 is not a dtype of the torch release asked "
+                                   "for, 1.13 (SPEC 1.3)"), tensors
+    # A dtype the release asked for has and the importable torch lacks names that torch.
+    f8 = hpref.codec.encode([((0, 0), RawTensor("float8_e4m3fn", (1,), b"\0"))])
+    if isinstance(getattr(torch, "float8_e4m3fn", None), torch.dtype):
+        assert hpref.codec.decode(f8, torch_version="2.13")[0][1].dtype == torch.float8_e4m3fn
+    else:
+        with pytest.raises(hpref.Error) as e:
+            hpref.codec.decode(f8, torch_version="2.13")
+        assert e.value.message == (f"torch.float8_e4m3fn is not a dtype of torch "
+                                   f"{torch.__version__} (SPEC 1.3)")

@@ -141,9 +141,13 @@ def test_issue_12_names_are_the_communicator_kinds():
     assert errors.CommMismatch is errors.error_class("comm_mismatch")
     assert errors.CommDeadlock is errors.error_class("comm_deadlock")
     assert errors.PeerFailed is errors.error_class("comm_peer_failed")
+    assert errors.CommTimeout is errors.error_class("comm_timeout")
     assert errors.BufferMutated is errors.error_class("comm_buffer_mutated")
-    for cls in (errors.CommMismatch, errors.CommDeadlock, errors.PeerFailed, errors.BufferMutated):
-        assert issubclass(cls, errors.CommError)
+    names = ("CommMismatch", "CommDeadlock", "PeerFailed", "CommTimeout", "BufferMutated")
+    for name in names:
+        assert issubclass(getattr(errors, name), errors.CommError)
+        assert getattr(hpref, name) is getattr(errors, name), name
+        assert name in errors.__all__ and name in hpref.__all__, name
 
 
 def test_an_unknown_kind_is_a_plain_error_with_that_kind():
