@@ -112,6 +112,14 @@ unchecked)
     [ "$rc" -ne 0 ] || { echo "$out"; fail "$name unchecked: the job was not aborted after the error"; }
     echo "ok: $name unchecked -> $(echo "$out" | grep -m1 ': error comm_backend' | sed -E 's/^[^:]*: //' | cut -c1-160)"
   done
+  # Unchecked with max_count 4, a block's 2 bytes beyond it go as a tail the receiver (which
+  # expects 4) never takes: the next exchange between the two must still get its own bytes.
+  out=$(timeout 120 "${mpirun[@]}" "$runner" --broken a2av_short_receive --unchecked --max-count 4 --timeout-ms 5000 2>&1 < /dev/null)
+  rc=$?
+  if echo "$out" | grep -q ' instead$'; then echo "$out"; fail "a2av_short_receive unchecked: a stale tail reached the next exchange"; fi
+  [ "$(echo "$out" | grep -c 'a2av_short_receive rank [0-9]*: expected an MPI error, returned$')" -eq "$np" ] ||
+    { echo "$out"; fail "a2av_short_receive unchecked: every rank must return (rc $rc)"; }
+  echo "ok: a2av_short_receive unchecked: the next exchange got its own bytes"
   ;;
 twice)
   out=$(timeout 120 "${mpirun[@]}" "$runner" --twice 2>&1 < /dev/null)

@@ -316,6 +316,7 @@ int main(int argc, char** argv) {
     if (!s || s->on_device == Expect::none)
       usage("no broken scenario '" + a.broken + "' runs under MPI (--list-broken)");
     options.checked = !a.unchecked;
+    options.max_count = a.max_count;
     std::string kind = run(*s, 1, options);
     // Ranks that are not the broken one may finish: only a wrong refusal fails this rank.
     // Unchecked, what MPI itself finds (a truncated message) is a comm_backend CommError

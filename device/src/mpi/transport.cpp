@@ -15,7 +15,19 @@ namespace {
 using device::OpContext;
 using device::PendingPtr;
 
-constexpr int kRemainderTag = 17;  // point-to-point tails of all_to_all_v blocks beyond max_count
+// The tag of an all_to_all_v block's point-to-point tail (its bytes beyond max_count): the
+// operation's sequence number, wrapped to MPI_TAG_UB. A tail nobody received (members
+// disagreeing on a count, unchecked) then never matches a later operation's tail between
+// the same two ranks; with one tag for all, the next exchange took it for its own bytes.
+int tail_tag(std::int64_t seq) {
+  static const int upper = [] {
+    int* ub = nullptr;
+    int found = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);
+    return found && ub && *ub > 0 ? *ub : 32767;  // MPI guarantees at least 32767
+  }();
+  return static_cast<int>(std::max<std::int64_t>(seq, 0) % upper);
+}
 constexpr int kAbortStatus = 5;
 
 std::string error_text(int rc) {
@@ -303,15 +315,16 @@ PendingPtr MpiTransport::all_to_all_v(const OpContext& op, const void* in,
                        w->counts[2].data(), w->counts[3].data(), w->types[1].data(), w->comm,
                        w->next()),
         "MPI_Ialltoallw", op);
+  int tag = tail_tag(op.seq);
   for (const Tail& t : tails) {
     for (std::size_t off = 0; off < t.bytes; off += limit_) {
       int len = static_cast<int>(std::min(limit_, t.bytes - off));
       if (t.send) {
-        check(MPI_Isend(t.send + off, len, MPI_BYTE, t.peer, kRemainderTag, w->comm, w->next()),
-              "MPI_Isend", op);
+        check(MPI_Isend(t.send + off, len, MPI_BYTE, t.peer, tag, w->comm, w->next()), "MPI_Isend",
+              op);
       } else {
-        check(MPI_Irecv(t.recv + off, len, MPI_BYTE, t.peer, kRemainderTag, w->comm, w->next()),
-              "MPI_Irecv", op);
+        check(MPI_Irecv(t.recv + off, len, MPI_BYTE, t.peer, tag, w->comm, w->next()), "MPI_Irecv",
+              op);
       }
     }
   }
