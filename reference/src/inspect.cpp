@@ -36,7 +36,8 @@ class CountingBuffer final : public std::streambuf {
   throw Error(Errc::output_limit,
               "the inspect view of this segment would be more than " + std::to_string(cap) +
                   " bytes (memo references are printed out in full); raise the output cap (hpref "
-                  "frame --max-output-bytes) to allow it");
+                  "frame --max-output-bytes, or hpref.codec.inspect's max_output_bytes) to allow "
+                  "it");
 }
 
 class SchemaPrinter {

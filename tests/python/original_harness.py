@@ -96,7 +96,7 @@ def planted_copy(directory: pathlib.Path, module: str, name: str, substitutions:
 # ---- hpref demo's corpus (tools/src/cluster_demo.cpp make_sample) ------------------------
 
 def splitmix64(seed: int, count: int, skip: int = 0) -> np.ndarray:
-    """Values skip+1 .. skip+count of hpref::sim::SplitMix64(seed), as uint64."""
+    """Values skip+1 .. skip+count of hpref::SplitMix64(seed), as uint64."""
     with np.errstate(over="ignore"):
         state = (np.arange(skip + 1, skip + count + 1, dtype=np.uint64) * np.uint64(GOLDEN)
                  + np.uint64(seed & MASK64))
