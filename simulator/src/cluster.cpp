@@ -27,6 +27,8 @@ namespace {
 
 namespace bip = boost::interprocess;
 constexpr const char* kPrefix = "hpref-sim-";
+constexpr std::size_t kMinSegmentBytes = std::size_t{1} << 20;
+constexpr std::size_t kMaxSegmentBytes = std::size_t{1} << 44;
 
 // State the interrupt handler needs (async-signal-safe: plain arrays).
 pid_t g_children[detail::kMaxRanks];
@@ -48,6 +50,21 @@ void on_interrupt(int sig) {
   }
 }
 
+// The segment, its name removed whether or not mapping it succeeds (a mapping the address
+// space limit refused left the name in /dev/shm), Boost's refusal said in our words.
+bip::managed_shared_memory create_segment(const std::string& name, std::size_t bytes) {
+  try {
+    bip::managed_shared_memory segment(bip::create_only, name.c_str(), bytes);
+    bip::shared_memory_object::remove(name.c_str());
+    return segment;
+  } catch (const bip::interprocess_exception& e) {
+    bip::shared_memory_object::remove(name.c_str());
+    throw Error(Errc::comm_resource, "the simulator cannot make its shared memory segment of " +
+                                         std::to_string(bytes) +
+                                         " bytes (Options::segment_bytes): " + e.what());
+  }
+}
+
 // Reaps the ranks however run() ends. The segment's name is removed as soon as it is mapped:
 // the ranks inherit the mapping through fork() and nobody opens it by name, so not even a
 // SIGKILL of this process can leave it in /dev/shm (SPEC 9.3); the memory goes with the
@@ -55,8 +72,7 @@ void on_interrupt(int sig) {
 class Session {
  public:
   Session(const std::string& name, std::size_t bytes, bool keep_interrupt)
-      : name_(name), segment_(bip::create_only, name.c_str(), bytes) {
-    bip::shared_memory_object::remove(name_.c_str());
+      : name_(name), segment_(create_segment(name, bytes)) {
     g_keep_interrupt.store(keep_interrupt);
     // A caller that ignores SIGCHLD (or sets SA_NOCLDWAIT) has its children reaped by the
     // kernel: waitpid then finds no rank, and a death would be noticed only at the turn
@@ -232,6 +248,12 @@ RunResult Cluster::run(int ranks, const Options& options, const RankFn& fn) {
                                             std::to_string(detail::kMaxRanks) + " ranks, got " +
                                             std::to_string(ranks));
   }
+  if (options.segment_bytes < kMinSegmentBytes || options.segment_bytes > kMaxSegmentBytes) {
+    throw Error(Errc::invalid_argument,
+                "Options::segment_bytes must be " + std::to_string(kMinSegmentBytes) + " to " +
+                    std::to_string(kMaxSegmentBytes) + " (1 MiB to 16 TiB), got " +
+                    std::to_string(options.segment_bytes));
+  }
   for (std::size_t i = 0; i < options.faults.size(); ++i) {
     const Fault& f = options.faults[i];
     if (f.rank < 0 || f.rank >= ranks) {
@@ -247,6 +269,15 @@ RunResult Cluster::run(int ranks, const Options& options, const RankFn& fn) {
         throw Error(Errc::invalid_argument, "faults " + g.str() + " and " + f.str() +
                                                 " both crash rank " + std::to_string(f.rank) +
                                                 ": a rank dies once");
+      }
+      if (f.kind == Fault::Kind::flip && g.kind == Fault::Kind::flip && f.rank == g.rank &&
+          f.at == g.at) {
+        // One byte is flipped per received payload: both were traced as fired and only the
+        // last applied (until 2026-12-02).
+        throw Error(Errc::invalid_argument, "faults " + g.str() + " and " + f.str() +
+                                                " both flip what rank " + std::to_string(f.rank) +
+                                                " receives at its collective " +
+                                                std::to_string(f.at) + ": one flip per payload");
       }
     }
   }

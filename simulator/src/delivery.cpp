@@ -37,13 +37,22 @@ Delivery::Delivery(boost::interprocess::managed_shared_memory& segment, std::siz
       gone_(static_cast<std::size_t>(ranks), false),
       held_(static_cast<std::size_t>(ranks)) {}
 
+// nullptr when there is no room. A size past the segment's is refused before Boost sees
+// it: its rounding up wrapped sizes near 2^64 to a small block, which the rank was then
+// told to fill with 2^64 bytes (the segment's allocator overwritten; the parent crashed).
+void* Delivery::raw_allocate(std::uint64_t bytes) {
+  if (bytes > segment_bytes_) return nullptr;
+  return segment_.allocate_aligned(bytes, kAlign, std::nothrow);
+}
+
 std::uint64_t Delivery::allocate(std::uint64_t bytes) {
   if (bytes == 0) return 0;
-  void* p = segment_.allocate_aligned(bytes, kAlign, std::nothrow);
-  if (p == nullptr) {  // the spares and pools are only a speed-up: room for data comes first
+  void* p = raw_allocate(bytes);
+  if (p == nullptr && bytes <= segment_bytes_) {
+    // The spares and pools are only a speed-up: room for data comes first.
     for (std::size_t r = 0; r < spare_.size(); ++r) set_spare(static_cast<int>(r), 0, 0);
     drop_pools();
-    p = segment_.allocate_aligned(bytes, kAlign, std::nothrow);
+    p = raw_allocate(bytes);
   }
   if (p == nullptr) {
     throw CommError(Errc::comm_resource, "the simulator segment has no room for " +
@@ -87,7 +96,7 @@ Delivery::Area Delivery::acquire(int r, std::uint64_t bytes, bool must) {
   Area a = from_pool(r, r, bytes, false);
   for (int k = 1; a.handle == 0 && k < n; ++k) a = from_pool((r + k) % n, r, bytes, true);
   if (a.handle == 0) {
-    void* p = segment_.allocate_aligned(bytes, kAlign, std::nothrow);
+    void* p = raw_allocate(bytes);
     if (p != nullptr) {
       a = {static_cast<std::uint64_t>(static_cast<char*>(p) - base_), bytes};
       areas_[a.handle] = {bytes, 0};

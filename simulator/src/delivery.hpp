@@ -47,6 +47,7 @@ class Delivery {
 
  private:
   std::uint64_t allocate(std::uint64_t bytes);  // drops every spare and pool before failing
+  void* raw_allocate(std::uint64_t bytes);      // nullptr: no room (or past the segment)
   void set_spare(int r, std::uint64_t handle, std::uint64_t bytes);
   void deallocate(std::uint64_t& handle);
   // Rank r's pool: staging areas r wrote before, kept for its next launches instead of

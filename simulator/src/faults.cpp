@@ -130,7 +130,8 @@ std::int64_t FaultPlan::flip(int rank, std::uint64_t k, std::uint64_t received, 
   return flipped;
 }
 
-std::vector<std::string> FaultPlan::unfired(std::span<const RankOutcome> outcomes) const {
+std::vector<std::string> FaultPlan::unfired(std::span<const RankOutcome> outcomes,
+                                            const std::vector<bool>& crashed) const {
   std::vector<std::string> out;
   for (std::size_t i = 0; i < faults_.size(); ++i) {
     const Fault& f = faults_[i];
@@ -139,6 +140,8 @@ std::vector<std::string> FaultPlan::unfired(std::span<const RankOutcome> outcome
       case Fault::Kind::crash:
         if (outcomes[static_cast<std::size_t>(f.rank)].status != RankOutcome::Status::died) {
           out.push_back(rank + " never reached call " + std::to_string(f.at));
+        } else if (!crashed[static_cast<std::size_t>(f.rank)]) {
+          out.push_back(rank + " died of something else before call " + std::to_string(f.at));
         }
         break;
       case Fault::Kind::flip:

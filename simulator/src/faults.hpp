@@ -26,7 +26,10 @@ class FaultPlan {
   // seq), or -1; flips past the payload are traced as not applied.
   std::int64_t flip(int rank, std::uint64_t k, std::uint64_t received, int group, std::int64_t seq,
                     Trace& trace);
-  std::vector<std::string> unfired(std::span<const RankOutcome> outcomes) const;
+  // `crashed[r]`: rank r died by its crash fault (the rank says so just before; a rank that
+  // died of anything else, an OOM kill, did not fire it).
+  std::vector<std::string> unfired(std::span<const RankOutcome> outcomes,
+                                   const std::vector<bool>& crashed) const;
 
  private:
   const std::vector<Fault>& faults_;

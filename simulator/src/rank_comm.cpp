@@ -67,6 +67,28 @@ Group RankComm::world() const {
   return Group(0, std::move(all), world_backend_, rank_);
 }
 
+// SPEC 9.1: one thread at a time drives a Communicator. The slot holds one request: a second
+// thread's call while one was in flight overwrote it, and the monitor served garbage (the
+// whole run failed: "map::at"). The second caller gets comm_usage instead.
+class RankComm::InCall {
+ public:
+  explicit InCall(RankComm& c) : c_(c) {
+    if (c.in_call_.exchange(true)) {
+      throw CommError(Errc::comm_usage,
+                      "rank " + std::to_string(c.rank_) +
+                          "'s communicator was called from two threads at once: the calls must "
+                          "be serialized (SPEC 9.1; a Work may be waited from another thread "
+                          "while no other call is in flight)");
+    }
+  }
+  ~InCall() { c_.in_call_.store(false); }
+  InCall(const InCall&) = delete;
+  InCall& operator=(const InCall&) = delete;
+
+ private:
+  RankComm& c_;
+};
+
 void RankComm::call() {
   sem_post(&control_->wake);
   while (sem_wait(&slot().go) != 0) {
@@ -87,7 +109,8 @@ void RankComm::point() {
 #ifdef HPREF_GCOV_DUMP
     __gcov_dump();  // SIGKILL skips gcov's writer too; the monitor waits for the baton meanwhile
 #endif
-    kill(getpid(), SIGKILL);  // the crash fault: die holding the baton
+    control_->slots[rank_].crashed = 1;  // the fault fired (a death of another cause did not)
+    kill(getpid(), SIGKILL);             // the crash fault: die holding the baton
   }
 }
 
@@ -104,6 +127,7 @@ Group RankComm::new_group(std::span<const int> ranks, const std::string& backend
                     "new_group backend name of " + std::to_string(backend.size()) +
                         " bytes is longer than the simulator's " + std::to_string(kNameBytes - 1));
   }
+  InCall one(*this);
   point();
   Slot& s = slot();
   s.req = Req::new_group;
@@ -116,6 +140,7 @@ Group RankComm::new_group(std::span<const int> ranks, const std::string& backend
 }
 
 Work RankComm::launch(const Launch& l) {
+  InCall one(*this);
   point();
   Slot& s = slot();
   s.req = Req::launch;
@@ -199,6 +224,7 @@ void RankComm::wait_work(SimWork& w) {
     if (w.error) throw *w.error;
     return;
   }
+  InCall one(*this);
   point();
   Slot& s = slot();
   s.req = Req::wait;

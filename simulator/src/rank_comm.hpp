@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <string>
 
 #include "hpref/communicator.hpp"
@@ -43,6 +44,7 @@ class RankComm final : public Communicator {
   Slot& slot() { return control_->slots[rank_]; }
   void call();   // hand the baton to the monitor, wait for the turn
   void point();  // a scheduling point: count it, and crash here if the plan says so
+  class InCall;  // one call at a time (comm_usage for a second thread's)
   [[noreturn]] void throw_response();
   Work launch(const Launch& l);
   // A launch whose blocks have displacements: the peers' blocks into `stage` (their packed
@@ -57,6 +59,7 @@ class RankComm final : public Communicator {
   std::uint64_t crash_at_;
   std::uint64_t calls_ = 0;
   pid_t pid_;  // the rank's process: a process it forks has a copy of this, not the slot
+  std::atomic<bool> in_call_{false};
 };
 
 }  // namespace hpref::sim::detail

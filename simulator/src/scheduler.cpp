@@ -76,7 +76,10 @@ RunResult Scheduler::run() {
   result.trace = trace_.take();
   result.trace_hash = trace_hash(result.trace);
   result.decisions = decisions_;
-  result.unfired_faults = faults_.unfired(result.outcomes);
+  std::vector<bool> crashed(ranks_.size());
+  for (std::size_t r = 0; r < ranks_.size(); ++r)
+    crashed[r] = slot(static_cast<int>(r)).crashed != 0;
+  result.unfired_faults = faults_.unfired(result.outcomes, crashed);
   return result;
 }
 

@@ -81,6 +81,7 @@ struct Slot {
   std::int32_t npieces;
   Piece pieces[kMaxRanks];
   std::int64_t flip_byte;  // wait: flip this byte of what was received (-1: none)
+  std::int32_t crashed;    // set by the rank just before its crash fault's SIGKILL
   // A staging area the monitor keeps for this rank's next launch (0: none): a launch whose
   // send data fits copies it here and launches in one round trip instead of two. Only the
   // monitor changes it, while the rank waits for its turn.

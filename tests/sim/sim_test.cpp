@@ -418,6 +418,144 @@ BOOST_AUTO_TEST_CASE(faults_that_never_fire_are_reported) {
   BOOST_TEST(run_scenario("free_interleaving", 4, 1, one.faults).unfired_faults.empty());
 }
 
+// A crash fault fires only when the rank dies by it: rank 1 killed by something else (an
+// OOM kill) before its call 99 was reported as the fault's doing, so the pytest plugin took
+// the death as explained.
+BOOST_AUTO_TEST_CASE(a_rank_dead_of_another_cause_did_not_fire_its_crash_fault) {
+  Options o;
+  o.faults = {Fault::parse("crash:1@99")};
+  auto r = Cluster::run(2, o, [](Communicator& c) {
+    c.barrier(c.world()).wait();
+    if (c.rank() == 1) kill(getpid(), SIGKILL);
+    return std::string("ok");
+  });
+  BOOST_TEST(r.outcomes[1].status == RankOutcome::Status::died, describe(r));
+  BOOST_REQUIRE_EQUAL(r.unfired_faults.size(), 1u);
+  BOOST_TEST(r.unfired_faults[0] == "crash:1@99: rank 1 died of something else before call 99");
+  o.faults = {Fault::parse("crash:1@2")};  // the barrier's wait: fired
+  BOOST_TEST(Cluster::run(2, o, [](Communicator& c) {
+               c.barrier(c.world()).wait();
+               return std::string("ok");
+             }).unfired_faults.empty());
+}
+
+// One byte is flipped per received payload: two flips of one (rank, collective) were both
+// traced as fired and only the last applied. Refused, like two crashes of one rank.
+BOOST_AUTO_TEST_CASE(two_flips_of_one_payload_are_refused) {
+  Options o;
+  o.faults = {Fault::parse("flip:1@1:0"), Fault::parse("flip:1@1:5")};
+  try {
+    Cluster::run(2, o, [](Communicator&) { return std::string(); });
+    BOOST_FAIL("two flips of rank 1's collective 1 were accepted");
+  } catch (const Error& e) {
+    BOOST_TEST((e.code() == Errc::invalid_argument));
+    BOOST_TEST(std::string(e.what()).find("one flip per payload") != std::string::npos, e.what());
+  }
+  o.faults = {Fault::parse("flip:1@1:0"), Fault::parse("flip:1@2:5"), Fault::parse("flip:0@1")};
+  BOOST_CHECK_NO_THROW(Cluster::run(2, o, [](Communicator&) { return std::string(); }));
+}
+
+// A size near 2^64 wrapped Boost's rounding up to a small block, which the rank was told to
+// fill (the segment's allocator overwritten: the parent crashed). Refused in the rank as
+// comm_resource before anything is allocated; the run goes on.
+BOOST_AUTO_TEST_CASE(sizes_past_the_segment_are_refused_before_allocating) {
+  Options o;
+  o.segment_bytes = std::size_t{64} << 20;
+  for (std::uint64_t bytes :
+       {~std::uint64_t{0}, std::uint64_t{0xffffffffffffffc0ULL}, (std::uint64_t{64} << 20) + 1}) {
+    auto r = Cluster::run(2, o, [bytes](Communicator& c) {
+      if (c.rank() == 1) return std::string("idle");
+      std::int64_t v = 1;
+      try {
+        c.broadcast(c.world(), {&v, static_cast<std::size_t>(bytes)}, 0).wait();
+      } catch (const CommError& e) {
+        return std::string(errc_name(e.code()));
+      }
+      return std::string("accepted");
+    });
+    BOOST_TEST(r.outcomes[0].value == "comm_resource", describe(r));
+    BOOST_TEST(r.outcomes[1].value == "idle", describe(r));
+  }
+}
+
+// Options::segment_bytes out of range is refused naming it; a segment that cannot be mapped
+// (the address space limit) is comm_resource, and its name is not left in /dev/shm (it was:
+// the constructor threw before removing it).
+BOOST_AUTO_TEST_CASE(a_segment_that_cannot_be_made_leaves_nothing_in_dev_shm) {
+  for (std::size_t bytes : {std::size_t{1} << 60, ~std::size_t{0}, std::size_t{4096}}) {
+    Options o;
+    o.segment_bytes = bytes;
+    try {
+      Cluster::run(1, o, [](Communicator&) { return std::string(); });
+      BOOST_FAIL("segment_bytes " << bytes << " was accepted");
+    } catch (const Error& e) {
+      BOOST_TEST((e.code() == Errc::invalid_argument));
+      BOOST_TEST(std::string(e.what()).find("Options::segment_bytes") != std::string::npos);
+    }
+  }
+  pid_t child = fork();
+  BOOST_REQUIRE(child >= 0);
+  if (child == 0) {
+    rlimit limit{std::size_t{256} << 20, std::size_t{256} << 20};  // 256 MiB of address space
+    setrlimit(RLIMIT_AS, &limit);
+    Options o;
+    o.segment_bytes = std::size_t{1} << 30;
+    int code = 3;
+    try {
+      Cluster::run(1, o, [](Communicator&) { return std::string(); });
+      code = 2;  // mapped after all: the limit did not bite
+    } catch (const Error& e) {
+      code = e.code() == Errc::comm_resource ? 0 : 1;
+    } catch (...) {
+      code = 1;
+    }
+    _exit(code);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  BOOST_TEST(WIFEXITED(status));
+  BOOST_TEST(WEXITSTATUS(status) == 0, "the child's Cluster::run: exit " << WEXITSTATUS(status));
+  BOOST_TEST(leftover_segments(static_cast<int>(child)).empty());
+}
+
+// SPEC 9.1: one thread at a time drives a Communicator. Rank 0 waits on a Work in a helper
+// thread while its main thread launches: the second call overwrote the first's request in
+// the slot, and the whole run failed ("map::at"); it is comm_usage in that thread now. The
+// overlap happens when the schedule runs rank 0 first after their first all_reduce (rank 1
+// then sleeps holding the baton, so the helper's wait cannot end): some seeds do, some not.
+BOOST_AUTO_TEST_CASE(calls_from_two_threads_at_once_are_comm_usage) {
+  int overlapped = 0;
+  for (std::uint64_t seed = 1; seed <= 8; ++seed) {
+    Options o;
+    o.seed = seed;
+    auto r = Cluster::run(2, o, [](Communicator& c) {
+      std::int64_t v = c.rank() + 1;
+      c.all_reduce(c.world(), {&v, 8}, DType::int64, ReduceOp::sum).wait();
+      if (c.rank() == 1) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        c.all_reduce(c.world(), {&v, 8}, DType::int64, ReduceOp::sum).wait();
+        return std::to_string(v);
+      }
+      Work w = c.all_reduce(c.world(), {&v, 8}, DType::int64, ReduceOp::sum);
+      std::thread t([&] { w.wait(); });
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      std::string second = "accepted";
+      try {
+        c.barrier(c.world());
+      } catch (const CommError& e) {
+        second = std::string(errc_name(e.code()));
+      }
+      t.join();
+      return second + " " + std::to_string(v);
+    });
+    BOOST_TEST((r.outcomes[0].value == "comm_usage 6" || r.outcomes[0].value == "accepted 6"),
+               "seed " << seed << ": " << describe(r));
+    BOOST_TEST(r.outcomes[1].value == "6", "seed " << seed << ": " << describe(r));
+    overlapped += r.outcomes[0].value == "comm_usage 6";
+  }
+  BOOST_TEST(overlapped > 0, "no seed of 1-8 overlapped the two calls");
+}
+
 BOOST_AUTO_TEST_CASE(delay_changes_the_schedule_not_the_results) {
   auto plain = run_scenario("free_interleaving", 4, 1);
   auto delayed = run_scenario("free_interleaving", 4, 1, {Fault::parse("delay:0@30")});

@@ -44,7 +44,7 @@ struct Options {
   std::vector<Fault> faults;
   std::string world_backend = "sim";
   // Shared segment size (virtual; pages are used as data is staged).
-  std::size_t segment_bytes = std::size_t{1} << 30;
+  std::size_t segment_bytes = std::size_t{1} << 30;  // 1 MiB to 16 TiB (invalid_argument)
   // A rank that holds the baton longer than this is killed and reported dead.
   int turn_timeout_ms = 120000;
   // Run the monitor and every rank on the CPU the caller is on (only one of them runs at
