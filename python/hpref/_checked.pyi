@@ -2,6 +2,11 @@ from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 from ._torch_comm import OnceWork
 
+__all__ = [
+    "CheckedComm", "CheckedWork", "LAST_KEY", "NEW_GROUP_KIND", "check_signatures",
+    "peer_went_away",
+]
+
 LAST_KEY: str
 NEW_GROUP_KIND: int
 

@@ -1,16 +1,20 @@
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
+__all__ = [
+    "CommGroup", "GlooComm", "OnceWork", "TorchComm", "is_accelerator_backend_name",
+]
+
 def is_accelerator_backend_name(backend: str) -> bool: ...
 
+@dataclass(frozen=True)
 class CommGroup:
     id: int
     ranks: Tuple[int, ...]
     index: int
     backend: str
-    memory: str
-    def __init__(self, id: int, ranks: Tuple[int, ...], index: int, backend: str,
-                 memory: str = ...) -> None: ...
+    memory: str = ...
     @property
     def size(self) -> int: ...
     @property

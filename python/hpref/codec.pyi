@@ -2,6 +2,11 @@ from typing import Any, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, T
 
 from ._tensors import RawTensor as RawTensor, torch_dtypes as torch_dtypes
 
+__all__ = [
+    "Key", "KeyClass", "RawTensor", "decode", "decode_received", "encode", "inspect",
+    "torch_dtypes", "DEFAULT_KEY_CLASS",
+]
+
 DEFAULT_KEY_CLASS: str
 
 class Key(NamedTuple):

@@ -1,5 +1,46 @@
 from typing import Any, Optional, Type, Union
 
+__all__ = [
+    "Error", "python_equivalent", "error_class", "CodecError", "ValueModelError",
+    "DecodeError", "MetadataPickleError", "SegmentError", "MergeError", "EncodeError",
+    "RouteError", "PlanningError", "TopologyError", "GroupPlanError", "BatchError",
+    "OracleError", "CommError", "TransportError", "DispatchError", "UsageError",
+    "CommMismatch", "CommDeadlock", "PeerFailed", "CommTimeout", "BufferMutated",
+    "BatchDimError", "BatchDtypeError", "BatchHeaderError", "BatchMissingFieldError",
+    "BatchRankError", "BatchSizeLimitError", "BatchSpecError", "BatchSymbolError",
+    "BatchUnknownFieldError", "CommBackendError", "CommBufferMutatedError",
+    "CommDeadlockError", "CommMemorySpaceError", "CommMismatchError", "CommPeerFailedError",
+    "CommResourceError", "CommTimeoutError", "CommUsageError", "DepthLimitError",
+    "DispatchAxisError", "DispatchGroupError", "DispatchLengthError", "DispatchReusedError",
+    "DispatchRouteError", "DuplicateKeyError", "DuplicateMappingKeyError",
+    "DuplicatePayloadKeyError", "ExchangeRefusedError", "FrameSizeMismatchError",
+    "GroupCpuBackendError", "GroupDeviceError", "GroupMeshWorldError",
+    "GroupNotDistributedError", "GroupPayloadBackendError", "GroupPayloadDeviceError",
+    "GroupPlannerError", "GroupRankError", "InternalError", "InvalidArgumentError",
+    "InvalidByteRangeError", "InvalidDtypeError", "InvalidRequestError",
+    "InvalidSampleKeyError", "InvalidSchemaNodeError", "InvalidShapeError",
+    "InvalidTensorError", "InvalidUtf8Error", "IoError", "JsonSyntaxError", "JsonValueError",
+    "MetadataNotPairsError", "NonCanonicalLayoutError", "OracleMismatchError",
+    "OutputLimitError", "PickleDepthLimitError", "PickleDuplicateKeyError",
+    "PickleFrozenMutationError", "PickleGlobalError", "PickleIntRangeError",
+    "PickleInvalidUtf8Error", "PickleMemoLimitError", "PickleMemoMissingError",
+    "PickleNodeLimitError", "PickleOpcodeError", "PickleProtocolError", "PickleReduceError",
+    "PickleStackError", "PickleStackLimitError", "PickleTrailingBytesError",
+    "PickleTruncatedError", "PickleUnhashableKeyError", "PickleUnwritableError",
+    "RangeOutOfBoundsError", "RouteArgumentsError", "RouteBoundariesError",
+    "RouteIntervalError", "RouteLocalLengthError", "RouteNoIntervalsError",
+    "RouteOverflowError", "RouteOwnerCountError", "RouteOwnerOrderError",
+    "RouteOwnerStartError", "RouteRankError", "RouteTooLargeError", "ScenarioCheckError",
+    "SchemaFieldCountError", "SplitSumMismatchError", "TensorSizeMismatchError",
+    "TopologyDpNamesError", "TopologyGlobalRankError", "TopologyNamesError",
+    "TopologyRankListError", "TopologyShapeError", "TransportConstructorFailedError",
+    "TransportDeviceError", "TransportLimitMismatchError", "TransportNoPayloadGroupError",
+    "TransportNotMemberError", "TransportSizeLimitError", "TransportSpecMismatchError",
+    "TransportTargetsError", "TruncatedHeaderError", "UnencodableValueError",
+    "UnhashableKeyError", "UnknownSchemaTagError", "UnsupportedArithmeticError",
+    "UnsupportedDtypeError",
+]
+
 class Error(Exception):
     kind: str
     message: str

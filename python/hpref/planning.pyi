@@ -1,6 +1,12 @@
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
+__all__ = [
+    "Topology", "topology", "GroupCreation", "GroupPlan", "group_plan", "Field", "BatchLayout",
+    "batch_layout", "batch_header", "header_status", "batch_shapes", "END_OF_DATA", "BATCH",
+    "BATCH_FAILED",
+]
+
 BATCH_FAILED: int
 END_OF_DATA: int
 BATCH: int

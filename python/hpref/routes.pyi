@@ -1,5 +1,11 @@
 from typing import Any, Literal, Optional, Sequence, Tuple, overload
 
+__all__ = [
+    "Route", "SequenceDispatchRoute", "interval", "sliding_window", "document_prefix",
+    "plan_all", "compressed_document_offsets", "compressed_owner_offsets", "problem",
+    "MAX_ROUTE_PEERS", "MAX_ALL_ROUTES_PEERS",
+]
+
 class Route:
     """One rank's sequence dispatch route (SPEC 7.1); frozen, == by fields."""
 

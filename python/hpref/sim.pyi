@@ -1,18 +1,25 @@
+from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence
+
+__all__ = [
+    "run", "Result", "RankResult", "communicator", "rank",
+]
 
 def communicator() -> Any: ...
 def rank() -> int: ...
 
+@dataclass
 class RankResult:
     rank: int
     status: str
-    value: Any
-    error_type: Optional[str]
-    message: str
-    kind: Optional[str]
+    value: Any = ...
+    error_type: Optional[str] = ...
+    message: str = ...
+    kind: Optional[str] = ...
     def exception(self) -> Optional[BaseException]: ...
     def is_peer_failure(self) -> bool: ...
 
+@dataclass
 class Result:
     ranks: List[RankResult]
     failure: str

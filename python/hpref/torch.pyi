@@ -4,6 +4,11 @@ from typing import Any, Dict, Optional, Sequence, Union
 
 from ._checked import CheckedComm
 
+__all__ = [
+    "BACKEND", "BACKEND_NCCL", "checked", "configure", "options", "comm_of", "enable",
+    "disable",
+]
+
 BACKEND: str
 BACKEND_NCCL: str
 
