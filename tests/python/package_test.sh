@@ -23,4 +23,13 @@ items = hpref.codec.decode(segment, tensors="numpy")
 assert items == [((7, 0), {"text": "abc", "data": b"\x00\x01"})], items
 assert isinstance(items[0][0], hpref.Key)
 print(f"package_test: hpref from {where.parent} decoded {len(segment)} bytes: {items}")
+# The typing a user's mypy or pyright reads from the wheel: py.typed and a stub beside every
+# module (the extension's included; __init__.py is typed inline).
+pkg = where.parent
+assert (pkg / "py.typed").is_file(), f"no py.typed in {pkg}"
+modules = {p.stem for p in pkg.glob("*.py")} - {"__init__"}
+modules |= {p.name.split(".")[0] for p in pkg.glob("_core.*.so")}
+missing = sorted(m for m in modules if not (pkg / f"{m}.pyi").is_file())
+assert modules and not missing, f"no .pyi stub in the wheel for: {missing}"
+print(f"package_test: py.typed and {len(modules)} stubs installed")
 PY
