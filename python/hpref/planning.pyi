@@ -1,5 +1,5 @@
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence, SupportsIndex, Tuple, Union
 
 __all__ = [
     "Topology", "topology", "GroupCreation", "GroupPlan", "group_plan", "Field", "BatchLayout",
@@ -28,8 +28,9 @@ class Topology:
     fingerprint: str
     canonical_text: str
 
-def topology(mesh_shape: Sequence[int], mesh_dim_names: Sequence[str], rank_list: Iterable[int],
-             global_rank: int, dp_dim_names: Optional[Sequence[str]] = None) -> Topology: ...
+def topology(mesh_shape: Iterable[SupportsIndex], mesh_dim_names: Iterable[str],
+             rank_list: Iterable[SupportsIndex], global_rank: SupportsIndex,
+             dp_dim_names: Optional[Iterable[str]] = None) -> Topology: ...
 
 class GroupCreation(NamedTuple):
     role: str
@@ -50,11 +51,11 @@ class GroupPlan:
     model_parallel: Optional[int]
     model_parallel_tensor: Optional[int]
 
-def group_plan(topology: Topology, reader_ranks: Iterable[int], planner_rank: int, *,
+def group_plan(topology: Topology, reader_ranks: Iterable[SupportsIndex], planner_rank: SupportsIndex, *,
                cpu_backend: str, payload_backend: Optional[str] = None,
                communication_device: Any = None, enable_payload_exchange: bool = True,
                model_device: Any = None, distributed: bool = True,
-               world_size: Optional[int] = None, rank: Optional[int] = None,
+               world_size: Optional[SupportsIndex] = None, rank: Optional[SupportsIndex] = None,
                world_backend: Optional[str] = None) -> GroupPlan: ...
 
 class Field(NamedTuple):
@@ -72,7 +73,7 @@ class BatchLayout:
 
 def batch_layout(fields: Iterable[Any]) -> BatchLayout: ...
 def batch_header(layout: Union[BatchLayout, Sequence[Any]], batch: Optional[Mapping[str, Any]] = None,
-                 *, status: Optional[int] = None) -> Tuple[int, ...]: ...
-def header_status(layout: Union[BatchLayout, Sequence[Any]], header: Sequence[int]) -> int: ...
-def batch_shapes(layout: Union[BatchLayout, Sequence[Any]], header: Sequence[int], *,
-                 max_message_bytes: int = ...) -> Tuple[Tuple[int, ...], ...]: ...
+                 *, status: Optional[SupportsIndex] = None) -> Tuple[int, ...]: ...
+def header_status(layout: Union[BatchLayout, Sequence[Any]], header: Iterable[SupportsIndex]) -> int: ...
+def batch_shapes(layout: Union[BatchLayout, Sequence[Any]], header: Iterable[SupportsIndex], *,
+                 max_message_bytes: SupportsIndex = ...) -> Tuple[Tuple[int, ...], ...]: ...

@@ -1,5 +1,6 @@
 from dataclasses import dataclass
-from typing import Any, Callable, List, Optional, Sequence
+import os
+from typing import Any, Callable, Iterable, List, Optional, SupportsIndex, Union
 
 __all__ = [
     "run", "Result", "RankResult", "communicator", "rank",
@@ -37,6 +38,7 @@ class Result:
     def values(self) -> List[Any]: ...
     def first_failure(self) -> Optional[RankResult]: ...
 
-def run(world_size: int, fn: Callable[..., Any], *args: Any, seed: int = ...,
-        faults: Sequence[str] = ..., timeout_s: float = ..., trace: Any = ...,
+def run(world_size: int, fn: Callable[..., Any], *args: Any, seed: SupportsIndex = ...,
+        faults: Iterable[str] = ..., timeout_s: float = ...,
+        trace: Union[None, bool, str, os.PathLike[str]] = ...,
         torch_distributed: bool = ...) -> Result: ...
