@@ -359,6 +359,7 @@ void RankComm::finish(Finish how, Errc code, const std::string& text) {
   __gcov_dump();  // while holding the baton: the monitor waits, the run is unchanged
 #endif
   sem_post(&control_->wake);
+  if (on_reported) on_reported(rank_);
   _exit(0);
 }
 

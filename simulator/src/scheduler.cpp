@@ -147,16 +147,27 @@ bool Scheduler::await_wake(int r) {
     timespec deadline{static_cast<time_t>(due / kSecond), static_cast<long>(due % kSecond)};
     if (sem_clockwait(&control_->wake, CLOCK_MONOTONIC, &deadline) == 0) return true;
     if (errno != ETIMEDOUT && errno != EINTR) throw Error(Errc::internal, "sem_clockwait failed");
+    if (options_.on_turn_tick) options_.on_turn_tick(r);
     now_ns_ = clock_ns();
-    if (reap(r)) return false;
+    if (reap(r)) return drop_stale_wake();
     reap_others(r);
     reaped_ns_ = now_ns_;
     if (now_ns_ - start > std::int64_t{options_.turn_timeout_ms} * 1000 * 1000) {
       kill_rank(r, "held the baton for more than " + std::to_string(options_.turn_timeout_ms) +
                        " ms without reaching a scheduling point, and was killed");
-      return false;
+      return drop_stale_wake();
     }
   }
+}
+
+// Rank r, found dead after a wait for its request timed out, may have posted the request
+// in between (and been killed then): only the rank holding the baton posts `wake`, so with
+// r collected nobody else can, and a post left there would be taken for the next rank's
+// request. False, for await_wake.
+bool Scheduler::drop_stale_wake() {
+  while (sem_trywait(&control_->wake) == 0) {
+  }
+  return false;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -406,7 +417,10 @@ void Scheduler::on_finish_staged(int r) {
     rk.outcome = {RankOutcome::Status::error, "", kind, text, code};
   }
   trace_.exit(r, rk.outcome.status == RankOutcome::Status::ok, rk.outcome.kind);
-  waitpid(rk.pid, nullptr, 0);
+  // Collected if it has exited already; otherwise when the run ends (Session), which kills
+  // a rank still there: one stopped (SIGSTOP) between its report and its exit must not
+  // hold the run, whose outcome it has given.
+  waitpid(rk.pid, nullptr, WNOHANG);
   gone(r, "");
 }
 

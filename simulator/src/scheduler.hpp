@@ -41,6 +41,7 @@ class Scheduler {
   int choose();
   void serve(int r);
   bool await_wake(int r);
+  bool drop_stale_wake();
   // Liveness.
   void reap_others(int running);
   bool reap(int r);

@@ -3,6 +3,7 @@
 #define BOOST_TEST_DYN_LINK
 #include <boost/test/unit_test.hpp>
 
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -12,9 +13,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <cstring>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <set>
@@ -673,6 +678,102 @@ BOOST_AUTO_TEST_CASE(kills_at_seeded_instants_never_wedge) {
       BOOST_TEST(leftover_segments(static_cast<int>(getpid())).empty());
     }
   }
+}
+
+// SPEC 9.3: a rank killed at any instant never wedges the others. The window: the monitor's
+// wait for the running rank's request timed out (every 20 ms it looks whether that rank
+// died), the rank then posted its request and was killed before the monitor looked. The
+// post stayed in the wake semaphore and the next rank served was answered as if it had
+// posted again: rank 0 was killed for "an unknown request", or its last request was served
+// twice. The hook kills rank 1 in that window: once rank 1 has said it is about to call (a
+// pipe marker) and sleeps in its wait for the turn (/proc state S), and returns once it is a
+// zombie (state Z). Both orders of the two ranks' turns (the seeds).
+BOOST_AUTO_TEST_CASE(a_rank_killed_right_after_posting_its_request) {
+  auto state_of = [](int pid) {
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE* f = std::fopen(path, "r");
+    if (!f) return '?';
+    char buf[512] = {};
+    std::size_t got = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    const char* close = static_cast<const char*>(memrchr(buf, ')', got));
+    return close && close + 2 < buf + got ? close[2] : '?';
+  };
+  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+    int fds[2];
+    BOOST_REQUIRE(pipe(fds) == 0);
+    int rank1 = 0;
+    bool killed = false;
+    Options o;
+    o.seed = seed;
+    o.on_started = [&](std::span<const int> pids) { rank1 = pids[1]; };
+    o.on_turn_tick = [&](int rank) {
+      if (rank != 1 || killed) return;
+      pollfd p{fds[0], POLLIN, 0};
+      char marker = 0;
+      if (poll(&p, 1, 10000) != 1 || read(fds[0], &marker, 1) != 1) return;
+      for (int i = 0; i < 10000 && state_of(rank1) != 'S'; ++i) usleep(1000);
+      killed = kill(rank1, SIGKILL) == 0;
+      for (int i = 0; i < 10000 && state_of(rank1) != 'Z'; ++i) usleep(1000);  // dead now
+    };
+    auto r = Cluster::run(2, o, [&](Communicator& c) {
+      if (c.rank() == 1) {
+        auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(60);
+        while (std::chrono::steady_clock::now() < until) {
+        }  // holds the baton past the monitor's 20 ms tick
+        if (write(fds[1], "R", 1) != 1) _exit(3);
+      }
+      c.barrier(c.world()).wait();
+      return std::string("done");
+    });
+    close(fds[0]);
+    close(fds[1]);
+    BOOST_TEST_CONTEXT("seed " << seed << ": " << describe(r)) {
+      BOOST_TEST(killed);
+      BOOST_TEST(r.outcomes[1].status == RankOutcome::Status::died);
+      BOOST_TEST(r.outcomes[0].status == RankOutcome::Status::error);
+      BOOST_TEST(r.outcomes[0].kind == "comm_peer_failed");
+      BOOST_TEST(r.failure() == Failure::peer_failure);
+    }
+  }
+}
+
+// A rank stopped (SIGSTOP) between its report and its exit does not hold the run: the
+// monitor waited for that exit, forever. The watchdog thread would SIGKILL the stopped rank
+// after 60 s, which ended the old run too, so the test asserts that it was not needed.
+BOOST_AUTO_TEST_CASE(a_rank_stopped_after_its_report_does_not_hold_the_run) {
+  std::atomic<int> rank1{0};
+  std::mutex m;
+  std::condition_variable cv;
+  bool finished = false;
+  bool rescued = false;
+  std::thread watchdog([&] {
+    std::unique_lock<std::mutex> lock(m);
+    if (!cv.wait_for(lock, std::chrono::seconds(60), [&] { return finished; })) {
+      rescued = true;
+      kill(rank1.load(), SIGKILL);
+    }
+  });
+  Options o;
+  o.on_started = [&](std::span<const int> pids) { rank1 = pids[1]; };
+  o.on_reported = [](int rank) {
+    if (rank == 1) raise(SIGSTOP);
+  };
+  auto r = Cluster::run(2, o, [](Communicator& c) {
+    c.barrier(c.world()).wait();
+    return std::to_string(c.rank());
+  });
+  {
+    std::lock_guard<std::mutex> lock(m);
+    finished = true;
+  }
+  cv.notify_all();
+  watchdog.join();
+  BOOST_TEST(!rescued, "the run ended only because the watchdog killed the stopped rank");
+  expect_all_ok(r);
+  BOOST_TEST(r.outcomes[1].value == "1");
+  BOOST_TEST(leftover_segments(getpid()).empty());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
