@@ -2,6 +2,7 @@
 // cases the original implementation answered (tests/data/frames.jsonl, from
 // shared/examples): our decoder must accept or refuse as it did, with equal items.
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -9,6 +10,7 @@
 #include "hpref/cli/batch.hpp"
 #include "hpref/cli/frame.hpp"
 #include "hpref/cli/json_value.hpp"
+#include "hpref/detail/codec_paths.hpp"
 #include "test_util.hpp"
 
 using namespace hpref;
@@ -307,6 +309,41 @@ BOOST_AUTO_TEST_CASE(original_implementation_examples) {
     }
   }
   BOOST_TEST(cases == 36);
+}
+
+// The original's framed segments (CPython's pickler: every str memoized, so a repeated
+// schema tag is a BINGET) are the decoder's fast path's to take, not only our writer's
+// (issue 15): each one the original wrote decodes there, to the general decoder's items.
+// A guess of the fast path that went wrong on these forms would still decode correctly (it
+// gives up and the general decoder runs), so only this test sees it. (The original's
+// segments without tensors are bare pickles, the general decoder's by design.)
+BOOST_AUTO_TEST_CASE(original_frames_take_the_decoders_fast_path_issue_15) {
+  std::ifstream in(data_path("data/frames.jsonl"));
+  BOOST_REQUIRE(in.good());
+  std::string line;
+  int framed = 0;
+  while (std::getline(in, line)) {
+    Json c = parse_json(line);
+    if (!c.contains("items")) continue;
+    std::vector<std::uint8_t> bytes = test::unhex(c["original_frame_hex"].get<std::string>());
+    if (bytes.size() < 4 || std::memcmp(bytes.data(), "HPB1", 4) != 0) continue;
+    ++framed;
+    BOOST_TEST_CONTEXT("framed segment " << framed) {
+      SharedBytes segment = SharedBytes::copy_of(bytes);
+      DecodeOptions options;
+      auto fast = detail::decode_segment_fast(segment, options);
+      BOOST_TEST(fast.has_value());
+      if (fast) {
+        auto general = detail::decode_segment_general(segment, options);
+        BOOST_TEST(fast->size() == general.size());
+        for (std::size_t i = 0; i < std::min(fast->size(), general.size()); ++i) {
+          BOOST_TEST(((*fast)[i].first == general[i].first));
+          BOOST_TEST(((*fast)[i].second == general[i].second));
+        }
+      }
+    }
+  }
+  BOOST_TEST(framed >= 10);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
