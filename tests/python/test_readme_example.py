@@ -38,6 +38,11 @@ def rank_main(rank, store, out):
     output = async_sequence_dispatch(local, 0, routes[rank], None).wait()  # hpref's routes
     output.backward(grads[rank])
     torch.save((output.detach(), local.grad), f"{out}/rank{rank}.pt")
+    # Every rank done before any tears gloo down (pytorch/gloo#155: a rank that destroys its
+    # group at once can fail a peer still in the last collective, "Connection closed by peer").
+    leaving = dist.FileStore(f"{store}.leaving", WORLD)
+    leaving.set(f"rank{rank}", "done")
+    leaving.wait([f"rank{r}" for r in range(WORLD)])
     dist.destroy_process_group()
 
 
