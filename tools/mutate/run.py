@@ -175,13 +175,26 @@ def generate(rel, mutant_dir):
     return [os.path.join(mutant_dir, n) for _, n in sorted(found)]
 
 
+def whole(least):
+    """An argparse type: an int of at least `least`, refused at once (before any build)."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}, got {value}")
+        return value
+    return parse
+
+
 def main():
     ap = argparse.ArgumentParser(prog="./dev mutate")
     ap.add_argument("files", nargs="*", help="sources to mutate (default reference/src/*.cpp)")
-    ap.add_argument("--sample", type=int, default=0, help="mutants to run (0: all)")
+    ap.add_argument("--sample", type=whole(0), default=0, help="mutants to run (0: all)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--timeout", type=int, default=120,
+    ap.add_argument("--jobs", type=whole(1), default=2)
+    ap.add_argument("--timeout", type=whole(1), default=120,
                     help="limit on one test run (all labels), seconds")
     ap.add_argument("--only", action="append", default=[], metavar="NAME",
                     help="run only the named mutants (e.g. value.mutant.425; repeatable; "
