@@ -624,14 +624,16 @@ def batch_header_seeds():
     seeds = []
     # fields: count, then per field name byte, dtype byte, placement byte, rank, dims
     tokens = bytes([0, 7, 1, 2, 1, 3])          # f0 int64 accelerator dims (B, S)
-    image = bytes([1, 11, 0, 2, 7, 6])          # f1 uint8 cpu dims (N, 3)
+    # A dim byte d decodes (targets/batch_header.cpp) as symbol "BSHN"[(d >> 1) % 4] when odd,
+    # else the fixed size (d >> 1) - 4: 3 is 14, -1 is 6.
+    image = bytes([1, 11, 0, 2, 7, 14])         # f1 uint8 cpu dims (N, 3)
     two = bytes([2]) + tokens + image
     for header in ([1, 2, 5, 1], [0, 0, 0, 0], [-1, 0, 0, 0], [1, 0, 0, 0], [1, -1, 2, 3],
                    [2, 1, 1, 1], [1, 2**40, 2**40, 1], [1, 2]):
         for shift in (10, 19):
             seeds.append(two + br_ints(header) + bytes([shift]))
     seeds.append(bytes([2]) + tokens + tokens + br_ints([1, 1, 1]) + bytes([4]))  # repeated name
-    seeds.append(bytes([1, 0, 0, 0, 1, 1]) + br_ints([1, 3]) + bytes([5]))          # negative fixed dim
+    seeds.append(bytes([1, 0, 0, 0, 1, 6]) + br_ints([1, 3]) + bytes([5]))          # negative fixed dim
     return seeds
 
 

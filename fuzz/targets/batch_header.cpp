@@ -1,11 +1,18 @@
 // Fuzz target batch_header: a model-batch spec and a received header decoded from bytes
 // (SPEC 6.1-6.3). Checks: header_status and shapes accept or refuse with an hpref::Error
-// only; accepted shapes match the spec's fixed dims and the header's symbol values and
-// stay within max_message_bytes; tensors of those shapes rebuild into a batch whose
+// only; header_status accepts exactly a header of 1 + symbols values whose status is -1, 0
+// or 1 (else batch_header); shapes accepts exactly a status-1 header whose symbol values
+// are all >= 0 and whose fields each fit max_message_bytes, and refuses with batch_header
+// (status not 1, or a negative symbol value, checked first) or batch_size_limit (a field
+// too large); accepted shapes match the spec's fixed dims and the header's symbol values
+// and stay within max_message_bytes; tensors of those shapes rebuild into a batch whose
 // flatten gives back the same header.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
 #include <vector>
 
 #include "byte_reader.hpp"
@@ -16,6 +23,50 @@
 
 using namespace hpref;
 using namespace hpref::fuzz;
+
+namespace {
+
+// Whether a field's byte size under `header` (numel exact: a zero dim makes it 0) is at
+// most `max_bytes`, computed in 128 bits and stopped once past it (so a size beyond int64
+// counts as too large). The header's symbol values must be >= 0; the spec's fixed dims are
+// (ModelBatchLayout refuses negative ones).
+bool fits(const FieldSpec& field, const std::vector<std::string>& symbols,
+          const std::vector<std::int64_t>& header, std::uint64_t max_bytes) {
+  std::vector<std::int64_t> dims;
+  for (const auto& d : field.dims) {
+    if (const auto* fixed = std::get_if<std::int64_t>(&d)) {
+      dims.push_back(*fixed);
+    } else {
+      auto k =
+          std::find(symbols.begin(), symbols.end(), std::get<std::string>(d)) - symbols.begin();
+      dims.push_back(header[static_cast<std::size_t>(k) + 1]);
+    }
+  }
+  if (std::find(dims.begin(), dims.end(), 0) != dims.end()) return true;
+  unsigned __int128 bytes = element_size(field.dtype);
+  for (std::int64_t d : dims) {
+    bytes *= static_cast<std::uint64_t>(d);
+    if (bytes > max_bytes) return false;  // stays > max_bytes: every later dim is >= 1
+  }
+  return bytes <= max_bytes;
+}
+
+// What shapes() must refuse with (SPEC 6.3), or nullopt when it must accept.
+std::optional<Errc> expected_shapes_refusal(const std::vector<FieldSpec>& fields,
+                                            const std::vector<std::string>& symbols,
+                                            const std::vector<std::int64_t>& header,
+                                            std::uint64_t max_bytes) {
+  if (header.size() != 1 + symbols.size() || header[0] != 1) return Errc::batch_header;
+  for (std::size_t k = 1; k < header.size(); ++k) {
+    if (header[k] < 0) return Errc::batch_header;
+  }
+  for (const FieldSpec& f : fields) {
+    if (!fits(f, symbols, header, max_bytes)) return Errc::batch_size_limit;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   ByteReader in(data, size);
@@ -42,13 +93,26 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::uint64_t max_bytes = std::uint64_t{1} << (in.byte() % 20);
   auto status = attempt("header_status", [&] { return layout.value->header_status(header); });
   auto shapes = attempt("shapes", [&] { return layout.value->shapes(header, max_bytes); });
-  if (!status) {
-    HPREF_FUZZ_REQUIRE(!shapes, "shapes accepted a header header_status refused");
+  const auto& syms = layout.value->symbols();
+  bool well_formed = header.size() == 1 + syms.size() && header[0] >= -1 && header[0] <= 1;
+  if (well_formed) {
+    HPREF_FUZZ_REQUIRE(
+        status && *status.value == header[0],
+        "header_status refused (" + kind_text(status.error) + ") or misread a well-formed header");
+  } else {
+    HPREF_FUZZ_REQUIRE(!status && *status.error == Errc::batch_header,
+                       "header_status did not refuse a malformed header with batch_header: " +
+                           kind_text(status.error));
+  }
+  std::optional<Errc> expected = expected_shapes_refusal(fields, syms, header, max_bytes);
+  if (expected) {
+    HPREF_FUZZ_REQUIRE(
+        !shapes && *shapes.error == *expected,
+        "shapes must refuse with " + kind_text(expected) + ", got " + kind_text(shapes.error));
     return 0;
   }
-  HPREF_FUZZ_REQUIRE(*status.value >= -1 && *status.value <= 1, "status out of range");
-  if (!shapes) return 0;
-  const auto& syms = layout.value->symbols();
+  HPREF_FUZZ_REQUIRE(shapes, "shapes refused a well-formed status-1 header whose fields fit (" +
+                                 kind_text(shapes.error) + ")");
   std::vector<Tensor> tensors;
   for (std::size_t f = 0; f < fields.size(); ++f) {
     const auto& shape = (*shapes.value)[f];

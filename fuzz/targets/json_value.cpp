@@ -4,8 +4,13 @@
 // parses back to an equal result (NaN payloads aside: JSON writes "nan") and is a fixed
 // point of the writer; and the Values reach the codec: items encode and decode back equal
 // (SPEC 2.6), Values without tensors go through the golden pickle writer and reader.
+// The CLI's streaming writer and size guard (`frame decode`: items_json_size, then
+// write_items_json, tools/src/main.cpp) agree with the tree writer: write_items_json's text
+// is dump_json(items_to_json(items)), and items_json_size / value_json_size give its length
+// under a cap of exactly that length and refuse (output_limit) one byte less.
 #include <cstddef>
 #include <cstdint>
+#include <sstream>
 #include <string>
 #include <string_view>
 
@@ -18,6 +23,22 @@ using namespace hpref::fuzz;
 namespace cli = hpref::cli;
 
 namespace {
+
+// `size` (items_json_size or value_json_size under a cap) against the written text's length.
+template <class Size>
+void check_json_size(const char* what, const std::string& text, Size&& size) {
+  auto exact = attempt(what, [&] { return size(text.size()); });
+  HPREF_FUZZ_REQUIRE(exact && *exact.value == text.size(),
+                     std::string(what) + " under a cap of the text's length gave " +
+                         (exact ? std::to_string(*exact.value) : kind_text(exact.error)) +
+                         ", the text has " + std::to_string(text.size()) + " bytes");
+  if (text.empty()) return;
+  auto under = attempt(what, [&] { return size(text.size() - 1); });
+  HPREF_FUZZ_REQUIRE(!under && *under.error == Errc::output_limit,
+                     std::string(what) +
+                         " did not refuse a cap one byte short with output_limit (" +
+                         kind_text(under.error) + ")");
+}
 
 void check_items(const cli::Json& j) {
   auto items = attempt("items_from_json", [&] { return cli::items_from_json(j); });
@@ -35,6 +56,16 @@ void check_items(const cli::Json& j) {
                      "items -> JSON -> items changed them: " + *text.value);
   HPREF_FUZZ_REQUIRE(cli::dump_json(cli::items_to_json(*back.value)) == *text.value,
                      "the JSON writer is not a fixed point for " + *text.value);
+  std::ostringstream streamed;
+  auto wrote = attempt("write_items_json", [&] {
+    cli::write_items_json(streamed, *items.value);
+    return true;
+  });
+  HPREF_FUZZ_REQUIRE(wrote, "write_items_json refused items (" + kind_text(wrote.error) + ")");
+  HPREF_FUZZ_REQUIRE(streamed.str() == *text.value,
+                     "write_items_json wrote " + streamed.str() + ", items_to_json " + *text.value);
+  check_json_size("items_json_size", *text.value,
+                  [&](std::uint64_t cap) { return cli::items_json_size(*items.value, cap); });
   if (small_enough(*items.value)) check_encode_round_trip(*items.value, {Errc::depth_limit});
 }
 
@@ -54,6 +85,8 @@ void check_value(const cli::Json& j) {
                      "Value -> JSON -> Value changed it: " + *text.value);
   HPREF_FUZZ_REQUIRE(cli::dump_json(cli::value_to_json(*back.value)) == *text.value,
                      "the JSON writer is not a fixed point for " + *text.value);
+  check_json_size("value_json_size", *text.value,
+                  [&](std::uint64_t cap) { return cli::value_json_size(v, cap); });
 
   if (!small_enough(v)) return;
   auto pickled = attempt("write_pickle", [&] { return write_pickle(v); });

@@ -6,11 +6,18 @@
 // the Python key-class shim on the writing side. Issue 15: decode_segment (its fast path
 // first) and the general decoder agree on every input: the same items, or the same refusal,
 // kind and message; the fast path alone declines or returns the general decoder's items.
+// Where leaves point (SPEC 2.1, 2.4; tensor.hpp: a decoded tensor shares the received
+// buffer): each decoder, run on a SharedBytes copy, gives items whose tensor/bytes leaves
+// that view the segment lie inside a framed segment's binary region [20 + metadata_size,
+// size); under `strict` those leaves, in depth-first order, tile the region exactly; a legacy
+// segment's leaves never view it. The header sizes are parsed here, not by the library.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "fuzz_check.hpp"
 #include "hpref/codec.hpp"
@@ -36,11 +43,100 @@ Result result_of(F&& decode) {
   }
 }
 
+// The binary leaves (tensor storage, bytes, bytearray) of item values, depth-first with
+// mapping entries in order: the order the encoder lays them out (SPEC 2.2). Keys are not
+// leaves.
+void collect_leaves(const Value& v, std::vector<SharedBytes>& out) {
+  switch (v.kind()) {
+    case ValueKind::tensor:
+      out.push_back(v.as_tensor().storage());
+      break;
+    case ValueKind::bytes:
+    case ValueKind::bytearray:
+      out.push_back(v.as_bytes());
+      break;
+    case ValueKind::tuple:
+    case ValueKind::list:
+      for (const Value& child : v.items()) collect_leaves(child, out);
+      break;
+    case ValueKind::mapping:
+      for (const auto& [key, child] : v.entries()) collect_leaves(child, out);
+      break;
+    default:
+      break;
+  }
+}
+
+std::uint64_t big_endian_u64(const std::uint8_t* p) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
+  return v;
+}
+
+// `items` were decoded from `segment` (with `strict` or not). A leaf views the segment
+// when it shares its owner; its offset is then where its bytes start in the segment.
+void check_leaf_ranges(const SharedBytes& segment, std::span<const Item> items, bool strict,
+                       const char* decoder) {
+  std::vector<SharedBytes> leaves;
+  for (const Item& item : items) collect_leaves(item.second, leaves);
+  const std::size_t size = segment.size();
+  auto views = [&](const SharedBytes& leaf) {
+    return size > 0 && leaf.owner() && leaf.owner() == segment.owner() &&
+           leaf.data() >= segment.data() && leaf.data() <= segment.data() + size;
+  };
+  const std::string who = std::string(decoder) + (strict ? " (strict)" : "");
+  bool framed = size >= 4 && std::memcmp(segment.data(), "HPB1", 4) == 0;
+  if (!framed) {
+    // Empty or legacy: every value comes out of the pickle, which copies.
+    for (const SharedBytes& leaf : leaves) {
+      HPREF_FUZZ_REQUIRE(!views(leaf),
+                         who + ": a leaf of a legacy segment views the segment's bytes");
+    }
+    return;
+  }
+  // SPEC 2.1: a decodable framed segment is a 20-byte header, metadata_size bytes of
+  // pickle, binary_size bytes of binary region, and nothing else.
+  HPREF_FUZZ_REQUIRE(size >= 20, who + ": decoded a framed segment under 20 bytes");
+  std::uint64_t meta = big_endian_u64(segment.data() + 4);
+  std::uint64_t binary = big_endian_u64(segment.data() + 12);
+  HPREF_FUZZ_REQUIRE(meta <= size - 20 && binary == size - 20 - meta,
+                     who + ": decoded a framed segment whose sizes (" + std::to_string(meta) +
+                         ", " + std::to_string(binary) + ") do not add up to " +
+                         std::to_string(size));
+  const std::size_t lo = 20 + static_cast<std::size_t>(meta);
+  std::size_t cursor = lo;  // strict: where the next leaf must start
+  for (std::size_t i = 0; i < leaves.size(); ++i) {
+    const SharedBytes& leaf = leaves[i];
+    if (!views(leaf)) continue;  // a copy (an __hp_value__ bytes, an empty leaf)
+    auto offset = static_cast<std::size_t>(leaf.data() - segment.data());
+    HPREF_FUZZ_REQUIRE(offset >= lo && leaf.size() <= size - offset,
+                       who + ": leaf " + std::to_string(i) + " views [" + std::to_string(offset) +
+                           ", +" + std::to_string(leaf.size()) + ") outside the binary region [" +
+                           std::to_string(lo) + ", " + std::to_string(size) + ")");
+    if (strict) {
+      HPREF_FUZZ_REQUIRE(offset == cursor, who + ": strict leaf " + std::to_string(i) +
+                                               " starts at " + std::to_string(offset) +
+                                               ", not where the previous ended (" +
+                                               std::to_string(cursor) + ")");
+      cursor += leaf.size();
+    }
+  }
+  if (strict) {
+    HPREF_FUZZ_REQUIRE(cursor == size, who + ": strict leaves end at " + std::to_string(cursor) +
+                                           ", not at the segment's end " + std::to_string(size));
+  }
+}
+
 void check_fast_path(std::span<const std::uint8_t> bytes, const DecodeOptions& options) {
   SharedBytes segment = SharedBytes::copy_of(bytes);
   Result general = result_of([&] { return detail::decode_segment_general(segment, options); });
   Result combined = result_of([&] { return decode_segment(segment, options); });
   auto fast = detail::decode_segment_fast(segment, options);
+  if (general.items) {
+    check_leaf_ranges(segment, *general.items, options.strict, "the general decoder");
+  }
+  if (combined.items) check_leaf_ranges(segment, *combined.items, options.strict, "decode_segment");
+  if (fast) check_leaf_ranges(segment, *fast, options.strict, "the fast path");
   if (fast) {
     HPREF_FUZZ_REQUIRE(general.items, "the fast path decoded what the general decoder refused: " +
                                           general.refusal);
