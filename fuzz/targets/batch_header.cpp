@@ -27,8 +27,8 @@ using namespace hpref::fuzz;
 namespace {
 
 // Whether a field's byte size under `header` (numel exact: a zero dim makes it 0) is at
-// most `max_bytes`, computed in 128 bits and stopped once past it (so a size beyond int64
-// counts as too large). The header's symbol values must be >= 0; the spec's fixed dims are
+// most `max_bytes`, computed with overflow checks and stopped once past it (max_bytes is at most
+// 2^19 here). The header's symbol values must be >= 0; the spec's fixed dims are
 // (ModelBatchLayout refuses negative ones).
 bool fits(const FieldSpec& field, const std::vector<std::string>& symbols,
           const std::vector<std::int64_t>& header, std::uint64_t max_bytes) {
@@ -43,12 +43,13 @@ bool fits(const FieldSpec& field, const std::vector<std::string>& symbols,
     }
   }
   if (std::find(dims.begin(), dims.end(), 0) != dims.end()) return true;
-  unsigned __int128 bytes = element_size(field.dtype);
+  std::uint64_t bytes = element_size(field.dtype);
   for (std::int64_t d : dims) {
-    bytes *= static_cast<std::uint64_t>(d);
-    if (bytes > max_bytes) return false;  // stays > max_bytes: every later dim is >= 1
+    // Past max_bytes (or past 2^64) it stays too large: every later dim is >= 1.
+    if (__builtin_mul_overflow(bytes, static_cast<std::uint64_t>(d), &bytes)) return false;
+    if (bytes > max_bytes) return false;
   }
-  return bytes <= max_bytes;
+  return true;
 }
 
 // What shapes() must refuse with (SPEC 6.3), or nullopt when it must accept.

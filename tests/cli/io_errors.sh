@@ -24,6 +24,26 @@ done
 expect_io "cannot open input file '$tmp/missing'" /dev/null /dev/null frame decode "$tmp/missing"
 echo "a directory or a missing file as input: io, exit 2"
 
+# An output file that cannot be opened or written is named with the reason.
+printf '[]' > "$tmp/empty.json"
+printf '[]' | "$hpref" frame encode -o "$tmp/empty.hpb1" || fail "frame encode of []"
+expect_io "cannot open output file '$tmp/missing/x': No such file or directory" /dev/null /dev/null \
+  frame decode -o "$tmp/missing/x" "$tmp/empty.hpb1"
+expect_io "cannot open output file '$tmp/missing/x': No such file or directory" /dev/null /dev/null \
+  frame encode -o "$tmp/missing/x" "$tmp/empty.json"
+if [ -w /dev/full ]; then
+  expect_io "cannot write output file '/dev/full': No space left on device" /dev/null /dev/null \
+    frame decode -o /dev/full "$tmp/empty.hpb1"
+fi
+# sim run --trace: a file that cannot be opened is refused before the run (nothing printed),
+# never after it in place of the run's exit class (planted_bug seed 9: mismatch, 3).
+expect_io "cannot open trace file '$tmp/missing/x': No such file or directory" /dev/null "$tmp/out" \
+  sim run planted_bug --seed 9 --trace "$tmp/missing/x"
+[ ! -s "$tmp/out" ] || fail "sim run --trace $tmp/missing/x ran before refusing: $(cat "$tmp/out")"
+"$hpref" sim run planted_bug --seed 9 --trace "$tmp/trace.txt" > "$tmp/out" 2> "$tmp/err"; rc=$?
+[ $rc -eq 3 ] && [ -s "$tmp/trace.txt" ] || fail "sim run planted_bug --seed 9 --trace exited $rc: $(cat "$tmp/err")"
+echo "output files that cannot be opened or written: io naming the reason, before a run"
+
 expect_io "cannot read stdin: Is a directory" "$tmp/adir" /dev/null frame decode
 expect_io "cannot read stdin: Is a directory" "$tmp/adir" /dev/null frame encode
 expect_io "cannot read stdin: Bad file descriptor" closed /dev/null frame decode

@@ -33,6 +33,15 @@ capped 512 route plan-all sliding-window --local-length 1 --size 2048 --window 2
   || fail "plan-all 2048 is not 2048 complete routes"
 echo "plan-all: refused past 2048 ranks, complete at 2048"
 
+# plan-all's table sums the rows each rank sends, and ranks send overlapping rows: a total
+# beyond int64 is refused (route_overflow, exit 2), never printed wrapped.
+"$hpref" route plan-all sliding-window --boundaries 0,9223372036854775804 \
+  --local-length 2305843009213693951 --size 4 --window 9223372036854775804 > "$tmp/out" 2> "$tmp/err"; rc=$?
+[ $rc -eq 2 ] && grep -qF '[route_overflow]: send-matrix total = 6917529027641081853 + 4611686018427387902 is beyond int64' "$tmp/err" \
+  || fail "plan-all total beyond int64 exited $rc: $(cat "$tmp/out" "$tmp/err")"
+[ ! -s "$tmp/out" ] || fail "plan-all total beyond int64 printed a table: $(cat "$tmp/out")"
+echo "plan-all: a total beyond int64 is route_overflow"
+
 # route --batch: huge sizes are answers, the stream goes on.
 {
   printf '{"op":"sliding_window_route","boundaries":[0,%s],"local_length":1,"size":%s,"rank":0,"window":1,"id":1}\n' $big $big

@@ -18,6 +18,20 @@ expect_usage "hpref: unknown option '--bogus'" --bogus
 expect_usage "hpref sim: unknown option '--bogus'" sim --bogus
 expect_usage "hpref route plan-all: unknown option '--bogus'" route plan-all --bogus
 expect_usage "hpref frame decode: unknown option '-x'" frame decode -x
+# Every usage error, CLI11's own too, names its kind as the errors of a run do.
+expect_usage "hpref: error [invalid_argument]: hpref: unknown command 'bogus'" bogus
+expect_usage "hpref: error [invalid_argument]: --window: 'x' is not an integer" \
+  route sliding-window --local-length 4 --size 2 --rank 0 --window x --boundaries 0,8
+expect_usage "hpref: error [invalid_argument]: --local-length is required" \
+  route plan-all sliding-window --size 2 --window 2 --boundaries 0,8
+expect_usage "hpref: error [invalid_argument]: hpref sim: a subcommand (run, explore, list) is required" sim
+expect_usage "hpref route plan-all: a subcommand (interval, sliding-window, document-prefix) is required" \
+  route plan-all
+# frame and route alone (they take --batch instead of a subcommand): the error, then the help.
+expect_usage "hpref: error [invalid_argument]: hpref frame: a subcommand (encode, decode, inspect) or --batch is required" frame
+grep -qF "Usage: frame" "$tmp/err" || fail "hpref frame: no help after the error: $(cat "$tmp/err")"
+expect_usage "hpref: error [invalid_argument]: hpref route: a subcommand (interval, sliding-window, document-prefix, plan-all) or --batch is required" route
+grep -qF "Usage: route" "$tmp/err" || fail "hpref route: no help after the error: $(cat "$tmp/err")"
 echo "unknown commands and options: named"
 
 # Refused, never ignored: an empty list item, --batch beside a subcommand, demo options
@@ -35,7 +49,42 @@ done
 "$hpref" demo --codec --seed 2 > /dev/null || fail "demo --codec --seed 2"
 expect_usage "--timeout-ms must be positive, got -1" demo --steps 1 --timeout-ms -1
 expect_usage "--timeout-ms 5 is the deadline under mpirun" demo --steps 1 --timeout-ms 5
-echo "empty items, --batch with a subcommand, unused demo options: refused"
+# Options that would do nothing: --keep-going without --batch, --trace-format without --trace.
+printf '[]' | "$hpref" frame encode -o "$tmp/empty.hpb1" || fail "frame encode of []"
+expect_usage "hpref frame --keep-going goes with --batch" frame --keep-going decode "$tmp/empty.hpb1"
+expect_usage "hpref route --keep-going goes with --batch" route --keep-going
+expect_usage "hpref route --keep-going goes with --batch" \
+  route --keep-going interval --local-length 4 --rank 0 --intervals 0:4
+expect_usage "--trace-format chrome goes with --trace" sim run collectives --trace-format chrome
+expect_usage "--trace-format text goes with --trace" sim run collectives --trace-format text
+# An empty value is refused naming the option, never taken for an option not given.
+printf '[]' > "$tmp/empty.json"
+expect_usage "--key-class: the class name is empty" frame encode --key-class "" "$tmp/empty.json"
+expect_usage "--key-fields: the field list is empty" frame encode --key-class a.B --key-fields "" "$tmp/empty.json"
+expect_usage "--key-class: the class name is empty" frame decode --key-class "" "$tmp/empty.hpb1"
+expect_usage "--key-fields: the field list is empty" frame decode --key-fields "" "$tmp/empty.hpb1"
+expect_usage "--key-fields: the field list is empty" frame inspect --key-fields "" "$tmp/empty.hpb1"
+expect_usage "--trace: the file name is empty" sim run collectives --trace ""
+expect_usage "--owner-offsets: the offset list is empty" \
+  route interval --local-length 4 --rank 0 --intervals 0:4 --owner-offsets ""
+expect_usage "--owner-offsets: the offset list is empty" \
+  route plan-all interval --local-length 4 --intervals 0:4 --owner-offsets ""
+expect_usage "--dump: the directory name is empty" demo --dump ""
+# A fault plan the cluster cannot run is refused before anything is printed.
+expect_usage "fault crash:9@1 names rank 9 of a 4-rank cluster" sim run collectives --fault crash:9@1
+[ ! -s "$tmp/out" ] || fail "sim run --fault crash:9@1 printed before refusing: $(cat "$tmp/out")"
+expect_usage "faults crash:1@1 and crash:1@2 both crash rank 1: a rank dies once" \
+  sim run collectives --fault crash:1@1 --fault crash:1@2
+[ ! -s "$tmp/out" ] || fail "sim run with two crashes of rank 1 printed before refusing: $(cat "$tmp/out")"
+expect_usage "fault crash:9@1 names rank 9 of a 4-rank cluster" sim explore collectives --fault crash:9@1
+[ ! -s "$tmp/out" ] || fail "sim explore --fault crash:9@1 printed before refusing: $(cat "$tmp/out")"
+expect_usage "fault crash:20@1 names rank 20 of a 8-rank cluster" demo --fault crash:20@1
+[ ! -s "$tmp/out" ] || fail "demo --fault crash:20@1 printed before refusing: $(cat "$tmp/out")"
+# A build without NCCL says so, under mpirun or not (not "launch with mpirun").
+if [ "${HPREF_CLI_HAVE_NCCL:-}" = 0 ]; then
+  expect_usage "--backend nccl: this hpref was built without NCCL" demo --backend nccl
+fi
+echo "empty items and values, --batch with a subcommand, unused options, bad fault plans: refused"
 
 # --json: a usage error is one JSON object on stdout too (verify, demo, sim run, sim explore).
 mkdir -p "$tmp/logs"
@@ -57,6 +106,18 @@ expect_json_usage "--json excludes --codec" demo --json --codec
 expect_json_usage "--ranks: Value 0 not in range 1 to 64" sim run collectives --json --ranks 0
 expect_json_usage "hpref sim explore: unknown option '--bogus'" sim explore collectives --bogus --json
 expect_json_usage "--timeout-ms must be positive" demo --json --timeout-ms 0
+expect_json_usage "--trace-format chrome goes with --trace" sim run collectives --json --trace-format chrome
+expect_json_usage "--trace: the file name is empty" sim run collectives --json --trace ""
+# --json=V is read as CLI11 reads it after a parse: the last --json or --json=V decides.
+for v in true 1 yes on; do
+  expect_json_usage "--ranks: Value 0 not in range 1 to 64" sim run collectives --ranks 0 --json=$v
+done
+expect_json_usage "--steps: 'abc' is not an integer" demo --json=true --steps abc
+expect_json_usage "--ranks: Value 0 not in range 1 to 64" sim run collectives --json=no --json --ranks 0
+for v in false 0 no off; do
+  expect_usage "--ranks: Value 0 not in range 1 to 64" sim run collectives --ranks 0 --json --json=$v
+  [ ! -s "$tmp/out" ] || fail "sim run --json=$v: a usage error on stdout: $(cat "$tmp/out")"
+done
 "$hpref" verify --json --help > "$tmp/out" || fail "verify --json --help"
 grep -q "Usage" "$tmp/out" || fail "verify --json --help: $(cat "$tmp/out")"
 echo "--json usage errors: one JSON object"
@@ -74,6 +135,10 @@ expect_usage "--seed: '$big'" demo --seed $big
 expect_usage "--window: '$big'" demo --window $big
 expect_usage "--steps: '4294967296'" demo --steps 4294967296
 expect_usage "--max-output-bytes: '-1'" frame decode --max-output-bytes -1
+# 0..2^64-1 holds 2^64 seeds (one more than a uint64 holds): the count is not wrapped to 0.
+"$hpref" sim explore barrier --ranks 1 --seeds 0..18446744073709551615 | head -n 2 > "$tmp/out"
+grep -qxF "explored 25 of 18446744073709551616 seeds, all ok" "$tmp/out" \
+  || fail "sim explore --seeds 0..2^64-1: $(cat "$tmp/out")"
 # SPEC 1.4: a key class is "<module>.<Name>"; anything else is refused up front, even
 # with nothing to encode or decode.
 printf '[]' > "$tmp/empty.json"

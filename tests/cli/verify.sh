@@ -157,6 +157,12 @@ err "--seq 1 selects no all_to_all_v record"
 run 1 "$tmp/route" "${R[@]}" --group 0 --group 1 --seq 0
 run 2 "$tmp/ok" --routes window --boundaries $W --local-length 4 --window 3
 err "[invalid_argument]"; err "--row-bytes"
+run 2 "$tmp/ok" --routes window --boundaries $W --local-length 4 --window 3 --row-bytes -8
+err "--routes window needs --row-bytes (> 0, got -8)"
+run 2 "$tmp/ok" --routes prefix --boundaries $W --local-length -4 --ratio 0 --row-bytes 8
+err "--routes prefix needs --local-length (> 0, got -4) --ratio (1 or 2)"
+run 2 "$tmp/ok" --boundaries ""
+err "--boundaries: the boundary list is empty"
 run 2 "$tmp/ok" --routes window --boundaries 0,3,10,20 --local-length 4 --window 3 --row-bytes 8
 err "[route_boundaries]"; err "group 1 (4 members"
 run 2 "$tmp/ok" --window 3

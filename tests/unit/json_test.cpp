@@ -11,6 +11,8 @@
 #include "hpref/cli/frame.hpp"
 #include "hpref/cli/json_value.hpp"
 #include "hpref/detail/codec_paths.hpp"
+#include "hpref/inspect.hpp"
+#include "hpref/pickle.hpp"
 #include "test_util.hpp"
 
 using namespace hpref;
@@ -242,6 +244,27 @@ BOOST_AUTO_TEST_CASE(output_is_counted_and_capped) {
   BOOST_TEST(answer_line(R"({"op":"decode_segment","frame_hex":")" + hex + "\"}",
                          frame_request_handler(1000))["kind"]
                  .get<std::string>() == "output_limit");
+}
+
+// The inspect view's cap is exact too: a view of N bytes fits a cap of N, not N - 1
+// (mutation seed 4's inspect.mutant.90, the count started at 1, survived without this),
+// for a framed segment (its schema tree) and a legacy one (items printed by repr).
+BOOST_AUTO_TEST_CASE(inspect_output_is_capped_at_exactly_its_size) {
+  std::vector<Item> items;
+  items.emplace_back(SampleKey::make(3, 0).to_value(),
+                     Value::tuple({Value::string(std::string(300, 'y')), Value::integer(7)}));
+  // A legacy segment: the bare metadata pickle of (key, value) pairs, as the original wrote
+  // segments without binary leaves.
+  std::string legacy = write_pickle(Value::tuple(
+      {Value::tuple({SampleKey::make(4, 1).to_value(), Value::string(std::string(90, 'z'))})}));
+  std::vector<std::uint8_t> legacy_bytes(legacy.begin(), legacy.end());
+  BOOST_TEST((read_segment_header(legacy_bytes).kind == SegmentHeader::Kind::legacy));
+  for (const std::vector<std::uint8_t>& segment : {encode_segment(items), legacy_bytes}) {
+    std::string view = inspect_segment(segment);
+    BOOST_TEST(inspect_segment(segment, {}, view.size()) == view);
+    HPREF_CHECK_ERROR(inspect_segment(segment, {}, view.size() - 1), Errc::output_limit,
+                      std::to_string(view.size() - 1));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(refusals_carry_kind_and_batch_goes_on) {

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "hpref/cli/json_value.hpp"
+#include "hpref/cli/text_option.hpp"
 #include "hpref/codec.hpp"
 #include "hpref/error.hpp"
 #include "hpref/pickle.hpp"
@@ -386,6 +387,11 @@ Config configure_device(DemoArgs& a, int size) {
 int run_on_device(DemoArgs a, std::ostream& out) {
   scenarios::WorldOptions options;
   options.timeout_ms = a.timeout_ms;
+#ifndef HPREF_CLI_HAVE_NCCL
+  // A build without NCCL says so first, not "launch with mpirun" (check_world): opening
+  // the world it lacks is the harness's Error invalid_argument naming HPREF_WITH_NCCL.
+  if (a.backend == "nccl") scenarios::open_world("nccl", options);
+#endif
   auto host = scenarios::open_world("mpi", options);
   Communicator* comm = host->local()[0];
   std::ostringstream discard;
@@ -488,9 +494,7 @@ void add_demo_sim_options(CLI::App& demo, DemoArgs& a) {
                       "plan.hpb1 (the broadcast plan), then DIR/manifest.json once every rank "
                       "wrote every step. DIR is created; "
                       "under mpirun every rank writes its own files (a directory all ranks see)");
-  dump->type_name("DIR")->check([](const std::string& dir) {
-    return dir.empty() ? std::string("the directory name is empty") : std::string();
-  });
+  dump->type_name("DIR")->check(non_empty("directory name"));
   CLI::Option* codec = demo.add_flag(
       "--codec", a.codec,
       "Instead: the codec demonstration (encode, inspect, decode one segment); takes --seed "

@@ -19,6 +19,7 @@
 #include "hpref/cli/frame.hpp"
 #include "hpref/cli/integer_option.hpp"
 #include "hpref/cli/route.hpp"
+#include "hpref/cli/text_option.hpp"
 #include "hpref/cli/verify.hpp"
 #include "hpref/error.hpp"
 #include "hpref/version.hpp"
@@ -30,6 +31,7 @@ using hpref::Errc;
 using hpref::Error;
 namespace cli = hpref::cli;
 using hpref::cli::integer_of;
+using hpref::cli::non_empty;
 
 constexpr int kExitCheckFailed = 1;
 constexpr int kExitBadInput = 2;
@@ -72,10 +74,21 @@ std::string unknown_word(CLI::App& app, int argc, char** argv) {
 }
 
 // Whether a failed command line asked for --json from a command that promises JSON
-// whatever happens (`json_commands`): its usage error is then a JSON object too.
+// whatever happens (`json_commands`): its usage error is then a JSON object too. The last
+// --json or --json=V decides, V read as CLI11 reads a flag's value (true, false, 1, 0, yes,
+// no, on, off...), as the parsed flag would be; a V CLI11 refuses asks for nothing.
 bool json_requested(std::initializer_list<const CLI::App*> json_commands, int argc, char** argv) {
   bool asked = false;
-  for (int i = 1; i < argc; ++i) asked |= std::string_view(argv[i]) == "--json";
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg == "--json") {
+      asked = true;
+    } else if (arg.starts_with("--json=")) {
+      bool value = false;
+      asked = CLI::detail::lexical_cast(std::string(arg.substr(7)), value) && value;
+    }
+  }
   if (!asked) return false;
   for (const CLI::App* command : json_commands) {
     if (command->parsed()) return true;
@@ -127,6 +140,14 @@ void flush_stdout() {
     throw Error(Errc::io, "cannot write to stdout");
 }
 
+// Error io: "cannot open output file 'PATH': REASON" (`what` open or write), the reason
+// errno's when the stream's failure set one.
+Error output_error(const char* what, const std::string& path) {
+  int saved = errno;
+  return Error(Errc::io, std::string("cannot ") + what + " output file '" + path + "'" +
+                             (saved != 0 ? std::string(": ") + std::strerror(saved) : ""));
+}
+
 void write_output(const std::string& path, std::string_view data, bool binary) {
   if (path == "-") {
     if (binary && isatty(STDOUT_FILENO)) {
@@ -137,11 +158,12 @@ void write_output(const std::string& path, std::string_view data, bool binary) {
     flush_stdout();
     return;
   }
+  errno = 0;
   std::ofstream out(path, std::ios::binary);
-  if (!out) throw Error(Errc::io, "cannot open output file '" + path + "'");
+  if (!out) throw output_error("open", path);
   out.write(data.data(), static_cast<std::streamsize>(data.size()));
   out.close();
-  if (!out) throw Error(Errc::io, "cannot write output file '" + path + "'");
+  if (!out) throw output_error("write", path);
 }
 
 std::vector<std::uint8_t> segment_bytes(const std::string& text, bool hex) {
@@ -198,9 +220,35 @@ hpref::KeyClass frame_key_class(const FrameArgs& a, hpref::KeyClass base) {
   return base;
 }
 
+// "hpref sim: a subcommand (run, explore, list) is required", `alternative` (" or --batch")
+// before "is required": the usage error of `command` run without one of its subcommands.
+std::string subcommand_required(CLI::App& command, const std::string& alternative) {
+  std::string path = command.get_name();
+  for (const CLI::App* up = command.get_parent(); up != nullptr; up = up->get_parent())
+    path = (up->get_parent() == nullptr ? std::string("hpref") : up->get_name()) + " " + path;
+  if (command.get_parent() == nullptr) path = "hpref";
+  std::string names;
+  for (const CLI::App* sub : command.get_subcommands([](CLI::App*) { return true; }))
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  return path + ": a subcommand (" + names + ")" + alternative + " is required";
+}
+
+// `hpref frame` or `hpref route` alone: the usage error, then the command's help (exit 2).
+int missing_subcommand(CLI::App& command, const std::string& alternative) {
+  int code = report_error(Error(Errc::invalid_argument, subcommand_required(command, alternative)));
+  std::cerr << command.help();
+  return code;
+}
+
 // --batch reads its requests from stdin: a subcommand beside it (`frame --batch decode
-// FILE`) is refused, not ignored.
-void check_batch_alone(bool batch, CLI::App& command) {
+// FILE`) is refused, not ignored; so is --keep-going without --batch (it sets a batch's
+// exit code and would do nothing).
+void check_batch_alone(bool batch, bool keep_going, CLI::App& command) {
+  if (keep_going && !batch) {
+    throw Error(Errc::invalid_argument, "hpref " + command.get_name() +
+                                            " --keep-going goes with --batch (it sets the exit "
+                                            "code of a batch with refused lines)");
+  }
   if (!batch) return;
   for (CLI::App* sub : command.get_subcommands()) {
     throw Error(Errc::invalid_argument, "hpref " + command.get_name() + " --batch reads " +
@@ -229,7 +277,7 @@ void check_decode_output(std::span<const hpref::Item> items, std::uint64_t cap) 
 
 int run_frame(CLI::App& frame, CLI::App& encode, CLI::App& decode, CLI::App& inspect,
               const FrameArgs& a) {
-  check_batch_alone(a.batch, frame);
+  check_batch_alone(a.batch, a.keep_going, frame);
   if (a.batch)
     return run_batch_command(cli::frame_request_handler(a.max_output_bytes), a.keep_going);
   hpref::DecodeOptions dopts;
@@ -261,13 +309,14 @@ int run_frame(CLI::App& frame, CLI::App& encode, CLI::App& decode, CLI::App& ins
       flush_stdout();
       return 0;
     }
+    errno = 0;
     std::ofstream out(a.output, std::ios::binary);
-    if (!out) throw Error(Errc::io, "cannot open output file '" + a.output + "'");
+    if (!out) throw output_error("open", a.output);
     out << "{\"items\": ";
     cli::write_items_json(out, items);
     out << "}\n";
     out.close();
-    if (!out) throw Error(Errc::io, "cannot write output file '" + a.output + "'");
+    if (!out) throw output_error("write", a.output);
     return 0;
   }
   if (inspect.parsed()) {
@@ -276,8 +325,7 @@ int run_frame(CLI::App& frame, CLI::App& encode, CLI::App& decode, CLI::App& ins
     flush_stdout();
     return 0;
   }
-  std::cerr << frame.help();
-  return kExitBadInput;
+  return missing_subcommand(frame, " or --batch");
 }
 
 struct RouteArgs {
@@ -347,7 +395,8 @@ RouteCommands add_route_commands(CLI::App& app, RouteArgs& ra) {
                     "One interval per rank, start:end comma-separated, e.g. 0:7,5:10")
         ->required();
     sub->add_option("--owner-offsets", ra.owner_offsets,
-                    "P+1 owner offsets, comma-separated (default p * local_length)");
+                    "P+1 owner offsets, comma-separated (default p * local_length)")
+        ->check(non_empty("offset list"));
   }
   for (CLI::App* sub : {c.window, c.all_window}) {
     common(sub, sub == c.window);
@@ -361,7 +410,7 @@ RouteCommands add_route_commands(CLI::App& app, RouteArgs& ra) {
 }
 
 int run_route(const RouteCommands& c, const RouteArgs& ra) {
-  check_batch_alone(ra.batch, *c.route);
+  check_batch_alone(ra.batch, ra.keep_going, *c.route);
   if (ra.batch) return run_batch_command(cli::handle_route_request, ra.keep_going);
   auto boundaries = cli::parse_int_list(ra.boundaries, "--boundaries");
   auto intervals = cli::parse_interval_list(ra.intervals);
@@ -392,10 +441,8 @@ int run_route(const RouteCommands& c, const RouteArgs& ra) {
     route = hpref::sliding_window_route(boundaries, ra.local_length, ra.size, ra.rank, ra.window);
   else if (c.prefix->parsed())
     route = hpref::document_prefix_route(boundaries, ra.local_length, ra.size, ra.rank, ra.ratio);
-  else {
-    std::cerr << c.route->help();
-    return kExitBadInput;
-  }
+  else
+    return missing_subcommand(*c.route, " or --batch");
   if (ra.json) {
     std::cout << cli::dump_json(cli::route_to_json(route)) << "\n";
   } else {
@@ -438,15 +485,18 @@ int run_hpref(int argc, char** argv) {
   encode->add_option("-o,--output", fa.output, "Segment output file ('-' for stdout)");
   encode->add_flag("--hex", fa.hex, "Write the segment as lowercase hex text");
   auto* encode_key_class =
-      encode->add_option("--key-class", fa.key_class,
-                         "Write item keys as objects of this Python class (SPEC 1.4), e.g. "
-                         "hyper_parallel.distributed_data.schema.SampleKey: with the default "
-                         "fields, keys that are valid SampleKeys; with --key-fields, tuples of "
-                         "one value per field");
+      encode
+          ->add_option("--key-class", fa.key_class,
+                       "Write item keys as objects of this Python class (SPEC 1.4), e.g. "
+                       "hyper_parallel.distributed_data.schema.SampleKey: with the default "
+                       "fields, keys that are valid SampleKeys; with --key-fields, tuples of "
+                       "one value per field")
+          ->check(non_empty("class name"));
   encode
       ->add_option("--key-fields", fa.key_fields,
                    "The key class's fields in order, comma-separated (default "
                    "sample_id,position)")
+      ->check(non_empty("field list"))
       ->needs(encode_key_class);
   encode
       ->add_option("--key-state", fa.key_state,
@@ -464,10 +514,12 @@ int run_hpref(int argc, char** argv) {
                   "Refuse binary layouts the encoder would not write (SPEC 2.4)");
     sub->add_option("--key-class", fa.key_class,
                     "Python key class whose objects are read as keys, the tuple of their field "
-                    "values (SPEC 1.4); default hyper_parallel.distributed_data.schema.SampleKey");
+                    "values (SPEC 1.4); default hyper_parallel.distributed_data.schema.SampleKey")
+        ->check(non_empty("class name"));
     sub->add_option("--key-fields", fa.key_fields,
                     "The key class's fields in order, comma-separated (default "
-                    "sample_id,position)");
+                    "sample_id,position)")
+        ->check(non_empty("field list"));
     sub->add_option("--key-state", fa.key_state,
                     "How the key class pickles its state: dict (a dataclass) or values (a "
                     "frozen slots=True dataclass: the list of field values); default dict")
@@ -544,17 +596,22 @@ int run_hpref(int argc, char** argv) {
       }
       return 0;
     }
-    std::string unknown = unknown_word(app, argc, argv);
+    // Every usage error of the command line, CLI11's too, as the errors of a run: one
+    // "hpref: error [invalid_argument]: ..." line (a JSON object as well under --json).
+    std::string message = unknown_word(app, argc, argv);
+    if (message.empty()) message = e.what();
+    if (message == "A subcommand is required") {  // CLI11's, naming neither command nor choices
+      CLI::App* command = &app;
+      while (!command->get_subcommands().empty()) command = command->get_subcommands().front();
+      message = subcommand_required(*command, "");
+    }
+    Error usage(Errc::invalid_argument, message);
     if (json_requested(json_commands, argc, argv)) {
       cli::Json object = cli::Json::object();
-      Error usage(Errc::invalid_argument, unknown.empty() ? std::string(e.what()) : unknown);
       return cli::json_error(object, usage, std::cout);
     }
-    if (!unknown.empty()) {
-      std::cerr << unknown << "\nRun with --help for more information.\n";
-      return kExitBadInput;
-    }
-    app.exit(e);
+    report_error(usage);
+    std::cerr << "Run with --help for more information.\n";
     return kExitBadInput;
   }
   // --json commands answer even an unexpected failure with their JSON object.

@@ -65,6 +65,21 @@ std::string without_trailing_spaces(const std::string& table) {
   return out;
 }
 
+// Adds `n` to `total`, a sum of the send matrix (rows sent overlap: it is not bounded by a
+// shard); Error route_overflow naming `what` ("total", "row total of rank 2") and both terms
+// when the sum is beyond int64.
+void add_to_total(std::int64_t& total, std::int64_t n, const char* what, std::size_t rank) {
+  std::int64_t sum = 0;
+  if (__builtin_add_overflow(total, n, &sum)) {
+    std::string name = rank == static_cast<std::size_t>(-1)
+                           ? std::string(what)
+                           : std::string(what) + " of rank " + std::to_string(rank);
+    throw Error(Errc::route_overflow, "send-matrix " + name + " = " + std::to_string(total) +
+                                          " + " + std::to_string(n) + " is beyond int64");
+  }
+  total = sum;
+}
+
 }  // namespace
 
 Json route_to_json(const Route& r) {
@@ -145,10 +160,10 @@ std::string send_matrix_table(const std::vector<Route>& routes) {
     for (std::size_t p = 0; p < peers; ++p) {
       std::int64_t n = routes[r].input_splits[p];
       out << pad(r == p ? "." : std::to_string(n), width);
-      row += n;
-      column[p] += n;
+      add_to_total(row, n, "row total", r);
+      add_to_total(column[p], n, "column total", p);
     }
-    all += row;
+    add_to_total(all, row, "total", static_cast<std::size_t>(-1));
     out << pad(std::to_string(row), width) << "\n";
   }
   out << pad("total", 9);

@@ -11,8 +11,10 @@
 #include <iostream>
 #include <limits>
 #include <optional>
+#include <utility>
 
 #include "hpref/cli/integer_option.hpp"
+#include "hpref/cli/text_option.hpp"
 #include "hpref/error.hpp"
 #include "hpref/scenarios/harness.hpp"
 #include "hpref/sim/cluster.hpp"
@@ -124,6 +126,13 @@ std::pair<std::uint64_t, std::uint64_t> parse_seeds(const std::string& text) {
   return {a, b};
 }
 
+// How many seeds A..B holds, in decimal: 0..2^64-1 holds 2^64, one more than a uint64.
+std::string seed_count(std::uint64_t first, std::uint64_t last) {
+  std::uint64_t span = last - first;
+  return span == std::numeric_limits<std::uint64_t>::max() ? "18446744073709551616"
+                                                           : std::to_string(span + 1);
+}
+
 double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
       .count();
@@ -132,6 +141,10 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 int cmd_run(const SimArgs& a, Json& j) {
   const Scenario& s = scenarios::scenario_for(a.scenario, a.ranks);
   auto faults = faults_for(a.faults, a.seed, a.ranks);
+  // Opened before the run: a path that cannot be written is refused before anything runs,
+  // never after it in place of the run's own exit class.
+  std::optional<TraceFile> trace;
+  if (!a.trace_file.empty()) trace.emplace(a.trace_file);
   if (!a.json) {
     std::cout << "SEED=" << a.seed << "\n";
     std::cout << "scenario " << s.name << " on " << a.ranks << " simulated ranks: " << s.description
@@ -149,7 +162,7 @@ int cmd_run(const SimArgs& a, Json& j) {
               << " scheduling decisions, hash " << hex(r.trace_hash) << " ("
               << static_cast<long>(ms) << " ms)\n";
   }
-  if (!a.trace_file.empty()) write_trace(a.trace_file, r.trace, a.trace_format);
+  if (trace) trace->write(r.trace, a.trace_format);
   sim::Failure failure = r.failure();
   if (a.check_determinism) {
     sim::RunResult again = run_once(s, a, a.seed, faults);
@@ -161,7 +174,7 @@ int cmd_run(const SimArgs& a, Json& j) {
         std::cout << "DETERMINISM VIOLATION: the same seed gave hash " << hex(again.trace_hash)
                   << " on a second run\n";
       }
-      if (!a.trace_file.empty()) write_trace(a.trace_file + ".second", again.trace, a.trace_format);
+      if (trace) TraceFile(a.trace_file + ".second").write(again.trace, a.trace_format);
     } else if (!a.json) {
       std::cout << "determinism: a second run gave the same hash\n";
     }
@@ -186,6 +199,7 @@ int cmd_run(const SimArgs& a, Json& j) {
 int cmd_explore(const SimArgs& a, Json& j) {
   const Scenario& s = scenarios::scenario_for(a.scenario, a.ranks);
   auto [first, last] = parse_seeds(a.seeds);
+  faults_for(a.faults, first, a.ranks);  // refused before the first line
   if (!a.json)
     std::cout << "exploring " << s.name << " on " << a.ranks << " ranks, seeds " << first << ".."
               << last << "\n";
@@ -213,8 +227,13 @@ int cmd_explore(const SimArgs& a, Json& j) {
     }
     std::uint64_t done = seed - first + 1;
     if (!a.json && done % 25 == 0) {
-      std::cout << "explored " << done << " of " << (last - first + 1) << " seeds, all ok\n";
+      std::cout << "explored " << done << " of " << seed_count(first, last) << " seeds, all ok\n";
     }
+    // A stdout that cannot take the progress (a closed pipe with SIGPIPE ignored) ends
+    // the exploration, which would otherwise go on unseen, up to 2^64 seeds.
+    std::cout.flush();
+    if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0)
+      throw Error(Errc::io, "cannot write to stdout");
     if (seed == last) break;
   }
   if (!a.json) std::cout << "no failure in seeds " << first << ".." << last << "\n";
@@ -237,6 +256,30 @@ std::vector<sim::Fault> faults_for(const std::vector<std::string>& specs, std::u
   std::vector<sim::Fault> out;
   for (const std::string& spec : specs) {
     out.push_back(spec == "random" ? sim::Fault::drawn(seed, ranks) : sim::Fault::parse(spec));
+  }
+  // sim::Cluster::run's checks of the plan, in its words, before a command prints a line.
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const sim::Fault& f = out[i];
+    if (f.rank < 0 || f.rank >= ranks) {
+      throw Error(Errc::invalid_argument, "fault " + f.str() + " names rank " +
+                                              std::to_string(f.rank) + " of a " +
+                                              std::to_string(ranks) + "-rank cluster");
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      const sim::Fault& g = out[j];
+      using Kind = sim::Fault::Kind;
+      if (f.kind == Kind::crash && g.kind == Kind::crash && f.rank == g.rank) {
+        throw Error(Errc::invalid_argument, "faults " + g.str() + " and " + f.str() +
+                                                " both crash rank " + std::to_string(f.rank) +
+                                                ": a rank dies once");
+      }
+      if (f.kind == Kind::flip && g.kind == Kind::flip && f.rank == g.rank && f.at == g.at) {
+        throw Error(Errc::invalid_argument, "faults " + g.str() + " and " + f.str() +
+                                                " both flip what rank " + std::to_string(f.rank) +
+                                                " receives at its collective " +
+                                                std::to_string(f.at) + ": one flip per payload");
+      }
+    }
   }
   return out;
 }
@@ -325,31 +368,36 @@ int json_error(Json& object, const std::exception& e, std::ostream& out) {
   return code;
 }
 
-void write_trace(const std::string& path, const std::vector<std::string>& trace_lines,
-                 const std::string& format) {
+TraceFile::TraceFile(std::string path) : path_(std::move(path)) {
+  f_ = std::fopen(path_.c_str(), "w");
+  if (f_ == nullptr) fail("open");
+}
+
+TraceFile::~TraceFile() {
+  if (f_ != nullptr) std::fclose(f_);
+}
+
+void TraceFile::fail(const char* what) const {
+  throw Error(Errc::io, "cannot " + std::string(what) + " trace file '" + path_ +
+                            "': " + std::strerror(errno));
+}
+
+void TraceFile::write(const std::vector<std::string>& trace_lines, const std::string& format) {
   std::vector<std::string> chrome;
   if (format == "chrome") chrome.push_back(sim::chrome_trace(trace_lines));
   const std::vector<std::string>& lines = format == "chrome" ? chrome : trace_lines;
-  auto fail = [&path](const char* what) {
-    throw Error(Errc::io, "cannot " + std::string(what) + " trace file '" + path +
-                              "': " + std::strerror(errno));
-  };
-  std::FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr) fail("open");
-  for (const std::string& line : lines) {
-    if (std::fwrite(line.data(), 1, line.size(), f) != line.size() || std::fputc('\n', f) == EOF) {
-      int saved = errno;
-      std::fclose(f);
-      errno = saved;
-      fail("write");
-    }
-  }
-  if (std::fflush(f) != 0) {
+  std::FILE* f = std::exchange(f_, nullptr);  // closed below whatever happens
+  auto close_and_fail = [&](const char* what) {
     int saved = errno;
     std::fclose(f);
     errno = saved;
-    fail("write");
+    fail(what);
+  };
+  for (const std::string& line : lines) {
+    if (std::fwrite(line.data(), 1, line.size(), f) != line.size() || std::fputc('\n', f) == EOF)
+      close_and_fail("write");
   }
+  if (std::fflush(f) != 0) close_and_fail("write");
   if (std::fclose(f) != 0) fail("close");
 }
 
@@ -393,8 +441,10 @@ SimCommands add_sim_commands(CLI::App& app, SimArgs& a) {
   c.run->add_option("--seed", a.seed, "Seed of the schedule, the data and drawn faults")
       ->check(integer_of<std::uint64_t>())
       ->capture_default_str();
-  c.run->add_option("--trace", a.trace_file,
-                    "Write the trace (one line per operation) to this file; default none");
+  c.run
+      ->add_option("--trace", a.trace_file,
+                   "Write the trace (one line per operation) to this file; default none")
+      ->check(non_empty("file name"));
   c.run
       ->add_option(
           "--trace-format", a.trace_format,
@@ -423,6 +473,11 @@ int run_sim(const SimCommands& c, const SimArgs& a) {
   if (c.list->parsed()) return cmd_list();
   Json j;
   try {
+    if (c.run->parsed() && c.run->count("--trace-format") > 0 && c.run->count("--trace") == 0) {
+      throw Error(Errc::invalid_argument, "--trace-format " + a.trace_format +
+                                              " goes with --trace (it says how the trace file "
+                                              "is written)");
+    }
     return c.explore->parsed() ? cmd_explore(a, j) : cmd_run(a, j);
   } catch (const std::exception& e) {
     if (!a.json) throw;

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <cstdio>
 #include <exception>
 #include <iosfwd>
 #include <string>
@@ -78,11 +79,23 @@ int exit_code_for(const std::exception& e) noexcept;
 // "exit_code": exit_code_for(e), "error": {"kind", "message"}} on `out`, the error on
 // stderr too; returns the exit code.
 int json_error(Json& object, const std::exception& e, std::ostream& out);
-// Writes the trace lines to `path`; Error io naming the path and the reason when it cannot
-// be opened, written, flushed or closed (`--trace /dev/full`).
-// Writes the trace lines to `path`: one line each (format "text") or as Chrome trace-event
-// JSON (format "chrome", hpref/sim/chrome_trace.hpp). Error io naming the path.
-void write_trace(const std::string& path, const std::vector<std::string>& lines,
-                 const std::string& format = "text");
+// The --trace file, opened (created, emptied) when made, before the run, so that a path
+// that cannot be written is refused before anything runs; write() (once) writes the lines,
+// one line each (format "text") or as Chrome trace-event JSON (format "chrome",
+// hpref/sim/chrome_trace.hpp), and closes it. Error io naming the path and the reason when
+// it cannot be opened, written, flushed or closed (`--trace /dev/full`).
+class TraceFile {
+ public:
+  explicit TraceFile(std::string path);
+  ~TraceFile();
+  TraceFile(const TraceFile&) = delete;
+  TraceFile& operator=(const TraceFile&) = delete;
+  void write(const std::vector<std::string>& lines, const std::string& format = "text");
+
+ private:
+  [[noreturn]] void fail(const char* what) const;
+  std::string path_;
+  std::FILE* f_ = nullptr;
+};
 
 }  // namespace hpref::cli

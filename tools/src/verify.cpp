@@ -22,6 +22,7 @@
 #include "hpref/cli/integer_option.hpp"
 #include "hpref/cli/json_value.hpp"
 #include "hpref/cli/route.hpp"
+#include "hpref/cli/text_option.hpp"
 #include "hpref/communicator.hpp"
 #include "hpref/dtype.hpp"
 #include "hpref/error.hpp"
@@ -583,12 +584,15 @@ void check_route_options(const VerifyArgs& a) {
     }
     return;
   }
+  // An option given a value it cannot take is named with that value ("--row-bytes (> 0,
+  // got -8)"); 0 is also the value of an option not given.
+  auto got = [](std::int64_t v) { return v == 0 ? std::string() : ", got " + std::to_string(v); };
   std::string missing;
   if (a.boundaries.empty()) missing += " --boundaries";
-  if (a.local_length <= 0) missing += " --local-length (> 0)";
-  if (a.row_bytes <= 0) missing += " --row-bytes (> 0)";
-  if (a.routes == "window" && a.window <= 0) missing += " --window (> 0)";
-  if (a.routes == "prefix" && a.ratio <= 0) missing += " --ratio (1 or 2)";
+  if (a.local_length <= 0) missing += " --local-length (> 0" + got(a.local_length) + ")";
+  if (a.row_bytes <= 0) missing += " --row-bytes (> 0" + got(a.row_bytes) + ")";
+  if (a.routes == "window" && a.window <= 0) missing += " --window (> 0" + got(a.window) + ")";
+  if (a.routes == "prefix" && a.ratio <= 0) missing += " --ratio (1 or 2" + got(a.ratio) + ")";
   if (a.routes == "window" && a.ratio) missing += " (no --ratio: that is --routes prefix)";
   if (a.routes == "prefix" && a.window) missing += " (no --window: that is --routes window)";
   if (!missing.empty())
@@ -702,7 +706,8 @@ CLI::App* add_verify_command(CLI::App& app, VerifyArgs& a) {
   v->add_option("--boundaries", a.boundaries,
                 "With --routes: document boundaries, comma-separated, from 0 to local-length x "
                 "group size, e.g. "
-                "0,3,27,32");
+                "0,3,27,32")
+      ->check(non_empty("boundary list"));
   v->add_option("--local-length", a.local_length, "With --routes: rows each rank owns (L)")
       ->check(integer_of(a.local_length));
   v->add_option("--window", a.window, "With --routes window: the window length in rows")

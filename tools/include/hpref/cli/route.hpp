@@ -19,7 +19,8 @@ Json handle_route_request(const Json& request);
 // A human-readable table of one rank's route.
 std::string route_table(const Route& route, std::int64_t rank);
 
-// The P x P matrix of rows rank r sends to rank p, with row and column totals.
+// The P x P matrix of rows rank r sends to rank p, with row and column totals; Error
+// route_overflow when a total is beyond int64 (ranks send overlapping rows).
 std::string send_matrix_table(const std::vector<Route>& routes);
 
 // "0,5,10" -> {0, 5, 10}; "0:7,5:10" -> intervals. Error invalid_argument naming the text.
