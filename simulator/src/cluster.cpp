@@ -243,27 +243,16 @@ std::vector<std::string> leftover_segments(int creator) {
 
 int take_interrupt() noexcept { return g_kept_signal.exchange(0); }
 
-RunResult Cluster::run(int ranks, const Options& options, const RankFn& fn) {
-  if (ranks < 1 || ranks > detail::kMaxRanks) {
-    throw Error(Errc::invalid_argument, "a simulated cluster has 1 to " +
-                                            std::to_string(detail::kMaxRanks) + " ranks, got " +
-                                            std::to_string(ranks));
-  }
-  if (options.segment_bytes < kMinSegmentBytes || options.segment_bytes > kMaxSegmentBytes) {
-    throw Error(Errc::invalid_argument,
-                "Options::segment_bytes must be " + std::to_string(kMinSegmentBytes) + " to " +
-                    std::to_string(kMaxSegmentBytes) + " (1 MiB to 16 TiB), got " +
-                    std::to_string(options.segment_bytes));
-  }
-  for (std::size_t i = 0; i < options.faults.size(); ++i) {
-    const Fault& f = options.faults[i];
+void check_faults(std::span<const Fault> faults, int ranks) {
+  for (std::size_t i = 0; i < faults.size(); ++i) {
+    const Fault& f = faults[i];
     if (f.rank < 0 || f.rank >= ranks) {
       throw Error(Errc::invalid_argument, "fault " + f.str() + " names rank " +
                                               std::to_string(f.rank) + " of a " +
                                               std::to_string(ranks) + "-rank cluster");
     }
     for (std::size_t j = 0; j < i; ++j) {
-      const Fault& g = options.faults[j];
+      const Fault& g = faults[j];
       if (f.kind == Fault::Kind::crash && g.kind == Fault::Kind::crash && f.rank == g.rank) {
         // A rank dies once: the later fault could never fire (the last one in the list was
         // taken, and the other one reported as fired, until 2026-12-02).
@@ -282,6 +271,21 @@ RunResult Cluster::run(int ranks, const Options& options, const RankFn& fn) {
       }
     }
   }
+}
+
+RunResult Cluster::run(int ranks, const Options& options, const RankFn& fn) {
+  if (ranks < 1 || ranks > detail::kMaxRanks) {
+    throw Error(Errc::invalid_argument, "a simulated cluster has 1 to " +
+                                            std::to_string(detail::kMaxRanks) + " ranks, got " +
+                                            std::to_string(ranks));
+  }
+  if (options.segment_bytes < kMinSegmentBytes || options.segment_bytes > kMaxSegmentBytes) {
+    throw Error(Errc::invalid_argument,
+                "Options::segment_bytes must be " + std::to_string(kMinSegmentBytes) + " to " +
+                    std::to_string(kMaxSegmentBytes) + " (1 MiB to 16 TiB), got " +
+                    std::to_string(options.segment_bytes));
+  }
+  check_faults(options.faults, ranks);
   static std::atomic<unsigned> counter{0};
   std::string name = kPrefix + std::to_string(getpid()) + "-" + std::to_string(counter++);
   bip::shared_memory_object::remove(name.c_str());

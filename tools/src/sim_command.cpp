@@ -257,30 +257,7 @@ std::vector<sim::Fault> faults_for(const std::vector<std::string>& specs, std::u
   for (const std::string& spec : specs) {
     out.push_back(spec == "random" ? sim::Fault::drawn(seed, ranks) : sim::Fault::parse(spec));
   }
-  // sim::Cluster::run's checks of the plan, in its words, before a command prints a line.
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    const sim::Fault& f = out[i];
-    if (f.rank < 0 || f.rank >= ranks) {
-      throw Error(Errc::invalid_argument, "fault " + f.str() + " names rank " +
-                                              std::to_string(f.rank) + " of a " +
-                                              std::to_string(ranks) + "-rank cluster");
-    }
-    for (std::size_t j = 0; j < i; ++j) {
-      const sim::Fault& g = out[j];
-      using Kind = sim::Fault::Kind;
-      if (f.kind == Kind::crash && g.kind == Kind::crash && f.rank == g.rank) {
-        throw Error(Errc::invalid_argument, "faults " + g.str() + " and " + f.str() +
-                                                " both crash rank " + std::to_string(f.rank) +
-                                                ": a rank dies once");
-      }
-      if (f.kind == Kind::flip && g.kind == Kind::flip && f.rank == g.rank && f.at == g.at) {
-        throw Error(Errc::invalid_argument, "faults " + g.str() + " and " + f.str() +
-                                                " both flip what rank " + std::to_string(f.rank) +
-                                                " receives at its collective " +
-                                                std::to_string(f.at) + ": one flip per payload");
-      }
-    }
-  }
+  sim::check_faults(out, ranks);  // Cluster::run's own check, before a command prints a line
   return out;
 }
 

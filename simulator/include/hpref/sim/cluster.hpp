@@ -68,6 +68,11 @@ struct Options {
   bool keep_interrupt = false;
 };
 
+// Error invalid_argument naming the fault(s): a fault of a rank outside 0..ranks-1, two
+// crashes of one rank, or two flips of one payload (same rank and operation). Cluster::run
+// calls it; a command can call it first, before it prints anything.
+void check_faults(std::span<const Fault> faults, int ranks);
+
 // The signal a run() with Options::keep_interrupt kept (see there), 0 if none; cleared.
 int take_interrupt() noexcept;
 
