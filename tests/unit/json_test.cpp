@@ -265,6 +265,11 @@ BOOST_AUTO_TEST_CASE(inspect_output_is_capped_at_exactly_its_size) {
     HPREF_CHECK_ERROR(inspect_segment(segment, {}, view.size() - 1), Errc::output_limit,
                       std::to_string(view.size() - 1));
   }
+  // The legacy view's text (mutation seed 4's inspect.mutant.999 dropped its " bytes, ").
+  std::string view = inspect_segment(legacy_bytes);
+  std::string head = "segment: legacy metadata pickle, " + std::to_string(legacy_bytes.size()) +
+                     " bytes, 1 items (no binary leaves)\nitem 0 key (4, 1)\n  value 'zzz";
+  BOOST_TEST(view.substr(0, head.size()) == head);
 }
 
 BOOST_AUTO_TEST_CASE(refusals_carry_kind_and_batch_goes_on) {
