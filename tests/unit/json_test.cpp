@@ -374,4 +374,29 @@ BOOST_AUTO_TEST_CASE(original_frames_take_the_decoders_fast_path_issue_15) {
   BOOST_TEST(framed >= 10);
 }
 
+// The same for a segment of the original's with more than 256 memoized strs before its
+// tensors, so that its repeated tensor tag comes back by LONG_BINGET (tests/data/
+// original_long_binget.hex: seed_transport._encode_payload_segment of one item (7, 0) ->
+// {"k000": "v000", ..., "k299": "v299", "t1": float32[3], "t2": float32[2], "t3": int64[2, 2],
+// "t4": int64[1]}, PyPI torch 2.13; 3 LONG_BINGETs). (CPython memoizes by identity and the
+// original makes each dtype name anew, so its dtype names are never fetched from the memo:
+// mutation seed 4's codec_fast.mutant.7360, on that path, is out of reach of its segments.)
+BOOST_AUTO_TEST_CASE(original_long_binget_segment_takes_the_fast_path_issue_15) {
+  std::ifstream in(data_path("data/original_long_binget.hex"));
+  BOOST_REQUIRE(in.good());
+  std::string text;
+  in >> text;
+  SharedBytes segment = SharedBytes::copy_of(test::unhex(text));
+  BOOST_REQUIRE(segment.size() == 6302u);
+  DecodeOptions options;
+  auto fast = detail::decode_segment_fast(segment, options);
+  BOOST_REQUIRE(fast.has_value());
+  auto general = detail::decode_segment_general(segment, options);
+  BOOST_REQUIRE(fast->size() == 1u);
+  BOOST_REQUIRE(general.size() == 1u);
+  BOOST_TEST(((*fast)[0].first == general[0].first));
+  BOOST_TEST(((*fast)[0].second == general[0].second));
+  BOOST_TEST((*fast)[0].second.entries().size() == 304u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
