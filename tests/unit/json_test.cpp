@@ -339,6 +339,22 @@ BOOST_AUTO_TEST_CASE(original_implementation_examples) {
   BOOST_TEST(cases == 36);
 }
 
+// The items the decoder's fast path returns for `segment`, checked: it takes the segment,
+// and its items are the general decoder's (empty when it declined).
+std::vector<Item> fast_path_items(const SharedBytes& segment) {
+  DecodeOptions options;
+  auto fast = detail::decode_segment_fast(segment, options);
+  BOOST_TEST(fast.has_value());
+  if (!fast) return {};
+  auto general = detail::decode_segment_general(segment, options);
+  BOOST_TEST(fast->size() == general.size());
+  for (std::size_t i = 0; i < std::min(fast->size(), general.size()); ++i) {
+    BOOST_TEST(((*fast)[i].first == general[i].first));
+    BOOST_TEST(((*fast)[i].second == general[i].second));
+  }
+  return std::move(*fast);
+}
+
 // The original's framed segments (CPython's pickler: every str memoized, so a repeated
 // schema tag is a BINGET) are the decoder's fast path's to take, not only our writer's
 // (issue 15): each one the original wrote decodes there, to the general decoder's items.
@@ -357,18 +373,7 @@ BOOST_AUTO_TEST_CASE(original_frames_take_the_decoders_fast_path_issue_15) {
     if (bytes.size() < 4 || std::memcmp(bytes.data(), "HPB1", 4) != 0) continue;
     ++framed;
     BOOST_TEST_CONTEXT("framed segment " << framed) {
-      SharedBytes segment = SharedBytes::copy_of(bytes);
-      DecodeOptions options;
-      auto fast = detail::decode_segment_fast(segment, options);
-      BOOST_TEST(fast.has_value());
-      if (fast) {
-        auto general = detail::decode_segment_general(segment, options);
-        BOOST_TEST(fast->size() == general.size());
-        for (std::size_t i = 0; i < std::min(fast->size(), general.size()); ++i) {
-          BOOST_TEST(((*fast)[i].first == general[i].first));
-          BOOST_TEST(((*fast)[i].second == general[i].second));
-        }
-      }
+      fast_path_items(SharedBytes::copy_of(bytes));
     }
   }
   BOOST_TEST(framed >= 10);
@@ -388,15 +393,9 @@ BOOST_AUTO_TEST_CASE(original_long_binget_segment_takes_the_fast_path_issue_15) 
   in >> text;
   SharedBytes segment = SharedBytes::copy_of(test::unhex(text));
   BOOST_REQUIRE(segment.size() == 6302u);
-  DecodeOptions options;
-  auto fast = detail::decode_segment_fast(segment, options);
-  BOOST_REQUIRE(fast.has_value());
-  auto general = detail::decode_segment_general(segment, options);
-  BOOST_REQUIRE(fast->size() == 1u);
-  BOOST_REQUIRE(general.size() == 1u);
-  BOOST_TEST(((*fast)[0].first == general[0].first));
-  BOOST_TEST(((*fast)[0].second == general[0].second));
-  BOOST_TEST((*fast)[0].second.entries().size() == 304u);
+  std::vector<Item> items = fast_path_items(segment);
+  BOOST_REQUIRE(items.size() == 1u);
+  BOOST_TEST(items[0].second.entries().size() == 304u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
