@@ -634,6 +634,10 @@ def batch_header_seeds():
             seeds.append(two + br_ints(header) + bytes([shift]))
     seeds.append(bytes([2]) + tokens + tokens + br_ints([1, 1, 1]) + bytes([4]))  # repeated name
     seeds.append(bytes([1, 0, 0, 0, 1, 6]) + br_ints([1, 3]) + bytes([5]))          # negative fixed dim
+    # A rank-0 int64 field is one 8-byte element: refused under max 4 (batch_size_limit),
+    # accepted under max 8 (the oracle once skipped the size check when no dim was looped).
+    for shift in (2, 3):
+        seeds.append(bytes([1, 0, 7, 0, 0]) + br_ints([1]) + bytes([shift]))
     return seeds
 
 
@@ -686,10 +690,25 @@ def flood_legacy_segment():
 STACK_PUSHES = b"}" * (3 << 20) + b"."
 
 
+# Memo sharing: a framed segment of 269 bytes whose one value is ("__hp_tuple__", (n, n))
+# nested 20 deep over one empty __hp_bytes__ leaf, 2^20 logical leaves. The target's
+# leaf-range check once copied every leaf into a vector, past its RssBound; it now walks them
+# in place, and only for values small_enough() for the round trip.
+def memo_doubled_leaves(levels=20):
+    p = bytearray(b"\x80\x04")
+    p += short_unicode("__hp_tuple__") + b"\x94"                              # memo 0
+    p += short_unicode("__hp_bytes__") + b"K\x00K\x00\x87\x94" + b"00"      # memo 1, popped
+    for level in range(levels):                                              # memo 2 + level
+        below = 1 + level
+        p += b"h\x00h" + bytes([below]) + b"h" + bytes([below]) + b"\x86\x86\x94" + b"0"
+    p += b"](" + short_unicode("k") + b"h" + bytes([1 + levels]) + b"\x86e."
+    return b"HPB1" + struct.pack(">QQ", len(p), 0) + bytes(p)
+
+
 def regression_inputs():
     return {
         "pickle_read": [flood_dict_pickle(), STACK_PUSHES],
-        "segment_decode": [flood_mapping_frame(), STACK_PUSHES],
+        "segment_decode": [flood_mapping_frame(), STACK_PUSHES, memo_doubled_leaves()],
         # One split: flag 0x80 gives it the whole buffer; merging checks the keys.
         "received_merge": [bytes([0x81, 0, 0]) + flood_legacy_segment()],
     }

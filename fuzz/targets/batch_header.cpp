@@ -49,7 +49,7 @@ bool fits(const FieldSpec& field, const std::vector<std::string>& symbols,
     if (__builtin_mul_overflow(bytes, static_cast<std::uint64_t>(d), &bytes)) return false;
     if (bytes > max_bytes) return false;
   }
-  return true;
+  return bytes <= max_bytes;  // a rank-0 field is one element: the loop never ran
 }
 
 // What shapes() must refuse with (SPEC 6.3), or nullopt when it must accept.

@@ -8,13 +8,16 @@
 // (decode each segment in order, compare each key pairwise with key_equal against those
 // before it) says whether the merge must succeed or which kind it must refuse with (the
 // first failing segment's decode error, or duplicate_payload_key), and merge_received
-// agrees (pickle_node_limit, its key-work budget, only when the keys' work passes it); a
+// agrees (pickle_node_limit exactly at the first key that takes the keys' work past the
+// merge's budget, the node limit plus the buffer size, SPEC 2.4); a
 // merge that succeeds equals decoding each segment alone and concatenating, and merging
 // the re-encoded segments gives the same items back.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "fuzz_check.hpp"
@@ -28,25 +31,27 @@ namespace {
 
 constexpr std::size_t kMaxSplits = 8;
 constexpr std::uint8_t kLastTakesRest = 0x80;
-// Keys the model compares pairwise; past this it stops looking for duplicates (the
-// comparisons grow as the square) and only bounds the merge's outcome.
+// Keys the model compares pairwise, and the work (key_work_units of the smaller key per
+// comparison) it spends on them; past either it stops looking for duplicates (the
+// comparisons grow as the square: 200 memo-doubled tuple keys once took 20 s) and only
+// bounds the merge's outcome.
 constexpr std::size_t kModelKeys = 1024;
+constexpr std::uint64_t kModelCompareUnits = std::uint64_t{1} << 22;
 
 // SPEC 2.5 written out without merge_received's KeySet (whose hashing a key-equality bug,
 // 1 vs 1.0 or 0.0 vs -0.0, would share): segments decoded in rank order, each key compared
 // with key_equal against every key before it. `splits` must sum to the buffer.
 struct MergeModel {
   std::optional<Errc> refusal;  // the first error in merge order; none: the merge succeeds
-  bool complete = true;         // false: over kModelKeys keys, duplicates not searched further
-  bool over_budget = false;     // the keys up to `refusal` (or all) pass the merge's key-work
-                                // budget (node limit + buffer size), so pickle_node_limit may
-                                // come first
+  bool complete = true;         // false: past kModelKeys keys or kModelCompareUnits of comparing,
+                                // duplicates not searched further
   std::vector<std::vector<Item>> per_rank;  // each segment's items, up to `refusal`
 };
 
 MergeModel model_merge(const SharedBytes& received, std::span<const std::uint64_t> splits) {
   MergeModel model;
-  std::vector<Value> seen;
+  std::vector<std::pair<Value, std::uint64_t>> seen;  // each key with its work units
+  std::uint64_t compared = 0;
   const std::uint64_t budget = DecodeOptions{}.pickle.limits.max_nodes + received.size();
   std::uint64_t work = 0;
   std::size_t cursor = 0;
@@ -60,21 +65,28 @@ MergeModel model_merge(const SharedBytes& received, std::span<const std::uint64_
       return model;
     }
     for (const Item& item : *items.value) {
-      if (__builtin_add_overflow(work, key_work_units(item.first), &work) || work > budget) {
-        model.over_budget = true;
+      // The merge streams: each key's work is counted before it is looked up.
+      const std::uint64_t units = key_work_units(item.first);
+      if (units > budget - work) {
+        model.refusal = Errc::pickle_node_limit;
+        return model;
       }
+      work += units;
       if (!model.complete) continue;
-      if (seen.size() == kModelKeys) {
+      std::uint64_t cost = 0;
+      for (const auto& [key, key_units] : seen) cost += std::min(key_units, units);
+      if (seen.size() == kModelKeys || cost > kModelCompareUnits - compared) {
         model.complete = false;
         continue;
       }
-      for (const Value& key : seen) {
+      compared += cost;
+      for (const auto& [key, key_units] : seen) {
         if (key_equal(key, item.first)) {
           model.refusal = Errc::duplicate_payload_key;
           return model;
         }
       }
-      seen.push_back(item.first);
+      seen.emplace_back(item.first, units);
     }
     model.per_rank.push_back(std::move(*items.value));
   }
@@ -84,20 +96,19 @@ MergeModel model_merge(const SharedBytes& received, std::span<const std::uint64_
 // merge_received's outcome on a buffer whose splits sum to it, held to the model.
 void check_against_model(const MergeModel& model, const Outcome<std::vector<Item>>& merged) {
   if (merged) {
-    // (Past kModelKeys the keys after the first kModelKeys go unchecked.)
+    // (Once incomplete, the later keys go unchecked for duplicates.)
     HPREF_FUZZ_REQUIRE(!model.refusal, "merge_received accepted what the model refuses with " +
                                            kind_text(model.refusal));
     return;
   }
   Errc got = *merged.error;
-  if (got == Errc::pickle_node_limit && model.over_budget) return;
   if (model.complete) {
     HPREF_FUZZ_REQUIRE(model.refusal && got == *model.refusal,
                        "merge_received refused with " + kind_text(merged.error) +
                            ", the model says " +
                            (model.refusal ? kind_text(model.refusal) : std::string("succeed")));
   } else {
-    // Past kModelKeys a duplicate may come before the model's refusal, or stand alone.
+    // Once incomplete, a duplicate may come before the model's refusal, or stand alone.
     HPREF_FUZZ_REQUIRE(
         got == Errc::duplicate_payload_key || (model.refusal && got == *model.refusal),
         "merge_received refused with " + kind_text(merged.error) +
