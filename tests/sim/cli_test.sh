@@ -60,6 +60,21 @@ out=$("$hpref" sim run nosuch --ranks 2 --json 2> /dev/null); rc=$?
 "$hpref" sim run collectives --ranks 3 --seed 4 --trace "$tmp/trace" > "$tmp/run" || fail "--trace run"
 lines_said=$(sed -n 's/^trace: \([0-9]*\) lines.*/\1/p' "$tmp/run")
 [ -n "$lines_said" ] && [ "$(wc -l < "$tmp/trace")" -eq "$lines_said" ] || fail "the trace file is not complete"
+# An existing file is replaced only by a finished trace (written beside it, then renamed),
+# keeps a plain file's mode, and no temporary file is left.
+"$hpref" sim run collectives --ranks 3 --seed 4 --trace "$tmp/trace" > /dev/null || fail "--trace rerun"
+[ "$(wc -l < "$tmp/trace")" -eq "$lines_said" ] || fail "a rerun's trace file is not complete"
+[ "$(stat -c %a "$tmp/trace")" = "$(umask_mode=$(umask); printf '%o' $((0666 & ~umask_mode)))" ] ||
+  fail "the trace file's mode is $(stat -c %a "$tmp/trace")"
+[ -z "$(ls "$tmp" | grep '^trace\.')" ] || fail "--trace left $(ls "$tmp" | grep '^trace\.')"
+# A run refused after the trace file is made (no room to map the simulator's segment under
+# this address-space limit) leaves the existing file as it was.
+cp "$tmp/trace" "$tmp/trace.kept"
+(ulimit -v 400000; "$hpref" sim run collectives --ranks 2 --trace "$tmp/trace" > /dev/null 2> "$tmp/err"); rc=$?
+[ $rc -eq 2 ] && grep -q "error \[comm_resource\]" "$tmp/err" || fail "a run under ulimit -v exited $rc: $(cat "$tmp/err")"
+cmp -s "$tmp/trace" "$tmp/trace.kept" || fail "a refused run changed the existing trace file"
+rm "$tmp/trace.kept"
+[ -z "$(ls "$tmp" | grep '^trace\.')" ] || fail "a refused run left $(ls "$tmp" | grep '^trace\.')"
 for bad in /dev/full "$tmp/no/such/dir/trace"; do
   "$hpref" sim run collectives --ranks 2 --trace "$bad" > /dev/null 2> "$tmp/err"; rc=$?
   [ $rc -eq 2 ] || fail "--trace $bad exited $rc"

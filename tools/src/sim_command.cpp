@@ -13,6 +13,9 @@
 #include <optional>
 #include <utility>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "hpref/cli/integer_option.hpp"
 #include "hpref/cli/text_option.hpp"
 #include "hpref/error.hpp"
@@ -141,8 +144,9 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 int cmd_run(const SimArgs& a, Json& j) {
   const Scenario& s = scenarios::scenario_for(a.scenario, a.ranks);
   auto faults = faults_for(a.faults, a.seed, a.ranks);
-  // Opened before the run: a path that cannot be written is refused before anything runs,
-  // never after it in place of the run's own exit class.
+  // Made before the run: a path that cannot be written is refused before anything runs,
+  // never after it in place of the run's own exit class; the file is replaced only by a
+  // finished trace.
   std::optional<TraceFile> trace;
   if (!a.trace_file.empty()) trace.emplace(a.trace_file);
   if (!a.json) {
@@ -346,12 +350,30 @@ int json_error(Json& object, const std::exception& e, std::ostream& out) {
 }
 
 TraceFile::TraceFile(std::string path) : path_(std::move(path)) {
-  f_ = std::fopen(path_.c_str(), "w");
-  if (f_ == nullptr) fail("open");
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    // A device or pipe (/dev/stdout, /dev/full, a FIFO): written in place, never replaced.
+    f_ = std::fopen(path_.c_str(), "w");
+    if (f_ == nullptr) fail("open");
+    return;
+  }
+  std::string name = path_ + ".XXXXXX";
+  int fd = ::mkstemp(name.data());
+  if (fd < 0) fail("open");  // its directory is what refuses
+  temp_ = std::move(name);
+  f_ = ::fdopen(fd, "w");
+  if (f_ == nullptr) {
+    int saved = errno;
+    ::close(fd);
+    ::unlink(temp_.c_str());
+    errno = saved;
+    fail("open");
+  }
 }
 
 TraceFile::~TraceFile() {
   if (f_ != nullptr) std::fclose(f_);
+  if (!temp_.empty()) ::unlink(temp_.c_str());
 }
 
 void TraceFile::fail(const char* what) const {
@@ -376,6 +398,13 @@ void TraceFile::write(const std::vector<std::string>& trace_lines, const std::st
   }
   if (std::fflush(f) != 0) close_and_fail("write");
   if (std::fclose(f) != 0) fail("close");
+  if (temp_.empty()) return;  // written in place
+  // mkstemp made it 0600; a trace is as readable as any file the user writes.
+  mode_t mask = ::umask(0);
+  ::umask(mask);
+  if (::chmod(temp_.c_str(), 0666 & ~mask) != 0) fail("set the mode of");
+  if (std::rename(temp_.c_str(), path_.c_str()) != 0) fail("rename the temporary file onto");
+  temp_.clear();
 }
 
 SimCommands add_sim_commands(CLI::App& app, SimArgs& a) {
@@ -420,7 +449,8 @@ SimCommands add_sim_commands(CLI::App& app, SimArgs& a) {
       ->capture_default_str();
   c.run
       ->add_option("--trace", a.trace_file,
-                   "Write the trace (one line per operation) to this file; default none")
+                   "Write the trace (one line per operation) to this file, replacing it only once "
+                   "the run has finished; default none")
       ->check(non_empty("file name"));
   c.run
       ->add_option(

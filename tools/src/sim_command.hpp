@@ -79,11 +79,15 @@ int exit_code_for(const std::exception& e) noexcept;
 // "exit_code": exit_code_for(e), "error": {"kind", "message"}} on `out`, the error on
 // stderr too; returns the exit code.
 int json_error(Json& object, const std::exception& e, std::ostream& out);
-// The --trace file, opened (created, emptied) when made, before the run, so that a path
-// that cannot be written is refused before anything runs; write() (once) writes the lines,
-// one line each (format "text") or as Chrome trace-event JSON (format "chrome",
-// hpref/sim/chrome_trace.hpp), and closes it. Error io naming the path and the reason when
-// it cannot be opened, written, flushed or closed (`--trace /dev/full`).
+// The --trace file. Made before the run: a temporary file beside `path` (path.XXXXXX) is
+// created then, so that a directory that cannot be written is refused before anything
+// runs; write() (once) writes the lines, one line each (format "text") or as Chrome
+// trace-event JSON (format "chrome", hpref/sim/chrome_trace.hpp), closes it and renames it
+// onto `path`. A run that is refused or fails before write() leaves `path` as it was (the
+// destructor removes the temporary file; a process killed by a signal leaves it). A path that
+// exists and is not a regular file (a device, a pipe) is opened and written in place instead. Error
+// io naming the path and the reason when it cannot be created, written, flushed, closed or renamed
+// (`--trace /dev/full`).
 class TraceFile {
  public:
   explicit TraceFile(std::string path);
@@ -95,6 +99,7 @@ class TraceFile {
  private:
   [[noreturn]] void fail(const char* what) const;
   std::string path_;
+  std::string temp_;  // the file written; empty once renamed onto path_
   std::FILE* f_ = nullptr;
 };
 
