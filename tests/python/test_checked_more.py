@@ -245,6 +245,9 @@ def test_a_written_tensor_whose_elements_share_memory_is_refused_at_launch(one):
 
 # ---- forked ranks over real gloo ------------------------------------------------------------------
 
+LEAVE_WAIT_S = 30.0
+
+
 def _rank_main(rank, world, tmp, fn, args, env):
     os.environ.update(env, GLOO_SOCKET_IFNAME="lo")
     torch.set_num_threads(1)
@@ -257,6 +260,14 @@ def _rank_main(rank, world, tmp, fn, args, env):
     path = os.path.join(tmp, f"rank{rank}.pt")
     torch.save(out, path + ".part")
     os.replace(path + ".part", path)
+    # Leave together (outside gloo's sockets): a rank that exits while a peer still reads its
+    # connection can fail that peer with "Connection closed by peer" (pytorch/gloo#155; CI
+    # saw it under load when rank 2 left _local_synchronization right after init). Bounded,
+    # so a hung peer (killed by forked_results) does not hold the others past LEAVE_WAIT_S.
+    deadline = time.monotonic() + LEAVE_WAIT_S
+    while time.monotonic() < deadline and not all(
+            os.path.exists(os.path.join(tmp, f"rank{r}.pt")) for r in range(world)):
+        time.sleep(0.01)
     os._exit(0)  # a rank whose peers failed must not wait in gloo's teardown
 
 
