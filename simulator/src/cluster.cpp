@@ -130,6 +130,7 @@ class Session {
   }
   detail::RankComm comm(control, base, rank, size, options.world_backend,
                         detail::FaultPlan::crash_call(options.faults, rank));
+  comm.on_reporting = options.on_reporting;
   comm.on_reported = options.on_reported;
   using detail::Finish;
   try {

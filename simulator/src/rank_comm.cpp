@@ -358,6 +358,7 @@ void RankComm::finish(Finish how, Errc code, const std::string& text) {
 #ifdef HPREF_GCOV_DUMP
   __gcov_dump();  // while holding the baton: the monitor waits, the run is unchanged
 #endif
+  if (on_reporting) on_reporting(rank_);
   sem_post(&control_->wake);
   if (on_reported) on_reported(rank_);
   _exit(0);

@@ -36,7 +36,8 @@ class RankComm final : public Communicator {
   // Reports the rank function's outcome to the monitor and ends the process.
   // `text`: the returned value, or the error's message; `code`: Finish::error's kind.
   [[noreturn]] void finish(Finish how, Errc code, const std::string& text);
-  // Options::on_reported, called by finish() after the report.
+  // Options::on_reporting and on_reported, called by finish() before and after the report.
+  std::function<void(int rank)> on_reporting;
   std::function<void(int rank)> on_reported;
 
   struct Launch;

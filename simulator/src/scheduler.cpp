@@ -149,7 +149,16 @@ bool Scheduler::await_wake(int r) {
     if (errno != ETIMEDOUT && errno != EINTR) throw Error(Errc::internal, "sem_clockwait failed");
     if (options_.on_turn_tick) options_.on_turn_tick(r);
     now_ns_ = clock_ns();
-    if (reap(r)) return drop_stale_wake();
+    int status = 0;
+    if (waitpid(ranks_[r].pid, &status, WNOHANG) == ranks_[r].pid) {
+      // Gone since the wait timed out. Its last act may have been its report (finish()
+      // posts finish_staged, then exits at once: a slow staging, or a coverage dump, spans a
+      // tick): the outcome is whole, so it is served as on any other turn (on_finish_staged
+      // finds the rank collected). Any other request of a dead rank is dropped.
+      if (sem_trywait(&control_->wake) == 0 && slot(r).req == Req::finish_staged) return true;
+      gone(r, how_died(status));
+      return drop_stale_wake();
+    }
     reap_others(r);
     reaped_ns_ = now_ns_;
     if (now_ns_ - start > std::int64_t{options_.turn_timeout_ms} * 1000 * 1000) {

@@ -55,9 +55,12 @@ struct Options {
   std::function<void(std::span<const int> pids)> on_started;
   // Test hooks for windows a test cannot reach otherwise. on_turn_tick: called in the
   // monitor each time it has waited another 20 ms for the rank holding the baton (whose
-  // rank it is given), before it looks whether that rank died. on_reported: called in a
-  // rank's process once it has reported its outcome to the monitor, just before it exits.
+  // rank it is given), before it looks whether that rank died. on_reporting: called in a
+  // rank's process once its outcome is staged, just before it reports it to the monitor.
+  // on_reported: called in a rank's process once it has reported its outcome to the
+  // monitor, just before it exits.
   std::function<void(int rank)> on_turn_tick;
+  std::function<void(int rank)> on_reporting;
   std::function<void(int rank)> on_reported;
   // A SIGINT or SIGTERM during run() kills the ranks and restores the caller's handlers.
   // false: the signal is then raised again at once, so the caller's handler (or the default
