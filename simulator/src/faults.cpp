@@ -66,7 +66,7 @@ Fault Fault::drawn(std::uint64_t seed, int ranks) {
   Fault f;
   f.kind = static_cast<Kind>(rng.next() % 3);
   f.rank = static_cast<int>(rng.next() % static_cast<std::uint64_t>(std::max(ranks, 1)));
-  f.at = 1 + rng.next() % 8;
+  f.at = 1 + rng.next() % kDrawnAtMost;
   return f;
 }
 

@@ -79,6 +79,18 @@ expect_usage "faults crash:1@1 and crash:1@2 both crash rank 1: a rank dies once
 expect_usage "fault crash:9@1 names rank 9 of a 4-rank cluster" sim explore collectives --fault crash:9@1
 [ ! -s "$tmp/out" ] || fail "sim explore --fault crash:9@1 printed before refusing: $(cat "$tmp/out")"
 expect_usage "fault crash:20@1 names rank 20 of a 8-rank cluster" demo --fault crash:20@1
+# --fault random draws one fault from the seed: given twice it is refused (every command);
+# sim explore refuses it beside a fault that some seed's draw could not join, before any
+# seed runs (it was found only at that seed, after the lines before it).
+for cmd in "sim run collectives" "sim explore collectives" "demo"; do
+  expect_usage "--fault random is given 2 times: each draws the same fault from the seed" \
+    $cmd --fault random --fault random
+done
+expect_usage "--fault random with crash:1@2: some seeds draw a fault that cannot join it (a crash of rank 1: a rank dies once)" \
+  sim explore collectives --ranks 3 --seeds 1..50 --fault random --fault crash:1@2
+[ ! -s "$tmp/out" ] || fail "sim explore --fault random --fault crash:1@2 printed before refusing: $(cat "$tmp/out")"
+expect_usage "--fault random with flip:0@8: some seeds draw a fault that cannot join it (a flip of what rank 0 receives at its collective 8" \
+  sim explore collectives --seeds 1..5 --fault flip:0@8 --fault random
 [ ! -s "$tmp/out" ] || fail "demo --fault crash:20@1 printed before refusing: $(cat "$tmp/out")"
 # A build without NCCL says so, under mpirun or not (not "launch with mpirun").
 if [ "${HPREF_CLI_HAVE_NCCL:-}" = 0 ]; then

@@ -3,6 +3,7 @@
 
 #include "hpref/sim/chrome_trace.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -203,7 +204,10 @@ int cmd_run(const SimArgs& a, Json& j) {
 int cmd_explore(const SimArgs& a, Json& j) {
   const Scenario& s = scenarios::scenario_for(a.scenario, a.ranks);
   auto [first, last] = parse_seeds(a.seeds);
-  faults_for(a.faults, first, a.ranks);  // refused before the first line
+  // Refused before the first line, for every seed: a fault list that only some seeds'
+  // draws make impossible is refused whole.
+  check_random_clashes(a.faults, a.ranks);
+  faults_for(a.faults, first, a.ranks);
   if (!a.json)
     std::cout << "exploring " << s.name << " on " << a.ranks << " ranks, seeds " << first << ".."
               << last << "\n";
@@ -255,8 +259,35 @@ int cmd_list() {
 
 }  // namespace
 
+void check_random_clashes(const std::vector<std::string>& specs, int ranks) {
+  if (std::count(specs.begin(), specs.end(), "random") == 0) return;
+  for (const std::string& spec : specs) {
+    if (spec == "random") continue;
+    sim::Fault f = sim::Fault::parse(spec);
+    bool clashes = f.rank >= 0 && f.rank < ranks &&
+                   (f.kind == sim::Fault::Kind::crash ||
+                    (f.kind == sim::Fault::Kind::flip && f.at <= sim::Fault::kDrawnAtMost));
+    if (clashes) {
+      throw Error(Errc::invalid_argument,
+                  "--fault random with " + f.str() +
+                      ": some seeds draw a fault that cannot join it (" +
+                      (f.kind == sim::Fault::Kind::crash
+                           ? "a crash of rank " + std::to_string(f.rank) + ": a rank dies once"
+                           : "a flip of what rank " + std::to_string(f.rank) +
+                                 " receives at its collective " + std::to_string(f.at) +
+                                 ": one flip per payload") +
+                      "); explore with one of them, or run one seed with both (sim run)");
+    }
+  }
+}
+
 std::vector<sim::Fault> faults_for(const std::vector<std::string>& specs, std::uint64_t seed,
                                    int ranks) {
+  if (auto randoms = std::count(specs.begin(), specs.end(), "random"); randoms > 1) {
+    throw Error(Errc::invalid_argument,
+                "--fault random is given " + std::to_string(randoms) +
+                    " times: each draws the same fault from the seed; give it once");
+  }
   std::vector<sim::Fault> out;
   for (const std::string& spec : specs) {
     out.push_back(spec == "random" ? sim::Fault::drawn(seed, ranks) : sim::Fault::parse(spec));

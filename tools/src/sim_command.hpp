@@ -49,10 +49,15 @@ struct SimCommands {
 SimCommands add_sim_commands(CLI::App& app, SimArgs& args);
 int run_sim(const SimCommands& commands, const SimArgs& args);
 
-// The faults of --fault specs: "random" is drawn from the seed for `ranks` ranks, anything
-// else parsed (Error invalid_argument naming a bad spec). Shared with `hpref demo`.
+// The faults of --fault specs: "random" (at most once: each would draw the same fault) is
+// drawn from the seed for `ranks` ranks, anything else parsed (Error invalid_argument naming
+// a bad spec); then sim::check_faults. Shared with `hpref demo`.
 std::vector<sim::Fault> faults_for(const std::vector<std::string>& specs, std::uint64_t seed,
                                    int ranks);
+// For sim explore (many seeds): Error invalid_argument for "random" beside a crash or flip
+// fault that some seed's draw would clash with (check_faults: a rank dies once, one flip
+// per payload), so no seed is refused halfway through an exploration.
+void check_random_clashes(const std::vector<std::string>& specs, int ranks);
 // Sixteen lowercase hex digits.
 std::string hex(std::uint64_t v);
 

@@ -34,8 +34,10 @@ struct Fault {
   std::int64_t byte = -1;
   // Error invalid_argument naming the text.
   static Fault parse(std::string_view spec);
-  // A fault drawn from the seed for a run of `ranks` ranks ("--fault random").
+  // A fault drawn from the seed for a run of `ranks` ranks ("--fault random"): any kind,
+  // any rank, `at` in 1..kDrawnAtMost (a flip's byte left to the plan).
   static Fault drawn(std::uint64_t seed, int ranks);
+  static constexpr std::uint64_t kDrawnAtMost = 8;
   std::string str() const;
 };
 
