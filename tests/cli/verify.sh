@@ -160,13 +160,22 @@ err "[invalid_argument]"; err "--row-bytes"
 run 2 "$tmp/ok" --routes window --boundaries $W --local-length 4 --window 3 --row-bytes -8
 err "--routes window needs --row-bytes (> 0, got -8)"
 run 2 "$tmp/ok" --routes prefix --boundaries $W --local-length -4 --ratio 0 --row-bytes 8
-err "--routes prefix needs --local-length (> 0, got -4) --ratio (1 or 2)"
+err "--routes prefix needs --local-length (> 0, got -4) --ratio (1 or 2, got 0)"
+run 2 "$tmp/ok" --routes prefix --boundaries $W --local-length 4 --row-bytes 8
+err "--routes prefix needs --ratio (1 or 2)"
+run 2 "$tmp/ok" --routes window --boundaries $W --local-length 4 --window 3 --row-bytes 8 --ratio 0
+err "--routes window needs (no --ratio: that is --routes prefix)"
 run 2 "$tmp/ok" --boundaries ""
 err "--boundaries: the boundary list is empty"
 run 2 "$tmp/ok" --routes window --boundaries 0,3,10,20 --local-length 4 --window 3 --row-bytes 8
 err "[route_boundaries]"; err "group 1 (4 members"
 run 2 "$tmp/ok" --window 3
 err "go with --routes"
+# 0 is a value like any other: given without --routes it is refused, not taken for "not given".
+for opt in --local-length --window --ratio --row-bytes; do
+  run 2 "$tmp/ok" $opt 0
+  err "go with --routes"
+done
 run 2 "$tmp/ok" --routes ring
 echo "--routes: matches, first differing pair named, usage refused"
 

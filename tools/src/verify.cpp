@@ -576,8 +576,8 @@ RouteCheck check_routes(const VerifyArgs& a, const std::vector<RankLog>& logs) {
 
 void check_route_options(const VerifyArgs& a) {
   if (a.routes.empty()) {
-    if (!a.boundaries.empty() || a.local_length || a.window || a.ratio || a.row_bytes ||
-        !a.runs.empty() || !a.groups.empty() || !a.seqs.empty()) {
+    if (!a.boundaries.empty() || a.has_local_length || a.has_window || a.has_ratio ||
+        a.has_row_bytes || !a.runs.empty() || !a.groups.empty() || !a.seqs.empty()) {
       throw Error(Errc::invalid_argument,
                   "--boundaries, --local-length, --window, --ratio, --row-bytes, --run, --group "
                   "and --seq go with --routes window|prefix");
@@ -585,16 +585,22 @@ void check_route_options(const VerifyArgs& a) {
     return;
   }
   // An option given a value it cannot take is named with that value ("--row-bytes (> 0,
-  // got -8)"); 0 is also the value of an option not given.
-  auto got = [](std::int64_t v) { return v == 0 ? std::string() : ", got " + std::to_string(v); };
+  // got -8)", "got 0" too); one not given is named alone.
+  auto got = [](bool given, std::int64_t v) {
+    return given ? ", got " + std::to_string(v) : std::string();
+  };
   std::string missing;
   if (a.boundaries.empty()) missing += " --boundaries";
-  if (a.local_length <= 0) missing += " --local-length (> 0" + got(a.local_length) + ")";
-  if (a.row_bytes <= 0) missing += " --row-bytes (> 0" + got(a.row_bytes) + ")";
-  if (a.routes == "window" && a.window <= 0) missing += " --window (> 0" + got(a.window) + ")";
-  if (a.routes == "prefix" && a.ratio <= 0) missing += " --ratio (1 or 2" + got(a.ratio) + ")";
-  if (a.routes == "window" && a.ratio) missing += " (no --ratio: that is --routes prefix)";
-  if (a.routes == "prefix" && a.window) missing += " (no --window: that is --routes window)";
+  if (!a.has_local_length || a.local_length <= 0)
+    missing += " --local-length (> 0" + got(a.has_local_length, a.local_length) + ")";
+  if (!a.has_row_bytes || a.row_bytes <= 0)
+    missing += " --row-bytes (> 0" + got(a.has_row_bytes, a.row_bytes) + ")";
+  if (a.routes == "window" && (!a.has_window || a.window <= 0))
+    missing += " --window (> 0" + got(a.has_window, a.window) + ")";
+  if (a.routes == "prefix" && (!a.has_ratio || a.ratio <= 0))
+    missing += " --ratio (1 or 2" + got(a.has_ratio, a.ratio) + ")";
+  if (a.routes == "window" && a.has_ratio) missing += " (no --ratio: that is --routes prefix)";
+  if (a.routes == "prefix" && a.has_window) missing += " (no --window: that is --routes window)";
   if (!missing.empty())
     throw Error(Errc::invalid_argument, "--routes " + a.routes + " needs" + missing);
 }
@@ -708,18 +714,24 @@ CLI::App* add_verify_command(CLI::App& app, VerifyArgs& a) {
                 "group size, e.g. "
                 "0,3,27,32")
       ->check(non_empty("boundary list"));
+  // `each` runs once per value given: whether an option was given at all, 0 included.
+  auto given = [](bool& flag) { return [&flag](const std::string&) { flag = true; }; };
   v->add_option("--local-length", a.local_length, "With --routes: rows each rank owns (L)")
-      ->check(integer_of(a.local_length));
+      ->check(integer_of(a.local_length))
+      ->each(given(a.has_local_length));
   v->add_option("--window", a.window, "With --routes window: the window length in rows")
-      ->check(integer_of(a.window));
+      ->check(integer_of(a.window))
+      ->each(given(a.has_window));
   v->add_option("--ratio", a.ratio, "With --routes prefix: the compression ratio, 1 or 2")
-      ->check(integer_of(a.ratio));
+      ->check(integer_of(a.ratio))
+      ->each(given(a.has_ratio));
   v->add_option(
        "--row-bytes", a.row_bytes,
        "With --routes: the bytes of one row (e.g. hidden size x element size). The logs hold byte "
        "counts "
        "only (no element size or row shape), so rows become bytes by this; required with --routes")
-      ->check(integer_of(a.row_bytes));
+      ->check(integer_of(a.row_bytes))
+      ->each(given(a.has_row_bytes));
   v->add_option(
        "--run", a.runs,
        "With --routes: check only this run's all_to_all_v (repeatable; default every run). "

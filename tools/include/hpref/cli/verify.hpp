@@ -25,6 +25,8 @@ struct VerifyArgs {
   std::int64_t window = 0;
   std::int64_t ratio = 0;
   std::int64_t row_bytes = 0;
+  // Whether each of the four was given at all (0 is a value they can be given, and refused).
+  bool has_local_length = false, has_window = false, has_ratio = false, has_row_bytes = false;
   std::vector<std::int64_t> runs;    // --run: only these runs' all_to_all_v (default all)
   std::vector<std::int64_t> groups;  // --group: only these groups' all_to_all_v (default all)
   std::vector<std::int64_t> seqs;    // --seq: only these sequence numbers (default all)
