@@ -334,7 +334,8 @@ def run(world_size: int, fn: Callable, *args: Any, seed: int = 1, faults: Sequen
         gc.freeze()
     try:
         raw = _core.sim_run(world_size, _entry_for(fn, args, setup, captures), seed=seed,
-                            faults=faults, turn_timeout_ms=max(1, int(timeout_s * 1000)))
+                            faults=faults, turn_timeout_ms=max(1, int(timeout_s * 1000)),
+                            keep_trace=bool(trace))
     finally:
         if freeze:
             gc.unfreeze()

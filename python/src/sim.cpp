@@ -138,8 +138,9 @@ std::string exception_text(nb::handle value) {
 
 nb::dict sim_run(int world_size, nb::object entry, std::uint64_t seed,
                  const std::vector<std::string>& faults, int turn_timeout_ms,
-                 const std::string& world_backend) {
+                 const std::string& world_backend, bool keep_trace) {
   sim::Options options;
+  options.keep_trace = keep_trace;
   options.seed = seed;
   options.world_backend = world_backend;
   options.turn_timeout_ms = turn_timeout_ms;
@@ -245,9 +246,9 @@ void bind_sim(nb::module_& m) {
       .def("barrier", &PyComm::barrier, nb::arg("group"));
   m.def("sim_run", &sim_run, nb::arg("world_size"), nb::arg("entry"), nb::arg("seed") = 1,
         nb::arg("faults") = std::vector<std::string>{}, nb::arg("turn_timeout_ms") = 120000,
-        nb::arg("world_backend") = "sim",
+        nb::arg("world_backend") = "sim", nb::arg("keep_trace") = true,
         "Runs entry(communicator) -> bytes on world_size forked simulated ranks (SPEC 9.3); "
-        "returns outcomes, trace, trace hash and failure class.");
+        "returns outcomes, trace (empty unless keep_trace), trace hash and failure class.");
   m.def(
       "sim_chrome_trace",
       [](const std::vector<std::string>& lines) { return sim::chrome_trace(lines); },

@@ -35,6 +35,7 @@ Scheduler::Scheduler(Control* control, boost::interprocess::managed_shared_memor
       options_(options),
       rng_(options.seed),
       ranks_(static_cast<std::size_t>(ranks)),
+      trace_(options.keep_trace),
       faults_(options.faults, ranks, options.seed),
       groups_(ranks, options.world_backend),
       matcher_(groups_),
@@ -74,7 +75,8 @@ RunResult Scheduler::run() {
   RunResult result;
   for (Rank& r : ranks_) result.outcomes.push_back(r.outcome);
   result.trace = trace_.take();
-  result.trace_hash = trace_hash(result.trace);
+  result.trace_hash = trace_.hash();
+  result.trace_lines = trace_.count();
   result.decisions = decisions_;
   std::vector<bool> crashed(ranks_.size());
   for (std::size_t r = 0; r < ranks_.size(); ++r)

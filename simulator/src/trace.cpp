@@ -36,6 +36,21 @@ char* put_counts(char* p, const std::vector<std::uint64_t>& counts) {
 
 }  // namespace
 
+void Trace::count_in(std::string_view line) {
+  hash_ = fnv1a64("\n", 1, fnv1a64(line.data(), line.size(), hash_));
+  ++count_;
+}
+
+void Trace::add(std::string_view line) {
+  count_in(line);
+  if (keep_) lines_.emplace_back(line);
+}
+
+void Trace::add(std::string&& line) {
+  count_in(line);
+  if (keep_) lines_.push_back(std::move(line));
+}
+
 // One line per launch of every rank, written in place and stored with one allocation (was
 // ~20 temporaries from std::to_string and operator+, 0.46 us of the monitor's 0.7 us per
 // launch at 8 ranks).
@@ -77,7 +92,7 @@ void Trace::launch(int rank, int group, std::int64_t seq, const OpSignature& sig
   p = put(p, " sum=");
   for (int i = 15; i >= 0; --i, sum >>= 4) p[i] = "0123456789abcdef"[sum & 15];  // %016x
   p += 16;
-  lines_.emplace_back(scratch_.data(), p);
+  add(std::string_view(scratch_.data(), static_cast<std::size_t>(p - scratch_.data())));
 }
 
 void Trace::flip(int rank, int group, std::int64_t seq, std::int64_t byte, bool past,
@@ -85,27 +100,27 @@ void Trace::flip(int rank, int group, std::int64_t seq, std::int64_t byte, bool 
   std::string line = "r" + std::to_string(rank) + " flip byte " + std::to_string(byte) + " of g" +
                      std::to_string(group) + " s" + std::to_string(seq);
   if (past) line += " not applied: past the " + std::to_string(received) + " received bytes";
-  lines_.push_back(std::move(line));
+  add(std::move(line));
 }
 
 void Trace::new_group(int id, const std::vector<int>& ranks, const std::string& backend) {
-  lines_.push_back("new_group " + std::to_string(id) + " ranks=" + rank_list_text(ranks) +
-                   " backend=" + backend);
+  add("new_group " + std::to_string(id) + " ranks=" + rank_list_text(ranks) +
+      " backend=" + backend);
 }
 
 void Trace::exit(int rank, bool ok, std::string_view kind) {
   std::string how = ok ? " exit ok" : " exit error " + std::string(kind);
-  lines_.push_back("r" + std::to_string(rank) + how);
+  add("r" + std::to_string(rank) + how);
 }
 
-void Trace::died(int rank) { lines_.push_back("r" + std::to_string(rank) + " died"); }
+void Trace::died(int rank) { add("r" + std::to_string(rank) + " died"); }
 
 void Trace::deadlock(const std::vector<int>& blocked) {
-  lines_.push_back("deadlock " + rank_list_text(blocked));
+  add("deadlock " + rank_list_text(blocked));
 }
 
 void Trace::skipped_new_group(int id, const std::vector<int>& blocked) {
-  lines_.push_back("mismatch new_group #" + std::to_string(id) + " " + rank_list_text(blocked));
+  add("mismatch new_group #" + std::to_string(id) + " " + rank_list_text(blocked));
 }
 
 }  // namespace hpref::sim::detail

@@ -47,6 +47,16 @@ def test_the_same_seed_gives_the_same_trace_and_another_seed_another():
     assert runs[0].trace and runs[0].trace_hash != runs[2].trace_hash
 
 
+def test_a_run_without_trace_keeps_no_lines_and_has_the_same_hash():
+    """trace=None: the simulator keeps no lines (Options::keep_trace), the hash is the same."""
+    kept = sim.run(4, gather_and_sum, None, seed=7, trace=True, torch_distributed=False)
+    hashed = sim.run(4, gather_and_sum, None, seed=7, torch_distributed=False)
+    assert hashed.trace is None and len(kept.trace) > 4
+    assert hashed.trace_hash == kept.trace_hash and hashed.decisions == kept.decisions
+    raw = [hpref._core.sim_run(2, lambda comm: b"x", seed=1, keep_trace=k) for k in (True, False)]
+    assert raw[0]["trace"] and raw[1]["trace"] == [] and raw[0]["trace_hash"] == raw[1]["trace_hash"]
+
+
 def mismatched(rank):
     c = sim.communicator()
     mine = np.zeros(rank + 1, dtype=np.uint8)  # every rank a different size: a bug

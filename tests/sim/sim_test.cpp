@@ -874,6 +874,31 @@ BOOST_AUTO_TEST_CASE(same_seed_same_trace_hash) {
   }
 }
 
+// Options::keep_trace = false keeps no lines, and the hash and line count are those of the
+// lines a run that keeps them has (hashed as they are made, not from the kept lines): runs
+// with a fault, a deadlock, a mismatch and a death among them.
+BOOST_AUTO_TEST_CASE(a_run_that_keeps_no_trace_lines_has_the_same_hash) {
+  struct Case {
+    const char* name;
+    std::vector<Fault> faults;
+  };
+  for (const Case& c : {Case{"collectives", {}}, Case{"deadlock_cycle", {}},
+                        Case{"planted_bug", {}}, Case{"collectives", {Fault::parse("crash:2@3")}},
+                        Case{"collectives", {Fault::parse("flip:1@2:0")}}}) {
+    auto kept = run_scenario(c.name, 4, 9, c.faults);
+    auto hashed = run_scenario(c.name, 4, 9, c.faults, "sim", false);
+    BOOST_TEST_CONTEXT(c.name << (c.faults.empty() ? "" : " " + c.faults[0].str())) {
+      BOOST_TEST(hashed.trace.empty());
+      BOOST_TEST(kept.trace.size() > 4u);
+      BOOST_TEST(kept.trace_lines == kept.trace.size());
+      BOOST_TEST(hashed.trace_lines == kept.trace_lines);
+      BOOST_TEST(kept.trace_hash == trace_hash(kept.trace));
+      BOOST_TEST(hashed.trace_hash == kept.trace_hash);
+      BOOST_TEST(hashed.failure() == kept.failure());
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(different_seeds_give_different_schedules) {
   std::set<std::uint64_t> hashes;
   for (std::uint64_t seed = 1; seed <= 6; ++seed)

@@ -15,11 +15,13 @@ using scenarios::Scenario;
 using scenarios::ScenarioContext;
 
 inline RunResult run_scenario(const std::string& name, int ranks, std::uint64_t seed,
-                              std::vector<Fault> faults = {}, std::string world_backend = "sim") {
+                              std::vector<Fault> faults = {}, std::string world_backend = "sim",
+                              bool keep_trace = true) {
   const Scenario* s = find_scenario(name);
   BOOST_REQUIRE_MESSAGE(s != nullptr, "no scenario " << name);
   Options o;
   o.seed = seed;
+  o.keep_trace = keep_trace;
   o.faults = std::move(faults);
   o.world_backend = std::move(world_backend);
   ScenarioContext ctx{seed, ranks};

@@ -322,6 +322,7 @@ int run_on_simulator(DemoArgs a, std::ostream& out) {
   options.seed = a.seed;
   options.faults = o.faults;
   options.turn_timeout_ms = a.turn_timeout_ms;
+  options.keep_trace = false;  // the demo shows the trace hash only
   sim::RunResult r = sim::Cluster::run(
       a.ranks, options, [&](Communicator& c) { return scenarios::run_demo_rank(c, cfg.run); });
   o.seconds = since(start);

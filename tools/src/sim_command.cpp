@@ -45,6 +45,7 @@ sim::RunResult run_once(const Scenario& s, const SimArgs& a, std::uint64_t seed,
   options.seed = seed;
   options.faults = faults;
   options.turn_timeout_ms = a.turn_timeout_ms;
+  options.keep_trace = !a.trace_file.empty();  // the lines only for --trace: hash and count else
   scenarios::ScenarioContext ctx{seed, a.ranks};
   return sim::Cluster::run(a.ranks, options, [&](Communicator& c) { return s.fn(c, ctx); });
 }
@@ -80,7 +81,7 @@ Json run_json(const Scenario& s, const SimArgs& a, std::uint64_t seed,
               {"faults", faults_json(faults)},
               {"faults_not_fired", r.unfired_faults},
               {"outcomes", std::move(outcomes)},
-              {"trace_lines", r.trace.size()},
+              {"trace_lines", r.trace_lines},
               {"decisions", r.decisions},
               {"trace_hash", hex(r.trace_hash)},
               {"wall_ms", ms}};
@@ -163,7 +164,7 @@ int cmd_run(const SimArgs& a, Json& j) {
   j = run_json(s, a, a.seed, faults, r, ms);
   if (!a.json) {
     print_outcomes(r);
-    std::cout << "trace: " << r.trace.size() << " lines, " << r.decisions
+    std::cout << "trace: " << r.trace_lines << " lines, " << r.decisions
               << " scheduling decisions, hash " << hex(r.trace_hash) << " ("
               << static_cast<long>(ms) << " ms)\n";
   }

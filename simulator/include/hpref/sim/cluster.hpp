@@ -71,6 +71,9 @@ struct Options {
   // (Python runs its after-fork hooks, which would take the KeyboardInterrupt themselves).
   // A signal whose action is the default is always raised again at once: the process ends.
   bool keep_interrupt = false;
+  // false: RunResult::trace is left empty; its hash and line count are the same. The monitor
+  // then does not grow by a line (~100 bytes) per launch over a long run.
+  bool keep_trace = true;
 };
 
 // Error invalid_argument naming the fault(s): a fault of a rank outside 0..ranks-1, two
@@ -100,8 +103,9 @@ int exit_code(Failure f) noexcept;  // 0, 1, 3, 4, 5, 6 (2 is bad usage)
 
 struct RunResult {
   std::vector<RankOutcome> outcomes;
-  std::vector<std::string> trace;  // one line per operation, in schedule order
+  std::vector<std::string> trace;  // one line per operation, in schedule order (keep_trace)
   std::uint64_t trace_hash = 0;    // FNV-1a 64 over the trace lines
+  std::uint64_t trace_lines = 0;   // how many (kept or not)
   std::uint64_t decisions = 0;     // scheduling decisions taken
   // Faults of Options::faults that never took effect, one line each with why: "delay:1@3:
   // rank 1 was never passed over while another rank was ready", "crash:0@9: rank 0 never
