@@ -169,6 +169,7 @@ double Schedule::time_us_cluster(std::size_t bytes, const std::function<void()>&
 Side simulate(int n, std::size_t segment_bytes, const std::function<Side(Communicator&)>& rank_fn) {
   sim::Options options;
   options.segment_bytes = std::max(std::size_t{1} << 30, segment_bytes);
+  options.keep_trace = false;  // hashed, not kept: as sim explore and sim.run without trace=
   auto result = sim::Cluster::run(n, options, [&](Communicator& c) {
     Side side = rank_fn(c);
     std::vector<std::int64_t> wrong = {side.wrong};

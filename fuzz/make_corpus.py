@@ -693,7 +693,7 @@ STACK_PUSHES = b"}" * (3 << 20) + b"."
 # Memo sharing: a framed segment of 269 bytes whose one value is ("__hp_tuple__", (n, n))
 # nested 20 deep over one empty __hp_bytes__ leaf, 2^20 logical leaves. The target's
 # leaf-range check once copied every leaf into a vector, past its RssBound; it now walks them
-# in place, and only for values small_enough() for the round trip.
+# in place, and only for items of at most 2^18 logical nodes.
 def memo_doubled_leaves(levels=20):
     p = bytearray(b"\x80\x04")
     p += short_unicode("__hp_tuple__") + b"\x94"                              # memo 0

@@ -137,10 +137,17 @@ void check_fast_path(std::span<const std::uint8_t> bytes, const DecodeOptions& o
   Result general = result_of([&] { return detail::decode_segment_general(segment, options); });
   Result combined = result_of([&] { return decode_segment(segment, options); });
   auto fast = detail::decode_segment_fast(segment, options);
-  // Leaf ranges only where the round trip would also look (a memo-shared value's logical
-  // tree can be exponentially larger than its bytes).
+  // Leaf ranges for values of at most kRoundTripBudget logical nodes (node_count counts a
+  // memo-shared child per use, so the walk is bounded; large tensors and bytes still count
+  // one node each, so big-but-plain segments are checked).
   auto leaves_checked = [&](const std::vector<Item>& items, const char* decoder) {
-    if (small_enough(items)) check_leaf_ranges(segment, items, options.strict, decoder);
+    std::uint64_t nodes = 0;
+    for (const Item& item : items) {
+      if (__builtin_add_overflow(nodes, item.second.node_count(), &nodes)) return;
+    }
+    if (nodes <= static_cast<std::uint64_t>(kRoundTripBudget)) {
+      check_leaf_ranges(segment, items, options.strict, decoder);
+    }
   };
   if (general.items) leaves_checked(*general.items, "the general decoder");
   if (combined.items) leaves_checked(*combined.items, "decode_segment");

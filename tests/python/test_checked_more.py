@@ -352,7 +352,9 @@ def test_subgroup_errors_name_torchs_group_and_the_world_rank(tmp_path):
                     r"since the launch, the 4 s deadline; last launches: rank 1: all_reduce seq 3 .*; "
                     r"rank 2: barrier seq 2", message), message
     assert 3.5 <= float(re.search(r"waited (\S+) s", message).group(1)) < 7.0, message
-    kind, message = res[2]["value"][3]  # rank 1 has gone meanwhile
+    # Rank 1 has given the group up after its own timeout (its gloo pair to rank 2 may be
+    # closed by then, or not yet): a peer failure or a timeout.
+    kind, message = res[2]["value"][3]
     assert kind in ("CommPeerFailedError", "CommTimeoutError"), message
     assert "group 0" not in message and "all_reduce on group 1 seq 3 [1, 2]" in message, message
 

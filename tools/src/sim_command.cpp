@@ -8,6 +8,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <limits>
@@ -149,8 +150,9 @@ int cmd_run(const SimArgs& a, Json& j) {
   // Made before the run: a path that cannot be written is refused before anything runs,
   // never after it in place of the run's own exit class; the file is replaced only by a
   // finished trace.
-  std::optional<TraceFile> trace;
+  std::optional<TraceFile> trace, second;  // second: --check-determinism's FILE.second
   if (!a.trace_file.empty()) trace.emplace(a.trace_file);
+  if (trace && a.check_determinism && !trace->in_place()) second.emplace(a.trace_file + ".second");
   if (!a.json) {
     std::cout << "SEED=" << a.seed << "\n";
     std::cout << "scenario " << s.name << " on " << a.ranks << " simulated ranks: " << s.description
@@ -180,7 +182,7 @@ int cmd_run(const SimArgs& a, Json& j) {
         std::cout << "DETERMINISM VIOLATION: the same seed gave hash " << hex(again.trace_hash)
                   << " on a second run\n";
       }
-      if (trace) TraceFile(a.trace_file + ".second").write(again.trace, a.trace_format);
+      if (second) second->write(again.trace, a.trace_format);
     } else if (!a.json) {
       std::cout << "determinism: a second run gave the same hash\n";
     }
@@ -258,10 +260,26 @@ int cmd_list() {
   return 0;
 }
 
+// "random" given more than once: every one would draw the same fault.
+void refuse_repeated_random(const std::vector<std::string>& specs) {
+  if (auto randoms = std::count(specs.begin(), specs.end(), "random"); randoms > 1) {
+    throw Error(Errc::invalid_argument,
+                "--fault random is given " + std::to_string(randoms) +
+                    " times: each draws the same fault from the seed; give it once");
+  }
+}
+
 }  // namespace
 
 void check_random_clashes(const std::vector<std::string>& specs, int ranks) {
   if (std::count(specs.begin(), specs.end(), "random") == 0) return;
+  // What is wrong whatever the draw is said first, as for any other fault list.
+  refuse_repeated_random(specs);
+  std::vector<sim::Fault> given;
+  for (const std::string& spec : specs) {
+    if (spec != "random") given.push_back(sim::Fault::parse(spec));
+  }
+  sim::check_faults(given, ranks);
   for (const std::string& spec : specs) {
     if (spec == "random") continue;
     sim::Fault f = sim::Fault::parse(spec);
@@ -284,11 +302,7 @@ void check_random_clashes(const std::vector<std::string>& specs, int ranks) {
 
 std::vector<sim::Fault> faults_for(const std::vector<std::string>& specs, std::uint64_t seed,
                                    int ranks) {
-  if (auto randoms = std::count(specs.begin(), specs.end(), "random"); randoms > 1) {
-    throw Error(Errc::invalid_argument,
-                "--fault random is given " + std::to_string(randoms) +
-                    " times: each draws the same fault from the seed; give it once");
-  }
+  refuse_repeated_random(specs);
   std::vector<sim::Fault> out;
   for (const std::string& spec : specs) {
     out.push_back(spec == "random" ? sim::Fault::drawn(seed, ranks) : sim::Fault::parse(spec));
@@ -381,26 +395,52 @@ int json_error(Json& object, const std::exception& e, std::ostream& out) {
   return code;
 }
 
-TraceFile::TraceFile(std::string path) : path_(std::move(path)) {
+TraceFile::TraceFile(std::string path) : path_(std::move(path)), target_(path_) {
   struct stat st {};
-  if (::stat(path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+  bool exists = ::stat(path_.c_str(), &st) == 0;  // through a symlink
+  if (exists && !S_ISREG(st.st_mode)) {
     // A device or pipe (/dev/stdout, /dev/full, a FIFO): written in place, never replaced.
-    f_ = std::fopen(path_.c_str(), "w");
-    if (f_ == nullptr) fail("open");
+    open_in_place();
     return;
   }
-  std::string name = path_ + ".XXXXXX";
+  if (exists && ::access(path_.c_str(), W_OK) != 0) fail("write");  // refused now, as before
+  if (exists) {
+    // A symlink is written through: the temporary file goes beside what it names.
+    if (char* real = ::realpath(path_.c_str(), nullptr)) {
+      target_ = real;
+      std::free(real);
+    }
+    mode_ = st.st_mode & 07777;
+  } else {
+    mode_t mask = ::umask(0);  // read, then put back: a new trace gets what fopen would give
+    ::umask(mask);
+    mode_ = 0666 & ~mask;
+  }
+  std::string name = target_ + ".XXXXXX";
   int fd = ::mkstemp(name.data());
-  if (fd < 0) fail("open");  // its directory is what refuses
+  if (fd < 0) {
+    // A writable file in a directory that takes no new file: written in place, as before.
+    if (exists && (errno == EACCES || errno == EPERM || errno == EROFS)) {
+      open_in_place();
+      return;
+    }
+    fail("open");  // the directory is missing (or refuses, the file not being there)
+  }
   temp_ = std::move(name);
   f_ = ::fdopen(fd, "w");
   if (f_ == nullptr) {
     int saved = errno;
     ::close(fd);
     ::unlink(temp_.c_str());
+    temp_.clear();
     errno = saved;
     fail("open");
   }
+}
+
+void TraceFile::open_in_place() {
+  f_ = std::fopen(path_.c_str(), "w");
+  if (f_ == nullptr) fail("open");
 }
 
 TraceFile::~TraceFile() {
@@ -429,13 +469,11 @@ void TraceFile::write(const std::vector<std::string>& trace_lines, const std::st
       close_and_fail("write");
   }
   if (std::fflush(f) != 0) close_and_fail("write");
+  // mkstemp made it 0600: it takes the mode of the file it replaces, or a new file's.
+  if (!temp_.empty() && ::fchmod(::fileno(f), mode_) != 0) close_and_fail("set the mode of");
   if (std::fclose(f) != 0) fail("close");
   if (temp_.empty()) return;  // written in place
-  // mkstemp made it 0600; a trace is as readable as any file the user writes.
-  mode_t mask = ::umask(0);
-  ::umask(mask);
-  if (::chmod(temp_.c_str(), 0666 & ~mask) != 0) fail("set the mode of");
-  if (std::rename(temp_.c_str(), path_.c_str()) != 0) fail("rename the temporary file onto");
+  if (std::rename(temp_.c_str(), target_.c_str()) != 0) fail("rename the temporary file onto");
   temp_.clear();
 }
 

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include <sys/types.h>
+
 #include "hpref/cli/json_value.hpp"
 
 namespace hpref {
@@ -84,15 +86,17 @@ int exit_code_for(const std::exception& e) noexcept;
 // "exit_code": exit_code_for(e), "error": {"kind", "message"}} on `out`, the error on
 // stderr too; returns the exit code.
 int json_error(Json& object, const std::exception& e, std::ostream& out);
-// The --trace file. Made before the run: a temporary file beside `path` (path.XXXXXX) is
-// created then, so that a directory that cannot be written is refused before anything
-// runs; write() (once) writes the lines, one line each (format "text") or as Chrome
-// trace-event JSON (format "chrome", hpref/sim/chrome_trace.hpp), closes it and renames it
-// onto `path`. A run that is refused or fails before write() leaves `path` as it was (the
-// destructor removes the temporary file; a process killed by a signal leaves it). A path that
-// exists and is not a regular file (a device, a pipe) is opened and written in place instead. Error
-// io naming the path and the reason when it cannot be created, written, flushed, closed or renamed
-// (`--trace /dev/full`).
+// The --trace file. Made before the run, so that a path that cannot be written is refused
+// before anything runs: an existing file must be writable, and a temporary file beside the
+// path (beside what a symlink names) is created then. write() (once) writes the lines, one
+// line each (format "text") or as Chrome trace-event JSON (format "chrome",
+// hpref/sim/chrome_trace.hpp), gives it the replaced file's mode (a new file's: 0666 less
+// the umask), closes it and renames it onto the path. A run that is refused or fails before
+// write() leaves the path as it was (the destructor removes the temporary file; a process
+// killed by a signal leaves it, as path.XXXXXX). Written in place instead (in_place()): a
+// path that exists and is not a regular file (a device, a pipe), and a writable file in a
+// directory that takes no new file. Error io naming the path and the reason when it cannot
+// be opened, written, flushed, closed or renamed (`--trace /dev/full`).
 class TraceFile {
  public:
   explicit TraceFile(std::string path);
@@ -100,11 +104,15 @@ class TraceFile {
   TraceFile(const TraceFile&) = delete;
   TraceFile& operator=(const TraceFile&) = delete;
   void write(const std::vector<std::string>& lines, const std::string& format = "text");
+  bool in_place() const noexcept { return temp_.empty(); }
 
  private:
   [[noreturn]] void fail(const char* what) const;
+  void open_in_place();
   std::string path_;
-  std::string temp_;  // the file written; empty once renamed onto path_
+  std::string target_;  // what is replaced: path_, or the file a symlink at path_ names
+  std::string temp_;    // the file written; empty once renamed (or when written in place)
+  mode_t mode_ = 0644;  // the mode it gets
   std::FILE* f_ = nullptr;
 };
 
