@@ -957,7 +957,30 @@ def _pickle_invalid_utf8(message: str) -> Any:
 def _metadata_not_pairs(message: str) -> Any:
     m = re.search(r"must be a sequence of \(key, value\) pairs, got (.*)$", message) or \
         re.search(r" entry (.*) is not a \(key, value\) pair", message)
-    return _unpack_type(m.group(1)) if m else _KEEP
+    if not m:
+        return _KEEP
+    if message.startswith("legacy segment must be"):
+        # The original merges with `for key, payload in items`: a dict is iterated by key,
+        # and keys that unpack to two (2-tuples, 2-character strs, 2-byte bytes) with
+        # distinct hashable first parts merge as {key[0]: key[1]} (a divergence: we refuse).
+        value = _literal(m.group(1))
+        if isinstance(value, dict) and _unpacks_to_distinct_pairs(value):
+            return None
+    return _unpack_type(m.group(1))
+
+
+def _unpacks_to_distinct_pairs(mapping: dict) -> bool:
+    firsts = set()
+    for key in mapping:
+        if not isinstance(key, (tuple, str, bytes)) or len(key) != 2:
+            return False
+        try:
+            if key[0] in firsts:
+                return False
+            firsts.add(key[0])
+        except TypeError:  # unhashable
+            return False
+    return True
 
 
 def _invalid_schema_node(message: str) -> Any:
@@ -1018,6 +1041,14 @@ def _dispatch_length(message: str) -> Any:
     return RuntimeError if message.startswith("gradient ") else _KEEP
 
 
+def _route_overflow(message: str) -> Any:
+    # A product of int64 arguments beyond int64 ("sequence length local_length * size = a *
+    # b", "owner offset p * local_length = ..."): the original refuses those arguments (the
+    # boundaries cannot end at that length, the intervals cannot reach that owner offset). An
+    # argument itself beyond int64 is the divergence: the original goes on.
+    return ValueError if " * " in message else _KEEP
+
+
 def _dispatch_group(message: str) -> Any:
     # torch skips a collective on a group this rank is not in (a warning, no error).
     return None if "(this rank is not a member)" in message else _KEEP
@@ -1038,6 +1069,7 @@ _REFINE: Dict[str, _Refinement] = {
     "transport_not_member": _transport_not_member,
     "dispatch_length": _dispatch_length,
     "dispatch_group": _dispatch_group,
+    "route_overflow": _route_overflow,
 }
 
 

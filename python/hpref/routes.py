@@ -88,7 +88,8 @@ def plan_all(kind: str, *args: Any, **kwargs: Any) -> Tuple[Route, ...]:
     one-rank function without ``rank``:
 
     - ``plan_all("interval", local_length, intervals, *, owner_offsets=None)`` (with
-      ``owner_offsets``, each rank's ``local_length`` is its owner shard's length),
+      ``owner_offsets``, ``local_length`` is not read: each rank's is its owner shard's
+      length, and the equality below holds with that length given to each rank),
     - ``plan_all("sliding_window", boundaries, local_length, size, window)``,
     - ``plan_all("document_prefix", boundaries, local_length, size, ratio)``.
 

@@ -98,6 +98,14 @@ void bind_oracle(nb::module_& m) {
       [](nb::handle bank, nb::handle routes, nb::handle make) {
         std::vector<Route> rs = checked_routes(routes);
         Tensor t = tensor_from_python(bank);
+        // The bank is the owner shards concatenated: no row more or less (oracle_forward
+        // itself only needs each interval inside it).
+        std::int64_t owned = route_owner_offsets(rs).back();
+        if (t.dim() > 0 && t.shape()[0] != owned) {
+          throw Error(Errc::oracle_mismatch, "the global bank has " + std::to_string(t.shape()[0]) +
+                                                 " rows but the routes' owner shards hold " +
+                                                 std::to_string(owned));
+        }
         std::vector<Tensor> out;
         {
           nb::gil_scoped_release release;

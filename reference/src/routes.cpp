@@ -179,11 +179,6 @@ void check_arguments(std::int64_t local_length, std::int64_t size, const std::in
          "local_length must be positive, got " + std::to_string(local_length));
   }
   if (size <= 0) fail(Errc::route_arguments, "size must be positive, got " + std::to_string(size));
-  if (size > kMaxRoutePeers) {
-    fail(Errc::route_too_large, "size " + std::to_string(size) + " is beyond the " +
-                                    std::to_string(kMaxRoutePeers) +
-                                    " ranks whose per-peer route tables this planner builds");
-  }
   if (rank != nullptr && (*rank < 0 || *rank >= size)) {
     fail(Errc::route_arguments,
          "rank " + std::to_string(*rank) + " is outside [0, size = " + std::to_string(size) + ")");
@@ -194,7 +189,9 @@ void check_arguments(std::int64_t local_length, std::int64_t size, const std::in
   }
 }
 
-// SPEC 7.2 / 7.4 (b).
+// SPEC 7.2 / 7.4 (b), then the planner's own cap on `size` (route_too_large): after every
+// check the original makes, so that a refusal it shares keeps its kind, and before anything
+// of `size` entries is allocated.
 void check_boundaries(std::span<const std::int64_t> b, std::int64_t local_length,
                       std::int64_t size) {
   if (b.size() < 2) {
@@ -216,6 +213,11 @@ void check_boundaries(std::span<const std::int64_t> b, std::int64_t local_length
                                        std::to_string(b[i]) + " then " + std::to_string(b[i + 1]) +
                                        " at index " + std::to_string(i + 1));
     }
+  }
+  if (size > kMaxRoutePeers) {
+    fail(Errc::route_too_large, "size " + std::to_string(size) + " is beyond the " +
+                                    std::to_string(kMaxRoutePeers) +
+                                    " ranks whose per-peer route tables this planner builds");
   }
 }
 
@@ -371,15 +373,18 @@ std::vector<std::int64_t> compressed_document_offsets(std::span<const std::int64
                                                       std::int64_t ratio) {
   if (ratio <= 0)
     fail(Errc::route_arguments, "ratio must be positive, got " + std::to_string(ratio));
-  if (boundaries.empty() || boundaries.front() != 0) {
-    fail(Errc::route_boundaries, "document boundaries must start at 0");
+  if (boundaries.empty()) fail(Errc::route_boundaries, "document boundaries are empty");
+  if (boundaries.front() != 0) {
+    fail(Errc::route_boundaries,
+         "document boundaries must start at 0, got " + std::to_string(boundaries.front()));
   }
   std::vector<std::int64_t> keys(boundaries.size());
   keys[0] = 0;
   for (std::size_t d = 0; d + 1 < boundaries.size(); ++d) {
     if (boundaries[d + 1] < boundaries[d]) {
       fail(Errc::route_boundaries,
-           "document boundaries decrease at index " + std::to_string(d + 1));
+           "document boundaries decrease at index " + std::to_string(d + 1) + ": " +
+               std::to_string(boundaries[d]) + " then " + std::to_string(boundaries[d + 1]));
     }
     keys[d + 1] = keys[d] + (boundaries[d + 1] - boundaries[d]) / ratio;
   }

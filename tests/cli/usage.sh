@@ -70,6 +70,10 @@ expect_usage "--owner-offsets: the offset list is empty" \
 expect_usage "--owner-offsets: the offset list is empty" \
   route plan-all interval --local-length 4 --intervals 0:4 --owner-offsets ""
 expect_usage "--dump: the directory name is empty" demo --dump ""
+# The rank count and --dp each named by their own check (a bad --ranks blamed --dp).
+expect_usage "the demo runs on 1 to 64 ranks (--ranks, or the MPI job's size), got 65" demo --ranks 65 --dp 1
+expect_usage "the demo runs on 1 to 64 ranks (--ranks, or the MPI job's size), got -3" demo --ranks -3
+expect_usage "--dp 3 must divide --ranks 8" demo --ranks 8 --dp 3
 # A fault plan the cluster cannot run is refused before anything is printed.
 expect_usage "fault crash:9@1 names rank 9 of a 4-rank cluster" sim run collectives --fault crash:9@1
 [ ! -s "$tmp/out" ] || fail "sim run --fault crash:9@1 printed before refusing: $(cat "$tmp/out")"

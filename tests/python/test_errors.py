@@ -717,3 +717,19 @@ def test_the_docs_table_is_the_code():
     tested = {c[1] for c in DECODE_CASES} | {c[1] for c in ENCODE_CASES} | {
         c[2] for c in DOCUMENTED_EXCEPTIONS} | {c[2] for c in DOCUMENTED_ENCODE_EXCEPTIONS}
     assert {k for k, cells in rows.items() if cells[4] == "test"} == tested
+
+
+def test_a_legacy_dict_the_original_merges_has_no_equivalent_refusal():
+    """The original merges a legacy segment with `for key, payload in items`: a dict whose
+    keys unpack to two (distinct first parts) merges as {key[0]: key[1]}; we refuse it
+    (metadata_not_pairs), so python_equivalent says None there, and ValueError where the
+    original's unpacking or duplicate check refuses too."""
+    import pickle
+    from hpref.codec import decode_received
+    for value, want in (({(1, 0): "x"}, None), ({"ab": 1}, None), ({(1, 0): "x", (1, 2): "y"}, ValueError),
+                        ({(1, 2, 3): "x"}, ValueError), ([[1, 2, 3]], ValueError), (None, TypeError)):
+        blob = pickle.dumps(value, 5)
+        with pytest.raises(hpref.Error) as e:
+            decode_received(blob, [len(blob)])
+        assert e.value.kind == "metadata_not_pairs", e.value
+        assert hpref.python_equivalent(e.value) is want, (value, e.value)

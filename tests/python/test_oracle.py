@@ -180,6 +180,8 @@ def test_refusals():
     p = PLANS["window"]
     for call, kind in (
         (lambda: oracle.dispatch_forward(torch.zeros(23), p), "oracle_mismatch"),
+        (lambda: oracle.dispatch_forward(torch.zeros(25), p), "oracle_mismatch"),  # extra rows
+        (lambda: oracle.dispatch_forward(torch.zeros(100), p), "oracle_mismatch"),
         (lambda: oracle.dispatch_forward(torch.zeros(24), p, dim=1), "oracle_mismatch"),
         (lambda: oracle.dispatch_forward(torch.zeros(24), p, dim=-2), "oracle_mismatch"),
         (lambda: oracle.dispatch_forward(torch.zeros(24), []), "oracle_mismatch"),
@@ -200,6 +202,9 @@ def test_refusals():
                           needs_exchange=True)
     with pytest.raises(hpref.Error, match="route 1: local_output_start 0 differs"):
         oracle.dispatch_backward(output_grads(p, torch.float32, (), 0), [p[0], broken] + list(p[2:]))
+    # The bank is the owner shards concatenated: a longer one is refused, not read in part.
+    with pytest.raises(hpref.Error, match="the global bank has 25 rows but the routes' owner shards hold 24"):
+        oracle.dispatch_forward(torch.zeros(25), p)
     with pytest.raises(TypeError, match="bank must be a torch tensor"):
         oracle.dispatch_forward([1.0, 2.0], p)
     with pytest.raises(ValueError, match="tensors must be"):

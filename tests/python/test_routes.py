@@ -450,6 +450,47 @@ def test_plan_all_refusals():
     assert len(routes.plan_all("sliding_window", (0, p - 1), 1, p - 1, 1)) == p - 1
 
 
+def test_a_refusal_the_original_shares_keeps_its_kind_before_the_size_cap():
+    """route_too_large (no counterpart: the original would build the route) comes after the
+    rank and boundary checks, whose refusals the original makes too (ValueError)."""
+    big = routes.MAX_ROUTE_PEERS + 1
+    for call, kind in ((lambda: routes.sliding_window((0, 4), 1, big, 0, 1), "route_boundaries"),
+                       (lambda: routes.sliding_window((0, big), 1, big, -1, 1), "route_arguments"),
+                       (lambda: routes.document_prefix((0, 4), 1, big, 0, 1), "route_boundaries"),
+                       (lambda: routes.plan_all("sliding_window", (0, 4), 1, big, 1), "route_boundaries")):
+        with pytest.raises(hpref.Error) as e:
+            call()
+        assert e.value.kind == kind, e.value
+        assert hpref.errors.python_equivalent(e.value) is ValueError
+    with pytest.raises(hpref.Error) as e:
+        routes.sliding_window((0, big), 1, big, 0, 1)
+    assert e.value.kind == "route_too_large" and hpref.errors.python_equivalent(e.value) is None
+
+
+def test_overflow_of_a_product_maps_to_the_originals_refusal():
+    """A product of int64 arguments beyond int64 comes only from arguments the original
+    refuses (its boundaries cannot end there, its intervals cannot reach that owner offset);
+    an argument beyond int64 is the divergence (the original goes on)."""
+    for call in (lambda: routes.sliding_window((0, 4), 2 ** 62, 2, 0, 1),
+                 lambda: routes.document_prefix((0, 4), 2 ** 62, 2, 0, 1),
+                 lambda: routes.interval(2 ** 62, 1, ((0, 2 ** 62), (2 ** 62, 2 ** 63 - 1)))):
+        with pytest.raises(hpref.Error) as e:
+            call()
+        assert e.value.kind == "route_overflow" and " * " in str(e.value), e.value
+        assert hpref.errors.python_equivalent(e.value) is ValueError
+    with pytest.raises(hpref.Error) as e:
+        routes.sliding_window((0, 4), 2 ** 64, 2, 0, 1)
+    assert e.value.kind == "route_overflow" and hpref.errors.python_equivalent(e.value) is None
+    assert hpref.errors.python_equivalent("route_overflow") is None
+
+
+def test_compressed_offsets_refusals_name_the_values():
+    for boundaries, message in (((3, 5, 9), "must start at 0, got 3"), ((), "are empty"),
+                                ((0, 7, 5), "decrease at index 2: 7 then 5")):
+        with pytest.raises(hpref.Error, match=message):
+            routes.compressed_document_offsets(boundaries, 2)
+
+
 def test_compressed_offsets_refuse_what_the_stubs_do_not_check():
     for call, kind in ((lambda: routes.compressed_document_offsets((0, 4), 0), "route_arguments"),
                        (lambda: routes.compressed_document_offsets((1, 4), 1), "route_boundaries"),

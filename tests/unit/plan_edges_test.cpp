@@ -717,14 +717,16 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(plan_edges_routes)
 
 // SPEC 7.3 (header of routes.hpp): boundaries must start at 0, so empty ones are refused
-// before anything reads them.
+// before anything reads them; each message names the values.
 BOOST_AUTO_TEST_CASE(compressed_offsets_refuse_empty_boundaries_spec_7_3) {
   HPREF_CHECK_ERROR(compressed_document_offsets(V{}, 1), Errc::route_boundaries,
-                    "document boundaries must start at 0");
+                    "document boundaries are empty");
   HPREF_CHECK_ERROR(compressed_document_offsets(V{2, 4}, 1), Errc::route_boundaries,
-                    "document boundaries must start at 0");
+                    "document boundaries must start at 0, got 2");
   HPREF_CHECK_ERROR(compressed_owner_offsets(V{}, 2, 4), Errc::route_boundaries,
-                    "document boundaries must start at 0");
+                    "document boundaries are empty");
+  HPREF_CHECK_ERROR(compressed_document_offsets(V{0, 7, 5}, 2), Errc::route_boundaries,
+                    "document boundaries decrease at index 2: 7 then 5");
   HPREF_CHECK_ERROR(compressed_document_offsets(V{0, 4}, -1), Errc::route_arguments,
                     "ratio must be positive, got -1");
   HPREF_CHECK_ERROR(compressed_owner_offsets(V{0, 4}, 1, -3), Errc::route_arguments,
@@ -758,7 +760,8 @@ BOOST_AUTO_TEST_CASE(sliding_window_intervals_spec_7_2) {
                     "document boundaries must end at local_length * size = 8, got 12");
 }
 
-// Beyond kMaxRoutePeers ranks the one-rank and all-ranks planners refuse before allocating.
+// Beyond kMaxRoutePeers ranks the one-rank and all-ranks planners refuse before allocating,
+// after the checks the original makes too (rank, boundaries: their kinds kept).
 BOOST_AUTO_TEST_CASE(too_many_peers) {
   std::int64_t size = kMaxRoutePeers + 1;
   V b = {0, size};
@@ -768,8 +771,13 @@ BOOST_AUTO_TEST_CASE(too_many_peers) {
   HPREF_CHECK_ERROR(document_prefix_route(b, 1, size, 0, 1), Errc::route_too_large, message);
   HPREF_CHECK_ERROR(sliding_window_routes(b, 1, size, 1), Errc::route_too_large, message);
   HPREF_CHECK_ERROR(document_prefix_routes(b, 1, size, 2), Errc::route_too_large, message);
-  // size is checked before the rank: rank -1 does not matter here.
-  HPREF_CHECK_ERROR(sliding_window_route(b, 1, size, -1, 1), Errc::route_too_large, message);
+  // The rank and the boundaries are checked before the size cap.
+  HPREF_CHECK_ERROR(sliding_window_route(b, 1, size, -1, 1), Errc::route_arguments,
+                    "rank -1 is outside [0, size = 1048577)");
+  HPREF_CHECK_ERROR(sliding_window_route(V{0, 4}, 1, size, 0, 1), Errc::route_boundaries,
+                    "must end at local_length * size = 1048577, got 4");
+  HPREF_CHECK_ERROR(document_prefix_routes(V{0, 4}, 1, size, 2), Errc::route_boundaries,
+                    "must end at local_length * size = 1048577, got 4");
   // The all-ranks planners stop at kMaxAllRoutesPeers ranks.
   I shards;
   for (std::int64_t p = 0; p <= kMaxAllRoutesPeers; ++p) shards.push_back({p, p + 1});

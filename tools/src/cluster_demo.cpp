@@ -237,9 +237,14 @@ void header(const DemoArgs& a, const Config& cfg, const std::string& what, std::
 }
 
 Config configure(DemoArgs a) {
-  if (a.ranks < 1 || a.ranks > 64 || a.dp < 1 || a.ranks % a.dp != 0) {
-    throw Error(Errc::invalid_argument, "--dp " + std::to_string(a.dp) + " must divide --ranks " +
-                                            std::to_string(a.ranks) + " (1 to 64 ranks)");
+  if (a.ranks < 1 || a.ranks > 64) {
+    throw Error(Errc::invalid_argument,
+                "the demo runs on 1 to 64 ranks (--ranks, or the MPI job's size), got " +
+                    std::to_string(a.ranks));
+  }
+  if (a.dp < 1 || a.ranks % a.dp != 0) {
+    throw Error(Errc::invalid_argument,
+                "--dp " + std::to_string(a.dp) + " must divide --ranks " + std::to_string(a.ranks));
   }
   if (a.steps < 1 || a.window < 1 || (a.ratio != 1 && a.ratio != 2)) {
     throw Error(Errc::invalid_argument,

@@ -359,7 +359,9 @@ RouteCommands add_route_commands(CLI::App& app, RouteArgs& ra) {
                     "With --batch: exit 0 even when some lines were refused (default: exit 2)");
   c.route->require_subcommand(0, 1);
   auto common = [&ra](CLI::App* sub, bool rank) {
-    sub->add_option("--local-length", ra.local_length, "Rows each rank owns (L)")
+    sub->add_option("--local-length", ra.local_length,
+                    "Rows each rank owns (L); plan-all interval with --owner-offsets does not read "
+                    "it (each rank's is its owner shard's length)")
         ->required()
         ->check(integer_of(ra.local_length));
     if (rank) {
