@@ -305,13 +305,18 @@ def run(world_size: int, fn: Callable, *args: Any, seed: int = 1, faults: Sequen
     imported torch). Return values cross back pickled (one that does not unpickle here is
     that rank's error, naming its type and why); an exception in a rank is reported, not
     raised (see :meth:`Result.values`). A bad argument raises at once, naming it and its value:
-    ``ValueError``/``TypeError`` for ``world_size``, ``fn`` and ``timeout_s``,
-    ``hpref.errors.InvalidArgumentError`` for ``seed`` and ``faults``."""
+    ``ValueError``/``TypeError`` for ``world_size``, ``fn``, ``timeout_s`` and ``trace``
+    (None, a bool or a non-empty path), ``hpref.errors.InvalidArgumentError`` for ``seed``
+    and ``faults``."""
     if isinstance(world_size, bool) or not isinstance(world_size, int) or not 1 <= world_size <= 64:
         raise ValueError(f"world_size must be an int in 1..64, got {world_size!r}")
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {fn!r}")
     timeout_s = _checked_timeout_s(timeout_s)
+    if trace is not None and not isinstance(trace, (bool, str, os.PathLike)):
+        raise TypeError(f"trace must be None, a bool or a path, got {trace!r}")
+    if isinstance(trace, (str, os.PathLike)) and not os.fspath(trace):
+        raise ValueError("trace: the path is empty")
     seed = _checked_int("seed", seed, "invalid_argument", 0, 1 << 64)
     faults = _checked_faults(faults)
     setup = _torch_setup if torch_distributed else None

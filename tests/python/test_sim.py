@@ -47,6 +47,13 @@ def test_the_same_seed_gives_the_same_trace_and_another_seed_another():
     assert runs[0].trace and runs[0].trace_hash != runs[2].trace_hash
 
 
+def test_a_trace_argument_that_is_no_bool_or_path_is_refused_before_the_run():
+    with pytest.raises(ValueError, match="trace: the path is empty"):
+        sim.run(2, gather_and_sum, None, trace="", torch_distributed=False)
+    with pytest.raises(TypeError, match="trace must be None, a bool or a path, got 1"):
+        sim.run(2, gather_and_sum, None, trace=1, torch_distributed=False)
+
+
 def test_a_run_without_trace_keeps_no_lines_and_has_the_same_hash():
     """trace=None: the simulator keeps no lines (Options::keep_trace), the hash is the same."""
     kept = sim.run(4, gather_and_sum, None, seed=7, trace=True, torch_distributed=False)
