@@ -70,6 +70,16 @@ Fault Fault::drawn(std::uint64_t seed, int ranks) {
   return f;
 }
 
+std::vector<Fault> Fault::drawable(int ranks) {
+  std::vector<Fault> out;
+  for (Kind kind : {Kind::crash, Kind::flip, Kind::delay}) {
+    for (int rank = 0; rank < std::max(ranks, 1); ++rank) {
+      for (std::uint64_t at = 1; at <= kDrawnAtMost; ++at) out.push_back({kind, rank, at, -1});
+    }
+  }
+  return out;
+}
+
 std::string Fault::str() const {
   const char* names[] = {"crash", "flip", "delay"};
   std::string out = std::string(names[static_cast<int>(kind)]) + ":" + std::to_string(rank) + "@" +

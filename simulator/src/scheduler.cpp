@@ -151,8 +151,7 @@ bool Scheduler::await_wake(int r) {
     if (errno != ETIMEDOUT && errno != EINTR) throw Error(Errc::internal, "sem_clockwait failed");
     if (options_.on_turn_tick) options_.on_turn_tick(r);
     now_ns_ = clock_ns();
-    int status = 0;
-    if (waitpid(ranks_[r].pid, &status, WNOHANG) == ranks_[r].pid) {
+    if (int status = 0; collected(r, status)) {
       // Gone since the wait timed out. Its last act may have been its report (finish()
       // posts finish_staged, then exits at once: a slow staging, or a coverage dump, spans a
       // tick): the outcome is whole, so it is served as on any other turn (on_finish_staged
@@ -194,9 +193,14 @@ void Scheduler::reap_others(int running) {
 // If rank r has died, records it (gone() marks it dead); true then.
 bool Scheduler::reap(int r) {
   int status = 0;
-  if (waitpid(ranks_[r].pid, &status, WNOHANG) != ranks_[r].pid) return false;
+  if (!collected(r, status)) return false;
   gone(r, how_died(status));
   return true;
+}
+
+// Whether rank r's process has ended: collected now, its wait status in `status`.
+bool Scheduler::collected(int r, int& status) {
+  return waitpid(ranks_[r].pid, &status, WNOHANG) == ranks_[r].pid;
 }
 
 // Kills rank r, collects it and records it as dead for `how`.

@@ -45,6 +45,7 @@ class Scheduler {
   // Liveness.
   void reap_others(int running);
   bool reap(int r);
+  bool collected(int r, int& status);
   void kill_rank(int r, const std::string& how);
   void gone(int r, const std::string& how);  // exited ("") or died (how): fail what needs it
   bool is_gone(int r) const;

@@ -36,8 +36,13 @@ char* put_counts(char* p, const std::vector<std::uint64_t>& counts) {
 
 }  // namespace
 
+// The trace hash so far, `h`, with one more line (and its '\n').
+std::uint64_t fold_trace_line(std::uint64_t h, std::string_view line) noexcept {
+  return fnv1a64("\n", 1, fnv1a64(line.data(), line.size(), h));
+}
+
 void Trace::count_in(std::string_view line) {
-  hash_ = fnv1a64("\n", 1, fnv1a64(line.data(), line.size(), hash_));
+  hash_ = fold_trace_line(hash_, line);
   ++count_;
 }
 
@@ -128,11 +133,8 @@ void Trace::skipped_new_group(int id, const std::vector<int>& blocked) {
 namespace hpref::sim {
 
 std::uint64_t trace_hash(std::span<const std::string> lines) noexcept {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (const std::string& line : lines) {
-    h = fnv1a64(line.data(), line.size(), h);
-    h = fnv1a64("\n", 1, h);
-  }
+  std::uint64_t h = detail::kTraceHashStart;
+  for (const std::string& line : lines) h = detail::fold_trace_line(h, line);
   return h;
 }
 

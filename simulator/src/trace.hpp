@@ -13,6 +13,10 @@
 
 namespace hpref::sim::detail {
 
+// The trace hash (cluster.hpp's trace_hash) of no lines, and with one more line.
+inline constexpr std::uint64_t kTraceHashStart = 0xcbf29ce484222325ULL;  // FNV-1a 64 offset
+std::uint64_t fold_trace_line(std::uint64_t h, std::string_view line) noexcept;
+
 class Trace {
  public:
   explicit Trace(bool keep_lines = true) : keep_(keep_lines) {}
@@ -36,8 +40,8 @@ class Trace {
   void add(std::string_view line);
   void add(std::string&& line);
   bool keep_;
-  std::vector<std::string> lines_;              // empty unless keep_
-  std::uint64_t hash_ = 0xcbf29ce484222325ULL;  // trace_hash of the lines so far
+  std::vector<std::string> lines_;        // empty unless keep_
+  std::uint64_t hash_ = kTraceHashStart;  // trace_hash of the lines so far
   std::uint64_t count_ = 0;
   std::string scratch_;  // launch() builds its line here
 };

@@ -280,12 +280,21 @@ void check_random_clashes(const std::vector<std::string>& specs, int ranks) {
     if (spec != "random") given.push_back(sim::Fault::parse(spec));
   }
   sim::check_faults(given, ranks);
-  for (const std::string& spec : specs) {
-    if (spec == "random") continue;
-    sim::Fault f = sim::Fault::parse(spec);
-    bool clashes = f.rank >= 0 && f.rank < ranks &&
-                   (f.kind == sim::Fault::Kind::crash ||
-                    (f.kind == sim::Fault::Kind::flip && f.at <= sim::Fault::kDrawnAtMost));
+  // A given fault clashes when check_faults (its rules, pairwise) refuses it beside one of
+  // the faults a seed can draw.
+  const std::vector<sim::Fault> drawable = sim::Fault::drawable(ranks);
+  auto refused_beside = [ranks](const sim::Fault& f, const sim::Fault& d) {
+    try {
+      const sim::Fault both[] = {f, d};
+      sim::check_faults(both, ranks);
+      return false;
+    } catch (const Error&) {
+      return true;
+    }
+  };
+  for (const sim::Fault& f : given) {
+    bool clashes = std::any_of(drawable.begin(), drawable.end(),
+                               [&](const sim::Fault& d) { return refused_beside(f, d); });
     if (clashes) {
       throw Error(Errc::invalid_argument,
                   "--fault random with " + f.str() +

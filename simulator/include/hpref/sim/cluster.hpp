@@ -38,6 +38,8 @@ struct Fault {
   // any rank, `at` in 1..kDrawnAtMost (a flip's byte left to the plan).
   static Fault drawn(std::uint64_t seed, int ranks);
   static constexpr std::uint64_t kDrawnAtMost = 8;
+  // Every fault drawn() can give for `ranks` ranks.
+  static std::vector<Fault> drawable(int ranks);
   std::string str() const;
 };
 
