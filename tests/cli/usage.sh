@@ -70,6 +70,18 @@ expect_usage "--owner-offsets: the offset list is empty" \
 expect_usage "--owner-offsets: the offset list is empty" \
   route plan-all interval --local-length 4 --intervals 0:4 --owner-offsets ""
 expect_usage "--dump: the directory name is empty" demo --dump ""
+# plan-all interval takes each rank's length from --owner-offsets when given: --local-length
+# is then not needed (it was required, and not read); without either it is refused.
+expect_usage "hpref: error [invalid_argument]: --local-length (or --owner-offsets) is required" \
+  route plan-all interval --intervals 0:4,2:8
+"$hpref" route plan-all interval --intervals 0:4,2:8 --owner-offsets 0,4,8 --json > "$tmp/owners.json" \
+  || fail "route plan-all interval --owner-offsets without --local-length"
+"$hpref" route plan-all interval --intervals 0:4,2:8 --local-length 4 --json > "$tmp/length.json" \
+  || fail "route plan-all interval --local-length 4"
+cmp -s "$tmp/owners.json" "$tmp/length.json" \
+  || fail "plan-all interval: --owner-offsets 0,4,8 and --local-length 4 plan differently"
+expect_usage "hpref: error [invalid_argument]: --local-length is required" \
+  route interval --rank 0 --intervals 0:4,2:8 --owner-offsets 0,4,8
 # The rank count and --dp each named by their own check (a bad --ranks blamed --dp).
 expect_usage "the demo runs on 1 to 64 ranks (--ranks, or the MPI job's size), got 65" demo --ranks 65 --dp 1
 expect_usage "the demo runs on 1 to 64 ranks (--ranks, or the MPI job's size), got -3" demo --ranks -3

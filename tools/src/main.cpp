@@ -359,11 +359,13 @@ RouteCommands add_route_commands(CLI::App& app, RouteArgs& ra) {
                     "With --batch: exit 0 even when some lines were refused (default: exit 2)");
   c.route->require_subcommand(0, 1);
   auto common = [&ra](CLI::App* sub, bool rank) {
-    sub->add_option("--local-length", ra.local_length,
-                    "Rows each rank owns (L); plan-all interval with --owner-offsets does not read "
-                    "it (each rank's is its owner shard's length)")
-        ->required()
-        ->check(integer_of(ra.local_length));
+    CLI::Option* length = sub->add_option("--local-length", ra.local_length,
+                                          "Rows each rank owns (L); plan-all interval with "
+                                          "--owner-offsets does not read it (each rank's is its "
+                                          "owner shard's length) and does not need it")
+                              ->check(integer_of(ra.local_length));
+    // Only plan-all interval can do without it, when it has --owner-offsets (run_route).
+    if (rank || sub->get_name() != "interval") length->required();
     if (rank) {
       sub->add_option("--rank", ra.rank, "This rank, 0 <= rank < P")
           ->required()
@@ -400,6 +402,11 @@ RouteCommands add_route_commands(CLI::App& app, RouteArgs& ra) {
                     "P+1 owner offsets, comma-separated (default p * local_length)")
         ->check(non_empty("offset list"));
   }
+  // Checked as the command line is parsed, so the refusal is a usage error like the others.
+  c.all_interval->final_callback([sub = c.all_interval] {
+    if (sub->count("--local-length") == 0 && sub->count("--owner-offsets") == 0)
+      throw CLI::RequiredError("--local-length (or --owner-offsets)");
+  });
   for (CLI::App* sub : {c.window, c.all_window}) {
     common(sub, sub == c.window);
     docs(sub, "--window", ra.window, "Window length in rows (> 0)");
