@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "common.hpp"
@@ -137,6 +138,31 @@ struct Converter {
     return it->second;
   }
 
+  // One Python tuple per shared tuple node (a memo reference, or a schema node referenced
+  // twice) that holds nothing mutable: a tuple of depth d nesting pairs of one memoized
+  // tuple is 2^d logical nodes from a few hundred bytes, which became as many Python
+  // tuples (8 Mi of them, 680 MB, from a 118-byte legacy segment). pickle.loads shares
+  // such a tuple the same way. A tuple holding a list, dict, bytearray or tensor is made
+  // anew at each use: the original's decoder makes a fresh one at each schema reference,
+  // and sharing it would alias what the caller may change.
+  mutable std::unordered_map<const void*, nb::object> tuples{};
+  mutable bool made_mutable = false;  // set by every list, dict, bytearray or tensor made
+
+  nb::object tuple(const Value& v) const {
+    bool shared = detail::ValueAccess::use_count(v) > 1;
+    if (shared) {
+      if (auto it = tuples.find(v.node_identity()); it != tuples.end()) return it->second;
+    }
+    bool outer = std::exchange(made_mutable, false);
+    nb::object out = nb::steal(PyTuple_New(static_cast<Py_ssize_t>(v.items().size())));
+    Py_ssize_t i = 0;
+    for (const Value& item : v.items())
+      PyTuple_SET_ITEM(out.ptr(), i++, (*this)(item).release().ptr());
+    if (shared && !made_mutable) tuples.emplace(v.node_identity(), out);
+    made_mutable = made_mutable || outer;
+    return out;
+  }
+
   nb::object operator()(const Value& v) const {
     switch (v.kind()) {
       case ValueKind::none:
@@ -156,19 +182,17 @@ struct Converter {
         return once(v, b.data(), b.size(), [&] { return nb::bytes(b.data(), b.size()); });
       }
       case ValueKind::bytearray:
+        made_mutable = true;
         return nb::steal(
             PyByteArray_FromStringAndSize(reinterpret_cast<const char*>(v.as_bytes().data()),
                                           static_cast<Py_ssize_t>(v.as_bytes().size())));
       case ValueKind::tensor:
+        made_mutable = true;
         return tensors(v.as_tensor());
-      case ValueKind::tuple: {
-        nb::object out = nb::steal(PyTuple_New(static_cast<Py_ssize_t>(v.items().size())));
-        Py_ssize_t i = 0;
-        for (const Value& item : v.items())
-          PyTuple_SET_ITEM(out.ptr(), i++, (*this)(item).release().ptr());
-        return out;
-      }
+      case ValueKind::tuple:
+        return tuple(v);
       case ValueKind::list: {
+        made_mutable = true;
         nb::object out = nb::steal(PyList_New(static_cast<Py_ssize_t>(v.items().size())));
         Py_ssize_t i = 0;
         for (const Value& item : v.items())
@@ -176,6 +200,7 @@ struct Converter {
         return out;
       }
       case ValueKind::mapping: {
+        made_mutable = true;
         nb::dict out;
         for (const auto& [key, value] : v.entries()) out[(*this)(key)] = (*this)(value);
         return out;

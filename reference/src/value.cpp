@@ -9,6 +9,7 @@
 #include <limits>
 #include <optional>
 #include <random>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "hpref/detail/node_arena.hpp"
@@ -573,6 +574,36 @@ std::uint64_t siphash13(std::uint64_t k0, std::uint64_t k1, std::string_view byt
   return h.finish();
 }
 
+namespace {
+
+// A tuple node that memo references share (use_count > 1) is hashed once per key_hash call:
+// a key of a few hundred bytes whose tuples nest pairs of one shared tuple has 2^depth
+// logical nodes, and hashing them one by one cost seconds per merge (SPEC 2.4 charges the
+// logical count to the budget; the work need not follow it). The nodes stay alive: the key
+// being hashed holds them.
+using TupleHashes = std::unordered_map<const void*, std::uint64_t, SeededHash>;
+
+std::uint64_t hash_key(const Value& v, TupleHashes& shared);
+
+std::uint64_t hash_items(const Value& v, TupleHashes& shared) {
+  Sip13 h(kTuple);
+  for (const Value& item : v.items()) h.word(hash_key(item, shared));
+  return h.finish();
+}
+
+std::uint64_t hash_key(const Value& v, TupleHashes& shared) {
+  if (v.is(ValueKind::tuple) && detail::ValueAccess::use_count(v) > 1) {
+    if (auto it = shared.find(v.node_identity()); it != shared.end()) return it->second;
+    std::uint64_t h = hash_items(v, shared);
+    shared.emplace(v.node_identity(), h);
+    return h;
+  }
+  if (v.is(ValueKind::tuple)) return hash_items(v, shared);
+  return key_hash(v);
+}
+
+}  // namespace
+
 std::size_t key_hash(const Value& v) noexcept {
   switch (v.kind()) {
     case ValueKind::none:
@@ -589,8 +620,17 @@ std::size_t key_hash(const Value& v) noexcept {
     case ValueKind::bytes:
       return hash_text(kBytes, v.as_bytes().view());
     case ValueKind::tuple: {
+      // The key's own node is not looked up (it is shared by whoever holds the key: a
+      // set and its caller); its items are, when shared.
       Sip13 h(kTuple);
-      for (const Value& item : v.items()) h.word(key_hash(item));
+      try {
+        TupleHashes shared;
+        for (const Value& item : v.items()) h.word(hash_key(item, shared));
+      } catch (const std::bad_alloc&) {  // no memory for the table: item by item
+        Sip13 plain(kTuple);
+        for (const Value& item : v.items()) plain.word(key_hash(item));
+        return plain.finish();
+      }
       return h.finish();
     }
     default:
@@ -599,7 +639,24 @@ std::size_t key_hash(const Value& v) noexcept {
 }
 
 struct KeySet::Impl {
-  std::unordered_set<Value, KeyHash, KeyEqual> keys;
+  // Each key with its hash, computed once: the table rehashes as it grows and, without
+  // hashes kept beside the keys, walks a bucket by hashing its keys again (libstdc++ keeps
+  // none for a hash it takes to be fast); and keys are compared only when the hashes are
+  // equal. A long key (memo-shared tuples) cost its length at each of those.
+  struct Hashed {
+    Value key;
+    std::size_t hash;
+  };
+  struct ByHash {
+    std::size_t operator()(const Hashed& k) const noexcept { return k.hash; }
+  };
+  struct Equal {
+    bool operator()(const Hashed& a, const Hashed& b) const noexcept {
+      return a.hash == b.hash && key_equal(a.key, b.key);
+    }
+  };
+  std::unordered_set<Hashed, ByHash, Equal> keys;
+  bool insert(const Value& key) { return keys.insert({key, key_hash(key)}).second; }
 };
 
 namespace {
@@ -630,7 +687,7 @@ bool MappingKeys::repeats_in_set(std::span<const Value::Entry> so_far, const Val
 }
 
 bool KeySet::insert(const Value& key) {
-  if (impl_) return impl_->keys.insert(key).second;
+  if (impl_) return impl_->insert(key);
   for (const Value& k : small_) {
     if (key_equal(k, key)) return false;
   }
@@ -639,9 +696,9 @@ bool KeySet::insert(const Value& key) {
     return true;
   }
   impl_ = std::make_unique<Impl>();
-  impl_->keys.insert(small_.begin(), small_.end());
+  for (const Value& k : small_) impl_->insert(k);
   small_.clear();
-  return impl_->keys.insert(key).second;
+  return impl_->insert(key);
 }
 
 std::size_t KeySet::size() const noexcept { return impl_ ? impl_->keys.size() : small_.size(); }

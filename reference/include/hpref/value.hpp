@@ -143,13 +143,6 @@ struct SeededHash {
   std::size_t operator()(std::string_view s) const noexcept { return seeded_hash(s); }
 };
 
-struct KeyHash {
-  std::size_t operator()(const Value& v) const noexcept { return key_hash(v); }
-};
-struct KeyEqual {
-  bool operator()(const Value& a, const Value& b) const noexcept { return key_equal(a, b); }
-};
-
 // A set of keys under key equality; insert() returns false for a key already present.
 // Small sets are scanned linearly (no hashing, one allocation); larger ones are hashed.
 class KeySet {
