@@ -123,12 +123,37 @@ struct CoreWork final : Work::State {
   // with it (a timeout still fails the transport; later operations say so). Freed under a
   // running MPI request, they were written after the free: a crash in the job.
   ~CoreWork() override {
-    if (done || !pending || transport->failed()) return;
+    if (done || !pending || transport->failed()) return;  // (detached: pending is null)
     try {
       pending->wait();
     } catch (...) {  // NOLINT(bugprone-empty-catch): nobody is left to tell
     }
     pending.reset();
+  }
+
+  // Its communicator is being destroyed while the caller still holds it (a Work may outlive
+  // its communicator): completed now as wait() would (within the deadline; its outcome, an
+  // error included, is what the caller's wait() then gives), and its transport operation
+  // released while the transport is alive. It used to keep a pointer to the freed
+  // transport: dropping it later read freed memory, or crashed while MPI still ran it.
+  void detach() noexcept {
+    if (!done && pending && !transport->failed()) {
+      try {
+        wait();
+      } catch (...) {  // NOLINT(bugprone-empty-catch): kept in `error` for the caller's wait()
+      }
+    }
+    if (!std::exchange(done, true) && pending) {  // failed earlier: it can never complete
+      error = CommError(transport->failure(),
+                        op_text(op) + " was not waited before its " + transport->name() +
+                            " communicator, failed earlier (" +
+                            std::string(errc_name(transport->failure())) + "), was destroyed",
+                        op.group, op.seq, std::vector<int>(op.ranks.begin(), op.ranks.end()));
+    }
+    pending.reset();
+    finish = nullptr;
+    transport = nullptr;
+    op.ranks = {};  // the communicator's group table
   }
 
   std::uint64_t checksum() const {
@@ -169,6 +194,10 @@ struct CoreCommunicator::State {
   std::string world_backend;
   bool checked = false;
   std::vector<Entry> groups;
+  // The Works launched, to detach() those still held when the communicator ends; expired
+  // entries are dropped whenever the list has doubled since the last sweep.
+  std::vector<std::weak_ptr<CoreWork>> works;
+  std::size_t sweep_at = 64;
 
   Entry& lookup(const Group& group) {
     auto id = static_cast<std::size_t>(group.id());
@@ -208,6 +237,11 @@ struct CoreCommunicator::State {
     auto w = std::make_shared<CoreWork>();
     w->transport = transport.get();
     w->op = {group.id(), g.seq++, sig.kind, g.ranks, transport->rank()};
+    works.push_back(w);
+    if (works.size() >= sweep_at) {
+      std::erase_if(works, [](const std::weak_ptr<CoreWork>& x) { return x.expired(); });
+      sweep_at = std::max<std::size_t>(64, 2 * works.size());
+    }
     if (checked) {
       std::vector<std::uint8_t> mine(signature_wire_bytes(group.size()));
       write_signature(sig, group.size(), mine.data());
@@ -233,7 +267,11 @@ CoreCommunicator::CoreCommunicator(std::unique_ptr<Transport> transport, std::st
   state_->groups.push_back({state_->transport->world_ranks(), 0, nullptr, Group()});
 }
 
-CoreCommunicator::~CoreCommunicator() = default;
+CoreCommunicator::~CoreCommunicator() {
+  for (const std::weak_ptr<CoreWork>& weak : state_->works) {
+    if (auto w = weak.lock()) w->detach();
+  }
+}
 
 int CoreCommunicator::rank() const { return state_->transport->rank(); }
 int CoreCommunicator::size() const { return state_->transport->size(); }

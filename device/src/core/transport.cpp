@@ -33,7 +33,8 @@ void Transport::copy(void* dst, const void* src, std::size_t bytes) {
 
 void Transport::idle() { sched_yield(); }  // oversubscribed ranks share cores
 
-void Transport::poll(const OpContext& op, const std::function<bool()>& done) {
+void Transport::poll(const OpContext& op, const std::function<bool()>& done,
+                     const std::string& what) {
   // Saturated: now + a timeout of centuries (a "no timeout" of INT64_MAX ms) overflowed the
   // clock's nanoseconds into a deadline already past.
   using Clock = std::chrono::steady_clock;
@@ -45,7 +46,8 @@ void Transport::poll(const OpContext& op, const std::function<bool()>& done) {
     if (done()) return;
     if ((spin & 31) == 31 && Clock::now() > deadline) {
       fail(Errc::comm_timeout,
-           op_text(op) + " did not complete within " + std::to_string(timeout_ms_) +
+           (what.empty() ? op_text(op) : what) + " did not complete within " +
+               std::to_string(timeout_ms_) +
                " ms: a member is missing, dead or running other operations; " + after_failure_ +
                " (SPEC 9.2)",
            op);

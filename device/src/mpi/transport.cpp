@@ -80,6 +80,49 @@ class ErrorsReturn {
   MPI_Errhandler saved_[2] = {MPI_ERRHANDLER_NULL, MPI_ERRHANDLER_NULL};
 };
 
+// Process-wide: whether hpref initialized MPI (it then finalizes MPI when the last of its
+// transports ends, and aborts the job when one failed), how many transports are alive, and
+// the thread level MPI was initialized with. Communicators are made and destroyed by the
+// thread that drives them (SPEC 9.1), so plain fields.
+struct MpiProcess {
+  bool ours = false;
+  int live = 0;
+  int level = MPI_THREAD_SINGLE;
+};
+MpiProcess& mpi_process() {
+  static MpiProcess p;
+  return p;
+}
+
+std::string level_name(int level) {
+  const char* name = level == MPI_THREAD_SINGLE       ? "MPI_THREAD_SINGLE"
+                     : level == MPI_THREAD_FUNNELED   ? "MPI_THREAD_FUNNELED"
+                     : level == MPI_THREAD_SERIALIZED ? "MPI_THREAD_SERIALIZED"
+                     : level == MPI_THREAD_MULTIPLE   ? "MPI_THREAD_MULTIPLE"
+                                                      : "thread level";
+  return std::string(name) + " (" + std::to_string(level) + ")";
+}
+
+// Below MPI_THREAD_SERIALIZED only MPI's main thread may call MPI. A Work may be launched
+// or waited from another thread (SPEC 9.1), and hpref would then call MPI where the program
+// told MPI it never would: the operation's communicator fails instead, saying so (its
+// sequence numbers are out of step with its peers', as after a timeout).
+void check_thread(device::Transport& transport, const OpContext& op, const char* what) {
+  if (mpi_process().level >= MPI_THREAD_SERIALIZED) return;
+  int main = 1;
+  MPI_Is_thread_main(&main);
+  if (main) return;
+  transport.fail(Errc::comm_usage,
+                 op_text(op) + " was " + what +
+                     " on a thread other than MPI's main thread, but MPI was initialized with " +
+                     level_name(mpi_process().level) +
+                     ", which allows MPI calls on the main thread only; initialize MPI with "
+                     "MPI_Init_thread(..., MPI_THREAD_SERIALIZED, ...) to launch and wait "
+                     "operations on other threads (SPEC 9.1); " +
+                     transport.after_failure(),
+                 op);
+}
+
 [[noreturn]] void abort_mpi_job(int status) {
   std::fflush(nullptr);
   MPI_Abort(MPI_COMM_WORLD, status);
@@ -109,6 +152,7 @@ struct MpiPending final : device::Pending {
   // members, so the job must be aborted, and each request's own error is named.
   void wait() override {
     waited = true;  // a timed-out operation's types stay allocated: MPI may still use them
+    check_thread(*transport, op, "waited");
     if (!requests.empty()) {
       std::optional<ErrorsReturn> errors_return;
       if (program_handlers) errors_return.emplace();
@@ -147,30 +191,51 @@ struct MpiPending final : device::Pending {
 
 class MpiTransport final : public device::Transport {
  public:
-  MpiTransport(const Options& options, bool initialized_here, int rank, int size)
+  // The world's duplicate is made non-blocking and polled against the deadline: every rank
+  // of the job must make one, and a rank that never did (its own options refused, an
+  // exception before it) held the others in MPI_Comm_dup for ever.
+  MpiTransport(const Options& options, int rank, int size)
       : device::Transport("MPI", "the job must be aborted", rank, size, options.timeout_ms),
-        limit_(options.max_count),
-        initialized_here_(initialized_here) {
+        limit_(options.max_count) {
     comms_.push_back(MPI_COMM_NULL);
-    MPI_Comm_dup(MPI_COMM_WORLD, &comms_[0]);
+    OpContext op{0, -1, OpKind::barrier, world_ranks(), rank};
+    MPI_Request dup = MPI_REQUEST_NULL;
+    check(MPI_Comm_idup(MPI_COMM_WORLD, &comms_[0], &dup), "MPI_Comm_idup", op);
+    poll(
+        op,
+        [&] {
+          int done = 0;
+          MPI_Test(&dup, &done, MPI_STATUS_IGNORE);
+          return done != 0;
+        },
+        "the MpiCommunicator of rank " + std::to_string(rank) +
+            " (MPI_Comm_idup of MPI_COMM_WORLD, which every rank of the job makes)");
     MPI_Comm_set_errhandler(comms_[0], MPI_ERRORS_RETURN);
-    if (initialized_here_) {  // MPI is ours: no handler of the program's to put back
+    if (mpi_process().ours) {  // MPI is ours: no handler of the program's to put back
       MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
       MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
     }
+    ++mpi_process().live;
   }
 
+  // MPI is finalized when the last transport ends, if hpref initialized it: finalized under
+  // another live communicator, that one's end freed its communicators after MPI_Finalize,
+  // which Open MPI answers by ending the job. After the program's own MPI_Finalize nothing
+  // is freed (MPI freed them; the calls would end the job the same way).
   ~MpiTransport() override {
+    MpiProcess& process = mpi_process();
+    --process.live;
     if (failed()) {
-      if (initialized_here_) abort_mpi_job(kAbortStatus);
+      if (process.ours) abort_mpi_job(kAbortStatus);
       return;  // the program owns MPI and must abort the job itself
-    }
-    for (MPI_Comm& c : comms_) {
-      if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
     }
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (initialized_here_ && !finalized) MPI_Finalize();
+    if (finalized) return;
+    for (MPI_Comm& c : comms_) {
+      if (c != MPI_COMM_NULL) MPI_Comm_free(&c);
+    }
+    if (process.ours && process.live == 0) MPI_Finalize();
   }
 
   PendingPtr all_gather(const OpContext& op, const void* in, void* out,
@@ -239,9 +304,10 @@ class MpiTransport final : public device::Transport {
 
  private:
   std::unique_ptr<MpiPending> start(const OpContext& op) {
+    check_thread(*this, op, "launched");
     auto w = std::make_unique<MpiPending>();
     w->transport = this;
-    w->program_handlers = !initialized_here_;
+    w->program_handlers = !mpi_process().ours;
     w->op = op;
     w->comm = comms_[static_cast<std::size_t>(op.group)];
     return w;
@@ -270,7 +336,6 @@ class MpiTransport final : public device::Transport {
   }
 
   std::size_t limit_;
-  bool initialized_here_;
   std::vector<MPI_Comm> comms_;  // by group id; MPI_COMM_NULL where this rank is not a member
 };
 
@@ -342,7 +407,8 @@ PendingPtr MpiTransport::all_to_all_v(const OpContext& op, const void* in,
 }
 
 // MPI is initialized (MPI_THREAD_SERIALIZED: a Work may be waited from another thread when
-// the caller serializes calls) unless the program already did.
+// the caller serializes calls) unless the program already did; the level it has is kept
+// (check_thread).
 std::unique_ptr<device::Transport> open(const Options& options) {
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -361,13 +427,18 @@ std::unique_ptr<device::Transport> open(const Options& options) {
   }
   int initialized = 0, provided = 0, rank = 0, size = 1;
   MPI_Initialized(&initialized);
-  if (!initialized &&
-      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
-    throw CommError(Errc::comm_backend, "MPI_Init_thread failed");
+  if (!initialized) {
+    int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+    if (rc != MPI_SUCCESS) {
+      throw CommError(Errc::comm_backend,
+                      "MPI_Init_thread(MPI_THREAD_SERIALIZED) failed: " + error_text(rc));
+    }
+    mpi_process().ours = true;
   }
+  MPI_Query_thread(&mpi_process().level);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return std::make_unique<MpiTransport>(options, !initialized, rank, size);
+  return std::make_unique<MpiTransport>(options, rank, size);
 }
 
 }  // namespace

@@ -21,6 +21,8 @@ class Transport;
 
 class CoreCommunicator : public Communicator {
  public:
+  // Works the caller still holds are completed here as their wait() would complete them
+  // (within the deadline) and let go of the transport; their wait() then gives that outcome.
   ~CoreCommunicator() override;
   CoreCommunicator(const CoreCommunicator&) = delete;
   CoreCommunicator& operator=(const CoreCommunicator&) = delete;

@@ -83,8 +83,9 @@ class Transport {
   bool failed() const noexcept { return failed_; }
   Errc failure() const noexcept { return failure_; }
   const char* after_failure() const noexcept { return after_failure_; }
-  // Calls done() until it returns true; past the deadline, fail()s with comm_timeout.
-  void poll(const OpContext& op, const std::function<bool()>& done);
+  // Calls done() until it returns true; past the deadline, fail()s with comm_timeout naming
+  // `what` (default: op_text(op)).
+  void poll(const OpContext& op, const std::function<bool()>& done, const std::string& what = {});
   // Marks this transport failed, abort()s it and throws CommError(code, message) naming
   // the operation's group, sequence number and ranks.
   [[noreturn]] void fail(Errc code, const std::string& message, const OpContext& op);

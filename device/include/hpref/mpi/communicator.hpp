@@ -37,12 +37,16 @@ struct Options {
 
 class MpiCommunicator final : public device::CoreCommunicator {
  public:
-  // Initializes MPI (MPI_THREAD_SERIALIZED: a Work may be waited from another thread when
-  // the caller serializes calls) unless the program already did; comm_usage once MPI was
-  // finalized (a second MpiCommunicator after the first one's end: MPI initializes once).
+  // Initializes MPI (MPI_THREAD_SERIALIZED: a Work may be launched and waited from another
+  // thread when the caller serializes calls) unless the program already did; at a lower
+  // level, an operation launched or waited off MPI's main thread fails the communicator
+  // (comm_usage). comm_usage once MPI was finalized (MPI initializes once per process).
+  // Every rank of the job makes one (within timeout_ms, else comm_timeout).
   explicit MpiCommunicator(Options options = {});
-  // Frees the communicators and finalizes MPI if this object initialized it; once an
-  // operation has timed out (failed()) it aborts the job instead (exit status 5).
+  // Completes the Works still held (their wait() gives the outcome), frees the
+  // communicators (not after the program's MPI_Finalize) and, when hpref initialized MPI,
+  // finalizes it if this is the process's last MpiCommunicator; once an operation has timed
+  // out (failed()) it aborts the job instead when hpref initialized MPI (exit status 5).
   ~MpiCommunicator() override;
   // Groups: host backends only (no nccl/hccl in the name).
   const Options& options() const noexcept;
