@@ -32,7 +32,7 @@ import zlib
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import _core
-from ._torch_comm import OnceWork
+from ._torch_comm import OnceWork, _park, _settled
 from .errors import _from_core
 
 __all__ = ["CheckedComm", "CheckedWork", "LAST_KEY", "NEW_GROUP_KIND", "check_signatures", "peer_went_away"]
@@ -165,6 +165,11 @@ class CheckedWork(OnceWork):
     def _finished(self) -> bool:
         poll = getattr(self._inner, "is_completed", None)
         return poll is not None and bool(poll())
+
+    def _settled(self) -> bool:
+        # Not is_completed(): a failed wait (a timeout given to wait()) is completed, while
+        # the library underneath may still move the bytes.
+        return _settled(self._inner)
 
     def _release(self) -> None:
         self._send = None
@@ -341,7 +346,11 @@ class CheckedComm:
         work = self._inner.all_to_all_v(group, src.data_ptr(), counts, out.data_ptr(), counts, space)
         extra = meanwhile() if meanwhile is not None else None
         # A hang here is a hang of the group: it times out like any wait.
-        self._wait(work, f"the signature exchange of {what}", launched)
+        try:
+            self._wait(work, f"the signature exchange of {what}", launched)
+        except BaseException:
+            _park(work, (src, out))  # kept while the library may still write them
+            raise
         check_signatures(out.cpu().numpy().tobytes(), gid, list(ranks), seq)
         return what, extra
 

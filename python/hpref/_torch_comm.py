@@ -16,10 +16,12 @@ name.
 """
 from __future__ import annotations
 
+import atexit
+import collections
 import ctypes
 import dataclasses
 from datetime import timedelta
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Deque, Dict, Optional, Sequence, Tuple
 
 from .errors import _from_core
 
@@ -141,16 +143,88 @@ class OnceWork:
     def _release(self) -> None:
         """Drops what the operation kept alive until wait()."""
 
+    def _settled(self) -> bool:
+        """Whether the operation underneath no longer touches its buffers: done, or finished
+        underneath. A failed wait (a timeout given to wait()) is not settled while the
+        library still moves the bytes."""
+        return self._done or self._finished()
+
+
+def _settled(work: Any) -> bool:
+    """Whether ``work``'s operation no longer reads or writes its memory: its ``_settled()``
+    (the OnceWorks here, down to torch's own work), else its ``is_completed()``; a work
+    with neither (the simulator's, which moves bytes only inside wait()) is settled."""
+    settled = getattr(work, "_settled", None)
+    if settled is not None:
+        return bool(settled())
+    poll = getattr(work, "is_completed", None)
+    return True if poll is None else bool(poll())
+
+
+# Works whose operation may still write memory that only this list keeps alive: a work
+# dropped unwaited, or whose wait() raised (a timeout given to wait()) while the library
+# still moves its bytes. Each entry: (work, keep, finish): ``keep`` holds the memory;
+# ``finish()``, when given, completes the operation once settled (a dropped work's copies
+# into the caller's tensors, as gloo writes them). Appended from __del__ (garbage
+# collection, any thread: a deque's append is atomic and takes no lock; nothing there
+# blocks), pruned by _prune() at the next operation and wait of this process.
+_IN_FLIGHT: Deque[Tuple[Any, Any, Optional[Callable[[], None]]]] = collections.deque()
+
+
+def _park(work: Any, keep: Any, finish: Optional[Callable[[], None]] = None, poll: bool = True) -> None:
+    """Keeps ``keep`` alive until ``work`` is settled (at once dropped when it already is,
+    unless ``poll`` is False: from __del__, which calls nothing)."""
+    try:
+        settled = poll and _settled(work)
+    except Exception:  # noqa: BLE001 - a work that cannot say: kept (and the error being raised stays)
+        settled = False
+    if settled:
+        if finish is not None:
+            finish()
+        return
+    _IN_FLIGHT.append((work, keep, finish))
+
+
+def _prune() -> None:
+    """Releases the parked works that have settled, finishing those that say how."""
+    for _ in range(len(_IN_FLIGHT)):
+        try:
+            entry = _IN_FLIGHT.popleft()
+        except IndexError:
+            return
+        try:
+            settled = _settled(entry[0])
+        except Exception:  # noqa: BLE001 - a work that cannot say: kept
+            settled = False
+        if not settled:
+            _IN_FLIGHT.append(entry)
+        elif entry[2] is not None:
+            try:
+                entry[2]()
+            except Exception:  # noqa: BLE001 - a dropped work's error is dropped with it
+                pass
+
+
+@atexit.register
+def _pin_in_flight() -> None:
+    """At exit, what is still in flight is never freed (the library's threads may write it
+    until the process ends): the interpreter's teardown would free it under them."""
+    _prune()
+    if _IN_FLIGHT:
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(_IN_FLIGHT))
+
 
 class _GlooWork(OnceWork):
     """A launched collective of the inner group: ``wait()`` completes it (again: returns at
     once) or raises ``CommBackendError`` naming the operation, group and the library's
-    message (``CommTimeout`` past a ``timeout_s`` given to wait())."""
+    message (``CommTimeout`` past a ``timeout_s`` given to wait()). ``library``: the
+    library running it ("gloo" or "nccl"), for that message."""
 
-    def __init__(self, work: Any, what: str, keep: Tuple[Any, ...] = ()):
+    def __init__(self, work: Any, what: str, keep: Tuple[Any, ...] = (), library: str = "gloo"):
         self._work = work
         self._what = what
         self._keep = keep  # the views the work reads and writes
+        self._library = library
 
     def _complete(self, timeout_s: Optional[float]) -> None:
         if self._work is None:
@@ -164,13 +238,18 @@ class _GlooWork(OnceWork):
             if timeout_s is not None and "timed out" in str(e).lower():
                 raise _from_core("comm_timeout", f"{self._what}: not complete within the {timeout_s:g} s "
                                                  f"given to wait() ({e})") from e
-            raise _from_core("comm_backend", f"{self._what} failed in gloo: {e}") from e
+            raise _from_core("comm_backend", f"{self._what} failed in {self._library}: {e}") from e
 
     def _finished(self) -> bool:
         return self._work is None or bool(self._work.is_completed())
 
+    def _settled(self) -> bool:
+        # torch's work: a wait(timeout) that raised leaves it running, not completed.
+        return self._finished()
+
     def _release(self) -> None:
-        self._keep = ()
+        if self._settled():  # else the library still moves them (a timeout given to wait())
+            self._keep = ()
 
 
 class TorchComm:
@@ -311,7 +390,7 @@ class TorchComm:
         out = self._view(out_addr, out_bytes)
         chunks = list(out.split(in_bytes)) if in_bytes else [out[:0] for _ in range(group.size)]
         work = pg.allgather([chunks], [src])
-        return _GlooWork(work, f"all_gather on {self._name(group)}", (src, out, chunks))
+        return _GlooWork(work, f"all_gather on {self._name(group)}", (src, out, chunks), self._backend)
 
     def broadcast(self, group: CommGroup, addr: int, nbytes: int, root: int,
                   space: str = "host") -> _GlooWork:
@@ -326,7 +405,7 @@ class TorchComm:
         opts.rootRank = root_index
         opts.rootTensor = 0
         buf = self._view(addr, nbytes)
-        return _GlooWork(pg.broadcast([buf], opts), f"broadcast on {self._name(group)}", (buf,))
+        return _GlooWork(pg.broadcast([buf], opts), f"broadcast on {self._name(group)}", (buf,), self._backend)
 
     def all_reduce(self, group: CommGroup, addr: int, nbytes: int, dtype: str, op: str,
                    space: str = "host") -> _GlooWork:
@@ -344,7 +423,7 @@ class TorchComm:
         opts = dist.AllreduceOptions()
         opts.reduceOp = getattr(dist.ReduceOp, _REDUCE_OPS[op])
         buf = self._view(addr, nbytes, tdtype)
-        return _GlooWork(pg.allreduce([buf], opts), f"all_reduce on {self._name(group)}", (buf,))
+        return _GlooWork(pg.allreduce([buf], opts), f"all_reduce on {self._name(group)}", (buf,), self._backend)
 
     def all_to_all_v(self, group: CommGroup, in_addr: int, in_counts: Sequence[int], out_addr: int,
                      out_counts: Sequence[int], space: str = "host") -> _GlooWork:
@@ -359,13 +438,13 @@ class TorchComm:
         src = self._view(in_addr, sum(in_counts))
         out = self._view(out_addr, sum(out_counts))
         work = pg.alltoall_base(out, src, out_counts, in_counts, dist.AllToAllOptions())
-        return _GlooWork(work, f"all_to_all_v on {self._name(group)}", (src, out))
+        return _GlooWork(work, f"all_to_all_v on {self._name(group)}", (src, out), self._backend)
 
     def barrier(self, group: CommGroup) -> _GlooWork:
         """Completes when every member has launched it."""
         pg = self._check(group, "barrier", None)
         _, dist = _torch()
-        return _GlooWork(pg.barrier(dist.BarrierOptions()), f"barrier on {self._name(group)}")
+        return _GlooWork(pg.barrier(dist.BarrierOptions()), f"barrier on {self._name(group)}", (), self._backend)
 
     # ---- checks -------------------------------------------------------------------------
 

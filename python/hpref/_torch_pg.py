@@ -23,18 +23,19 @@ DistributedDataParallel runs; on 1.13 DDP is refused (its C++ would wait forever
 """
 from __future__ import annotations
 
+import collections
 import functools
 import sys
 import time
 import warnings
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as _c10d
 
-from ._torch_comm import OnceWork, is_accelerator_backend_name
+from ._torch_comm import OnceWork, _park, _prune, _settled, is_accelerator_backend_name
 from .errors import _from_core
 
 __all__ = ["BACKEND", "HprefProcessGroup", "HprefWork", "install", "uninstall", "installed"]
@@ -102,6 +103,24 @@ def _overlaps(t: torch.Tensor) -> bool:
     return any(stride == 0 and size > 1 for size, stride in zip(t.shape, t.stride()))
 
 
+def _extent(t: torch.Tensor) -> Tuple[int, int]:
+    """The bytes ``t``'s elements span in memory, [start, end) (empty for no elements)."""
+    if t.numel() == 0:
+        return 0, 0
+    start = t.data_ptr()
+    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+    return start, start + (last + 1) * t.element_size()
+
+
+def _share_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether the memory ``a`` and ``b`` span overlaps (the same tensor, views of one
+    another, or interleaved: an extra copy, never a wrong answer)."""
+    if a.device != b.device:
+        return False
+    (a0, a1), (b0, b1) = _extent(a), _extent(b)
+    return a0 < b1 and b0 < a1
+
+
 def _seconds(timeout: Any) -> Optional[float]:
     """A wait's timeout in seconds (a timedelta or a number), or None for none (torch's
     default, a zero timedelta, means none)."""
@@ -138,8 +157,13 @@ class _Staging:
             self.checks.append((index, t, staged))
         return staged
 
-    def receive(self, t: torch.Tensor, inout: bool = False) -> torch.Tensor:
-        if t.is_contiguous():
+    def receive(self, t: torch.Tensor, inout: bool = False, apart: Sequence[torch.Tensor] = ()) -> torch.Tensor:
+        """``apart``: send tensors of the same operation; an output whose memory overlaps
+        one of them (``all_to_all_single(t, t)``) is received into a buffer of its own and
+        copied in at wait(), after the send-buffer check, as the C++ MPI backend does: the
+        library must not write what it still reads, and the check would take the received
+        bytes for a change."""
+        if t.is_contiguous() and not any(_share_memory(t, a) for a in apart):
             self.keep.append(t)
             return t
         staged = t.detach().contiguous() if inout else torch.empty(t.shape, dtype=t.dtype, device=t.device)
@@ -174,6 +198,41 @@ class _Staging:
         return buf, counts
 
 
+# The simulator's works dropped unwaited (HprefWork.__del__): "op on group ..." each,
+# reported by the rank's next operation. Appended from __del__ (a deque's append is atomic).
+_DROPPED: Deque[str] = collections.deque()
+
+
+def _report_dropped() -> None:
+    """Raises CommUsageError naming the simulator's works this rank dropped unwaited."""
+    if not _DROPPED:
+        return
+    dropped = []
+    while _DROPPED:
+        dropped.append(_DROPPED.popleft())
+    raise _usage(f"{'; '.join(dropped)}: dropped unwaited (async_op=True, no wait()): the simulator completes an "
+                 "operation in wait() only, so its outputs were never written, where real gloo completes it in the "
+                 "background; wait() on every work (found at this rank's next operation)")
+
+
+def _pollable(comm_work: Any) -> bool:
+    """Whether a communicator's work says when it has finished (hpref.torch's checked works,
+    over a library that moves bytes in the background); the simulator's does not: it moves
+    bytes inside wait() only."""
+    if isinstance(comm_work, _AllOf):
+        return all(_pollable(work._comm_work) for work in comm_work._works)
+    return hasattr(comm_work, "_settled") or hasattr(comm_work, "is_completed")
+
+
+def _finish_dropped(comm_work: Any, staging: _Staging) -> None:
+    """Completes a dropped work whose operation has settled: its error is dropped with it,
+    else the staged outputs are copied into the caller's tensors."""
+    comm_work.wait()
+    with torch.no_grad():
+        for dst, src in staging.copies:
+            _write_bytes(dst, src.reshape(-1).view(torch.uint8))
+
+
 class HprefWork(dist.distributed_c10d.Work):
     """What an operation of :class:`HprefProcessGroup` returns (``async_op=True`` hands it to
     the caller; a synchronous call waits on it). ``wait()`` completes the communicator's
@@ -191,6 +250,31 @@ class HprefWork(dist.distributed_c10d.Work):
         self._result = list(result)
         self._done = False
         self._error: Optional[BaseException] = None
+
+    def __del__(self) -> None:
+        """A work dropped unwaited: its staged memory (and the caller's tensors it holds)
+        stays alive until the operation underneath has finished writing it, then the
+        operation is completed — its copies into the caller's tensors made, its error
+        dropped — at this process's next operation or wait (hpref._torch_comm._park): the
+        library (gloo, nccl) writes that memory until then, as a dropped gloo work still
+        does. Parking only appends to a list: garbage collection may run this anywhere,
+        in any thread, so nothing here waits or calls into the library."""
+        staging = getattr(self, "_staging", None)
+        if staging is None or getattr(self, "_done", True) or getattr(self, "_error", None) is not None:
+            return
+        comm_work = self._comm_work
+        if not _pollable(comm_work):
+            # The simulator's: it moves bytes inside wait() only, so the outputs are never
+            # written; said at this rank's next operation (_report_dropped).
+            try:
+                _DROPPED.append(getattr(self, "_dropped_as", None) or f"{self._op} on {self._where}")
+            except Exception:  # noqa: BLE001 - interpreter teardown: the module is gone
+                pass
+            return
+        try:
+            _park(comm_work, staging, functools.partial(_finish_dropped, comm_work, staging), poll=False)
+        except Exception:  # noqa: BLE001 - interpreter teardown: the module is gone
+            pass
 
     def wait(self, timeout: Any = None) -> bool:
         """Completes the operation (at once when it already has) and returns True, or raises
@@ -224,10 +308,14 @@ class HprefWork(dist.distributed_c10d.Work):
                     _write_bytes(dst, src.reshape(-1).view(torch.uint8))
         except BaseException as e:
             self._error = e
+            # A timeout given to wait() leaves the library moving the bytes: the staged
+            # memory stays alive until it has finished.
+            _park(self._comm_work, staging)
             raise
         finally:
             self._staging = None
         self._done = True
+        _prune()
         return True
 
     def is_completed(self) -> bool:
@@ -235,11 +323,14 @@ class HprefWork(dist.distributed_c10d.Work):
         says it finished (hpref.torch's checked groups: the inner gloo or nccl work), in
         which case it is completed here — the send-buffer check and the copies into the
         caller's tensors — so that a polling loop ends, as on gloo; an error is kept for
-        wait() to raise. The simulator completes an operation in wait() only."""
+        wait() to raise. A communicator's work that cannot be polled (the simulator's: it
+        completes an operation in wait() only, and a poll is no scheduling point, so a
+        ``while not work.is_completed()`` loop would never end) is waited for here — the
+        scheduling point wait() is — and True returned."""
         if self._done or self._error is not None:
             return True
         poll = getattr(self._comm_work, "is_completed", None)
-        if poll is None or not poll():
+        if poll is not None and not poll():
             return False
         try:
             self.wait()
@@ -415,9 +506,13 @@ class HprefProcessGroup(dist.ProcessGroup):
 
     def _work(self, op: str, comm_work: Any, staging: _Staging, result: Sequence[torch.Tensor]) -> HprefWork:
         self._ops += 1
+        _prune()  # dropped works that have finished meanwhile
         # A checked operation knows its sequence number on the group: messages name it.
-        return HprefWork(op, self._where(getattr(comm_work, "seq", None)), comm_work, staging, result,
-                         rank=self._rank())
+        seq = getattr(comm_work, "seq", None)
+        work = HprefWork(op, self._where(seq), comm_work, staging, result, rank=self._rank())
+        # Named if dropped: the simulator numbers a group's operations as this rank launches them.
+        work._dropped_as = f"{op} on {self._where(self._ops - 1 if seq is None else seq)}"
+        return work
 
     def _row_counts(self, op: str, what: str, t: torch.Tensor, splits: Sequence[int]) -> List[int]:
         n = self._group.size
@@ -440,6 +535,7 @@ class HprefProcessGroup(dist.ProcessGroup):
     def allreduce(self, tensors: List[torch.Tensor], opts: Any = None) -> HprefWork:
         """all_reduce in place: sum, min or max over int32, int64, float32 or float64 (others
         refused at once, naming op and dtype)."""
+        _report_dropped()
         t = self._one("all_reduce", tensors)
         self._strided("all_reduce", [t])
         red = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
@@ -458,6 +554,7 @@ class HprefProcessGroup(dist.ProcessGroup):
 
     def broadcast(self, tensors: List[torch.Tensor], opts: Any = None) -> HprefWork:
         """broadcast from group rank ``opts.rootRank``: the root's bytes to every member."""
+        _report_dropped()
         t = self._one("broadcast", tensors)
         self._strided("broadcast", [t])
         root = opts.rootRank if opts is not None else 0
@@ -476,6 +573,7 @@ class HprefProcessGroup(dist.ProcessGroup):
                   opts: Any = None) -> HprefWork:
         """all_gather into a list: member i's tensor into ``output_tensors[0][i]`` (equal
         byte sizes)."""
+        _report_dropped()
         t = self._one("all_gather", input_tensors)
         outs = self._one("all_gather", output_tensors)
         self._strided("all_gather", [t, *outs])
@@ -506,11 +604,12 @@ class HprefProcessGroup(dist.ProcessGroup):
         return self._space(op, [input, output])
 
     def _gather_into(self, op: str, output: torch.Tensor, input: torch.Tensor) -> HprefWork:
+        _report_dropped()
         space = self._check_gather_into(op, output, input)
         n, size = self._group.size, _nbytes(input)
         staging = self._staging()
         src = staging.send(input)
-        out = staging.receive(output)
+        out = staging.receive(output, apart=[input])  # the in-place idiom: input is a piece of output
         work = self._comm.all_gather(self._group, src.data_ptr(), size, out.data_ptr(), n * size, space)
         return self._work(op, work, staging, [output])
 
@@ -546,6 +645,7 @@ class HprefProcessGroup(dist.ProcessGroup):
                       input_split_sizes: List[int], opts: Any = None) -> HprefWork:
         """all_to_all_single: rows of ``input`` (split by ``input_split_sizes``, or evenly) to
         each member, rows from each into ``output``."""
+        _report_dropped()
         op = "all_to_all_single"
         self._strided(op, [input, output])
         self._same_dtype(op, input, [output], "output")
@@ -555,7 +655,7 @@ class HprefProcessGroup(dist.ProcessGroup):
         space = self._space(op, [input, output])
         staging = self._staging()
         src = staging.send(input)
-        out = staging.receive(output)
+        out = staging.receive(output, apart=[input])
         work = self._comm.all_to_all_v(self._group, src.data_ptr(), in_counts, out.data_ptr(), out_counts, space)
         return self._work(op, work, staging, [output])
 
@@ -568,6 +668,7 @@ class HprefProcessGroup(dist.ProcessGroup):
                  opts: Any = None) -> HprefWork:
         """all_to_all on lists: ``input_tensors[i]`` to member i, member i's into
         ``output_tensors[i]``."""
+        _report_dropped()
         op, n = "all_to_all", self._group.size
         if len(input_tensors) != n or len(output_tensors) != n:
             raise _usage(f"{op} on {self._where()}: {n} input and output tensors expected, got "
@@ -585,6 +686,7 @@ class HprefProcessGroup(dist.ProcessGroup):
 
     def barrier(self, opts: Any = None) -> HprefWork:
         """barrier: completes when every member has launched it."""
+        _report_dropped()
         return self._work("barrier", self._comm.barrier(self._group), _Staging(), [])
 
 
@@ -602,6 +704,9 @@ class _AllOf(OnceWork):
 
     def _finished(self) -> bool:
         return all(work.is_completed() for work in self._works)
+
+    def _settled(self) -> bool:
+        return all(_settled(work._comm_work) for work in self._works)
 
 
 def _refusal(method: str, what: str) -> Callable[..., Any]:
@@ -837,8 +942,27 @@ def _refused_on_torch1(what: str) -> Callable[[Callable[..., Any]], Callable[...
                 raise _usage(f"{what} on {process_group._where()} needs torch 2.x: torch 1.13's C++ "
                              "waits on a Python process group's work where it never completes")
             return original(process_group, *args, **kwargs)
+        refuse._hpref_refuses = True  # type: ignore[attr-defined]
         return refuse
     return wrap
+
+
+# What DistributedDataParallel's construction calls on torch 1.13, in C++ that waits on the
+# group's work where an HprefProcessGroup's never completes.
+_DDP_TORCH1 = ("_verify_params_across_processes", "_broadcast_coalesced")
+
+
+def _refuse_ddp_on_torch1() -> None:
+    """On torch 1.13, refuses DistributedDataParallel on an HprefProcessGroup at once
+    (CommUsageError) instead of hanging: for every HprefProcessGroup of this process —
+    install()'s and hpref.torch's checked groups alike (each calls this) — from then on,
+    uninstall() included. Other groups are untouched."""
+    if _TORCH2:
+        return
+    for attr in _DDP_TORCH1:
+        original = getattr(dist, attr, None)
+        if original is not None and not getattr(original, "_hpref_refuses", False):
+            setattr(dist, attr, _refused_on_torch1(f"DistributedDataParallel ({attr})")(original))
 
 
 def _groups() -> Dict[Any, Any]:
@@ -876,6 +1000,7 @@ def install(comm: Any, *, device_tensors: Optional[str] = "cpu", backend: Option
     if device_tensors not in ("cpu", None):
         raise _from_core("invalid_argument", f"device_tensors must be \"cpu\" or None, got {device_tensors!r}")
     _register()
+    _DROPPED.clear()  # another communicator's
     st = _State(comm, device_tensors)
     _patch(st, _c10d, "_new_process_group_helper", _new_process_group_helper)
     _patch(st, _c10d, "_store_based_barrier", _store_based_barrier)
@@ -887,9 +1012,7 @@ def install(comm: Any, *, device_tensors: Optional[str] = "cpu", backend: Option
     _patch(st, _c10d, "_object_to_tensor", _object_to_tensor)
     if hasattr(dist, "Logger"):
         _patch(st, dist, "Logger", _ddp_logger)
-    for attr in ("_verify_params_across_processes", "_broadcast_coalesced"):
-        if not _TORCH2 and hasattr(dist, attr):  # what DistributedDataParallel's construction calls
-            _patch(st, dist, attr, _refused_on_torch1(f"DistributedDataParallel ({attr})"))
+    _refuse_ddp_on_torch1()  # what DistributedDataParallel's construction calls
     logger = sys.modules.get("torch.distributed.c10d_logger")
     if logger is not None and hasattr(logger, "_get_msg_dict"):
         _patch(st, logger, "_get_msg_dict", _get_msg_dict)
@@ -916,3 +1039,4 @@ def uninstall() -> None:
         for owner, attr, original in reversed(st.saved):
             setattr(owner, attr, original)
         _STATE = None
+        _DROPPED.clear()

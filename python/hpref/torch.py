@@ -43,7 +43,7 @@ import torch.distributed.distributed_c10d as _c10d
 
 from ._checked import CheckedComm, peer_went_away, store_has
 from ._torch_comm import TorchComm
-from ._torch_pg import _TORCH2, HprefProcessGroup, _relabel
+from ._torch_pg import _TORCH2, HprefProcessGroup, _refuse_ddp_on_torch1, _relabel
 from .errors import _from_core
 
 __all__ = ["BACKEND", "BACKEND_NCCL", "checked", "configure", "options", "comm_of", "enable", "disable"]
@@ -302,6 +302,9 @@ def _create_nccl(store: Any, rank: int, size: int, timeout: Any) -> HprefProcess
 
 
 def _register() -> None:
+    # torch 1.13's DistributedDataParallel would wait forever on a checked group's work
+    # (its C++ never calls a Python group's wait()): refused at once, naming it.
+    _refuse_ddp_on_torch1()
     for name, creator, devices in ((BACKEND, _create, ["cpu"]), (BACKEND_NCCL, _create_nccl, ["cuda"])):
         if name.upper() in getattr(dist.Backend, "_plugins", {}):
             continue

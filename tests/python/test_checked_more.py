@@ -4,10 +4,13 @@ interpreter runs this file) unless it says otherwise.
 
 - in-process, on a world of one (``init_process_group`` over a HashStore): option
   validation, enable()'s backend names, polling a work, the send-buffer option for staged
-  tensors, the coalesced all_gather, tensors whose elements share memory;
+  tensors, the coalesced all_gather, tensors whose elements share memory, what checked
+  mode refuses that plain gloo runs, the library a failed work names;
 - forked ranks over real gloo (torch.multiprocessing's fork context; ``runn``): subgroup
   messages naming torch's group and world ranks, use_local_synchronization, a slow start,
-  wait(timeout=...), the store's timeout after a failure, the functional all_gather.
+  wait(timeout=...), a work dropped or timed out while gloo still writes its memory, an
+  all_to_all_single whose output overlaps its input, DistributedDataParallel (refused on
+  1.13), the store's timeout after a failure, the functional all_gather.
 
 Skips, saying why, where torch is absent."""
 from __future__ import annotations
@@ -243,6 +246,42 @@ def test_a_written_tensor_whose_elements_share_memory_is_refused_at_launch(one):
     assert out.tolist() == [3.0, 3.0] and ht.comm_of(world)._seq == {0: 1}
 
 
+# ---- what checked mode refuses that plain gloo runs (README, "Check a real job") ---------------------
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_operations_plain_gloo_runs_are_refused_at_once_naming_them(one):
+    ht.enable(["gloo"])
+    world = init_one("gloo")  # named gloo, as the code asks: torch's own checks take it for gloo
+    calls = {
+        "all_reduce SUM over torch.float16": lambda: dist.all_reduce(torch.ones(2, dtype=torch.float16)),
+        "all_reduce SUM over torch.uint8": lambda: dist.all_reduce(torch.ones(2, dtype=torch.uint8)),
+        "all_reduce PRODUCT over torch.float32": lambda: dist.all_reduce(torch.ones(2), op=dist.ReduceOp.PRODUCT),
+        "reduce_scatter_tensor on group 0": lambda: dist.reduce_scatter_tensor(torch.ones(2), torch.ones(2)),
+        "send/isend on group 0": lambda: world.send([torch.ones(2)], 0, 0),
+        "monitored_barrier on group 0": lambda: dist.monitored_barrier(),
+    }
+    for what, call in calls.items():
+        with pytest.raises(CommUsageError) as got:
+            call()
+        assert str(got.value).startswith(what), (what, str(got.value))
+    assert ht.comm_of(world)._seq == {}  # refused before the signatures were exchanged
+
+
+def test_a_failed_library_work_is_named_by_its_library():
+    from hpref._torch_comm import _GlooWork
+
+    class Failing:
+        def wait(self, *args):
+            raise RuntimeError("ncclInternalError: something")
+
+        def is_completed(self):
+            return True
+
+    for library in ("gloo", "nccl"):
+        with pytest.raises(hpref.CommError, match=f"^all_reduce on group 0 \\[0\\] failed in {library}: ncclInternal"):
+            _GlooWork(Failing(), "all_reduce on group 0 [0]", (), library).wait()
+
+
 # ---- forked ranks over real gloo ------------------------------------------------------------------
 
 LEAVE_WAIT_S = 30.0
@@ -430,6 +469,95 @@ def test_wait_gives_up_past_the_timeout_it_is_given(tmp_path):
     assert re.match(r"all_reduce on group 0 seq 0 \[0, 1\]: rank 0 waited \d+\.\d s since the launch, the "
                     r"0\.001 s given to wait\(\); last launches: rank 0: all_reduce seq 0", res[0]["message"]), res[0]
     assert res[1]["status"] == "ok", res[1]
+
+
+# ---- a work dropped, or whose wait(timeout) gave up, before gloo finished ----------------------------------
+
+def _dropped(rank, world, store_path, how):
+    ht.enable(["gloo"], timeout_s=30)
+    _init(rank, world, store_path)
+    n = 1 << 23  # 32 MiB a tensor: the staged output (64 MiB) is mapped memory, unmapped when freed
+    outs = [torch.zeros(n) for _ in range(world)]
+    work = dist.all_gather(outs, torch.full((n,), float(rank + 1)), async_op=True)
+    if how == "timeout":
+        with pytest.raises(CommTimeoutError) as got:
+            work.wait(timeout=timedelta(milliseconds=1))  # gloo goes on moving the bytes
+        # What unittest and loggers do: the frames' locals (the old wait()'s own reference to
+        # the staged memory) go, so the work no longer keeps it alive by accident.
+        traceback.clear_frames(got.value.__traceback__)
+        del got
+    del work
+    gc.collect()
+    junk = [torch.zeros(n) for _ in range(4)]  # the freed memory again, were it freed
+    time.sleep(2)  # gloo finishes meanwhile
+    dirty = [int(torch.count_nonzero(j)) for j in junk]
+    dist.barrier()  # a dropped work that finished is completed here: its copies made, as gloo writes them
+    return dirty, [o[0].item() for o in outs]
+
+
+@pytest.mark.parametrize("how", ["dropped", "timeout"])
+def test_memory_gloo_still_writes_outlives_a_dropped_or_timed_out_work(tmp_path, how):
+    res = runn(tmp_path, how, 2, _dropped, how)
+    for r in res:
+        assert r["status"] == "ok", r  # the old code: SIGSEGV ("died") or junk written
+        dirty, firsts = r["value"]
+        assert dirty == [0, 0, 0, 0], r
+        assert firsts == ([1.0, 2.0] if how == "dropped" else [0.0, 0.0]), r
+
+
+# ---- all_to_all_single whose output is (or overlaps) its input ------------------------------------------
+
+def _a2a_in_place(rank, world, store_path):
+    ht.enable(["gloo"], timeout_s=20)
+    _init(rank, world, store_path)
+    seen = []
+    t = torch.arange(4.0) + 10 * rank
+    work = dist.all_to_all_single(t, t, async_op=True)
+    time.sleep(0.3)  # gloo has written the output (the input) by now
+    work.wait()
+    seen.append(t.tolist())
+    buf = torch.arange(6.0) + 10 * rank
+    work = dist.all_to_all_single(buf[2:], buf[:4], async_op=True)  # overlapping, not the same
+    time.sleep(0.3)
+    work.wait()
+    seen.append(buf.tolist())
+    return seen
+
+
+def test_an_all_to_all_whose_output_overlaps_its_input_answers_like_the_simulator(tmp_path):
+    res = runn(tmp_path, "a2a", 2, _a2a_in_place)
+    # the old code: a false BufferMutated on one rank, wrong data on the other
+    assert [r.get("value") for r in res] == [[[0.0, 1.0, 10.0, 11.0], [0.0, 1.0, 0.0, 1.0, 10.0, 11.0]],
+                                             [[2.0, 3.0, 12.0, 13.0], [10.0, 11.0, 2.0, 3.0, 12.0, 13.0]]], res
+
+
+# ---- DistributedDataParallel on a checked group -------------------------------------------------
+
+def _ddp(rank, world, store_path):
+    ht.enable(["gloo"], timeout_s=15)
+    _init(rank, world, store_path)
+    torch.manual_seed(0)
+    start = time.monotonic()
+    try:
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2))
+    except CommUsageError as e:
+        return ["refused", time.monotonic() - start, str(e)]
+    model(torch.ones(3, 4) * (rank + 1)).sum().backward()
+    return ["ran", time.monotonic() - start, model.module.weight.grad[0].tolist()]
+
+
+def test_ddp_on_a_checked_group_runs_on_torch2_and_is_refused_at_once_on_torch1(tmp_path):
+    res = runn(tmp_path, "ddp", 2, _ddp, limit_s=45)  # the old code on 1.13: waits forever ("died")
+    for r in res:
+        assert r["status"] == "ok", r
+        what, seconds, detail = r["value"]
+        if TORCH2:
+            assert what == "ran" and detail == [4.5] * 4, r  # the mean of 3 x 1 and 3 x 2
+        else:
+            assert what == "refused" and seconds < 5, r
+            assert detail == ("DistributedDataParallel (_verify_params_across_processes) on group 0 [0, 1] (gloo) "
+                              "needs torch 2.x: torch 1.13's C++ waits on a Python process group's work where it "
+                              "never completes"), r
 
 
 # ---- 12: the store's timeout after a failure (torch 1.13's stores have no check()) ------------------------

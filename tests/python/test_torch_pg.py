@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import time
 from datetime import timedelta
 
 import pytest
@@ -153,8 +154,10 @@ def test_default_group_is_the_world_named_as_asked(loop):
 def test_data_moving_ops_on_one_rank(loop, dtype, async_op):
     def done(work):
         if async_op:
-            assert isinstance(work, dist.distributed_c10d.Work) and not work.is_completed()
-            assert work.wait() is True and work.is_completed() and work.is_success()
+            assert isinstance(work, dist.distributed_c10d.Work) and not work.is_success()
+            # A work the communicator cannot poll (this loopback's, the simulator's):
+            # is_completed() waits for it, the scheduling point wait() is, and answers True.
+            assert work.is_completed() and work.is_success() and work.wait() is True
         else:
             assert work is None
 
@@ -793,6 +796,71 @@ def test_simulator_detections_are_raised_in_the_torch_code(fn, failures, errors)
     found = {r.error_type for r in result.ranks if r.status == "error"}
     assert result.failure in failures and found and found <= errors, (
         result.failure, [(r.rank, r.error_type, r.message) for r in result.ranks])
+
+
+def _polled(rank):
+    """torch's polling idiom; rank 1 changes its send buffer first."""
+    src = torch.arange(8, dtype=torch.int64) + rank
+    out = torch.zeros(8, dtype=torch.int64)
+    work = dist.all_to_all_single(out, src, async_op=True)
+    polls = 0
+    while not work.is_completed():  # the simulator's: one poll waits, the scheduling point wait() is
+        polls += 1
+        time.sleep(0.01)
+    seen = [polls, work.is_success(), type(work.exception()).__name__]
+    try:
+        work.wait()
+    except hpref.CommError as e:
+        seen.append(type(e).__name__)
+    t = torch.full((2,), float(rank + 1))
+    work = dist.all_reduce(t, async_op=True)
+    while not work.is_completed():
+        time.sleep(0.01)
+    return seen + [work.wait(), t.tolist()]
+
+
+def _polled_mutation(rank):
+    src = torch.arange(8, dtype=torch.int64)
+    work = dist.all_to_all_single(torch.zeros(8, dtype=torch.int64), src, async_op=True)
+    if rank == 1:
+        src[0] = 7
+    while not work.is_completed():
+        time.sleep(0.01)
+    seen = [work.is_success(), type(work.exception()).__name__]
+    for _ in range(2):  # the error polling found, raised by every wait()
+        try:
+            work.wait()
+        except CommBufferMutatedError as e:
+            seen.append(e is work.exception())
+    return seen
+
+
+def test_a_polling_loop_ends_on_the_simulator():
+    """is_completed() on the simulator waits (a scheduling point) and answers True; the old
+    one answered False for ever, and the rank was killed for holding the baton."""
+    sim = pytest.importorskip("hpref.sim", reason="hpref.sim (the simulator binding) is not built")
+    result = sim.run(2, _polled, seed=1, timeout_s=20)
+    assert result.ok, [(r.rank, r.status, r.message) for r in result.ranks]
+    assert result.values() == [[0, True, "NoneType", True, [3.0, 3.0]]] * 2
+    result = sim.run(2, _polled_mutation, seed=1, timeout_s=20)
+    assert result.values() == [[True, "NoneType"], [False, "CommBufferMutatedError", True, True]], result
+
+
+def _dropped(rank):
+    t = torch.ones(4) * (rank + 1)
+    dist.all_reduce(t, async_op=True)  # dropped: the simulator never writes t
+    dist.barrier()
+    return t.tolist()
+
+
+def test_a_work_dropped_unwaited_is_named_at_the_ranks_next_operation():
+    """The old code answered [1.0, ...] and [2.0, ...] silently (real gloo: [3.0, ...])."""
+    sim = pytest.importorskip("hpref.sim", reason="hpref.sim (the simulator binding) is not built")
+    result = sim.run(2, _dropped, seed=1, timeout_s=20)
+    assert [r.error_type for r in result.ranks] == ["CommUsageError"] * 2, result
+    for r in result.ranks:
+        assert r.message.startswith("all_reduce on group 0 seq 0 [0, 1] (gloo): dropped unwaited (async_op=True, "
+                                    "no wait()): the simulator completes an operation in wait() only"), r.message
 
 
 def _objects_after_dirty_memory(rank):
