@@ -365,7 +365,10 @@ RouteCommands add_route_commands(CLI::App& app, RouteArgs& ra) {
                                           "owner shard's length) and does not need it")
                               ->check(integer_of(ra.local_length));
     // Only plan-all interval can do without it, when it has --owner-offsets (run_route).
-    if (rank || sub->get_name() != "interval") length->required();
+    if (rank || sub->get_name() != "interval")
+      length->required();
+    else
+      length->default_str("");  // not "=0": no length is assumed
     if (rank) {
       sub->add_option("--rank", ra.rank, "This rank, 0 <= rank < P")
           ->required()

@@ -8,7 +8,9 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <new>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -104,6 +106,24 @@ std::optional<CommError> launches_mismatch(const Group& group, std::int64_t seq,
   return signature_mismatch(group, seq, members);
 }
 
+// comm_usage when this thread may not call into the transport's library
+// (Transport::wrong_thread): `what` "was launched" / "was waited" on it. Nothing has changed
+// yet, so the communicator stays usable from the right thread.
+// `what()` is made only then (a wait must not build a string each time).
+template <class What>
+void refuse_wrong_thread(const Transport& t, What what, int group, std::int64_t seq) {
+  std::string why = t.wrong_thread();
+  if (!why.empty()) throw CommError(Errc::comm_usage, what() + " on " + why, group, seq);
+}
+
+// What the transport may still run and write when a Work cannot be completed (its
+// communicator failed, or this thread may not call the library): never freed.
+void abandon(PendingPtr& pending, std::function<void()>& finish) noexcept {
+  (void)pending.release();
+  // NOLINTNEXTLINE(cppcoreguidelines-owning-memory): deliberately leaked, as above
+  (void)new (std::nothrow) std::function<void()>(std::move(finish));
+}
+
 // A launched operation as the caller holds it.
 struct CoreWork final : Work::State {
   Transport* transport = nullptr;
@@ -124,6 +144,10 @@ struct CoreWork final : Work::State {
   // running MPI request, they were written after the free: a crash in the job.
   ~CoreWork() override {
     if (done || !pending || transport->failed()) return;  // (detached: pending is null)
+    if (!transport->wrong_thread().empty()) {             // dropped where it may not be completed
+      abandon(pending, finish);
+      return;
+    }
     try {
       pending->wait();
     } catch (...) {  // NOLINT(bugprone-empty-catch): nobody is left to tell
@@ -137,18 +161,24 @@ struct CoreWork final : Work::State {
   // released while the transport is alive. It used to keep a pointer to the freed
   // transport: dropping it later read freed memory, or crashed while MPI still ran it.
   void detach() noexcept {
-    if (!done && pending && !transport->failed()) {
+    std::string why = done || !pending ? std::string() : transport->wrong_thread();
+    if (!done && pending && !transport->failed() && why.empty()) {
       try {
         wait();
       } catch (...) {  // NOLINT(bugprone-empty-catch): kept in `error` for the caller's wait()
       }
     }
-    if (!std::exchange(done, true) && pending) {  // failed earlier: it can never complete
-      error = CommError(transport->failure(),
-                        op_text(op) + " was not waited before its " + transport->name() +
-                            " communicator, failed earlier (" +
-                            std::string(errc_name(transport->failure())) + "), was destroyed",
-                        op.group, op.seq, std::vector<int>(op.ranks.begin(), op.ranks.end()));
+    if (!std::exchange(done, true) && pending) {  // it cannot be completed now
+      bool failed = transport->failed();
+      std::string end = failed
+                            ? ", failed earlier (" + std::string(errc_name(transport->failure())) +
+                                  "), was destroyed"
+                            : " was destroyed on " + why;
+      error = CommError(
+          failed ? transport->failure() : Errc::comm_usage,
+          op_text(op) + " was not waited before its " + transport->name() + " communicator" + end,
+          op.group, op.seq, std::vector<int>(op.ranks.begin(), op.ranks.end()));
+      abandon(pending, finish);
     }
     pending.reset();
     finish = nullptr;
@@ -162,6 +192,10 @@ struct CoreWork final : Work::State {
   }
 
   void wait() override {
+    if (!done && pending) {
+      refuse_wrong_thread(
+          *transport, [&] { return op_text(op) + " was waited"; }, op.group, op.seq);
+    }
     if (std::exchange(done, true)) {
       if (error) throw *error;
       return;
@@ -234,6 +268,13 @@ struct CoreCommunicator::State {
                                   const void* send, std::size_t send_bytes,
                                   std::span<const std::size_t> counts = {},
                                   std::span<const std::size_t> displs = {}) {
+    refuse_wrong_thread(
+        *transport,
+        [&] {
+          return std::string(op_kind_name(sig.kind)) + " on group " + std::to_string(group.id()) +
+                 " " + rank_list_text(g.ranks) + " was launched";
+        },
+        group.id(), g.seq);
     auto w = std::make_shared<CoreWork>();
     w->transport = transport.get();
     w->op = {group.id(), g.seq++, sig.kind, g.ranks, transport->rank()};
@@ -288,6 +329,8 @@ Group CoreCommunicator::new_group(std::span<const int> ranks, const std::string&
   std::vector<int> sorted = checked_group_ranks(ranks, backend, size());
   t.refuse_backend(backend);
   State::Entry& world = state_->lookup(this->world());
+  refuse_wrong_thread(
+      t, [&] { return "new_group " + rank_list_text(sorted) + " was made"; }, 0, -1);
   // Agreement first: every rank's request, all-gathered over the world; in checked mode as
   // the world's next operation (new_group_launch).
   OpContext op{0, -1, OpKind::all_gather, world.ranks, rank()};

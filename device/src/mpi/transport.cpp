@@ -103,24 +103,19 @@ std::string level_name(int level) {
   return std::string(name) + " (" + std::to_string(level) + ")";
 }
 
-// Below MPI_THREAD_SERIALIZED only MPI's main thread may call MPI. A Work may be launched
-// or waited from another thread (SPEC 9.1), and hpref would then call MPI where the program
-// told MPI it never would: the operation's communicator fails instead, saying so (its
-// sequence numbers are out of step with its peers', as after a timeout).
-void check_thread(device::Transport& transport, const OpContext& op, const char* what) {
-  if (mpi_process().level >= MPI_THREAD_SERIALIZED) return;
+// Below MPI_THREAD_SERIALIZED only MPI's main thread may call MPI (SINGLE: there is no
+// other). A Work may be launched or waited from another thread (SPEC 9.1); there hpref
+// would call MPI where the program told MPI it never would.
+std::string wrong_mpi_thread() {
+  if (mpi_process().level >= MPI_THREAD_SERIALIZED) return {};
   int main = 1;
   MPI_Is_thread_main(&main);
-  if (main) return;
-  transport.fail(Errc::comm_usage,
-                 op_text(op) + " was " + what +
-                     " on a thread other than MPI's main thread, but MPI was initialized with " +
-                     level_name(mpi_process().level) +
-                     ", which allows MPI calls on the main thread only; initialize MPI with "
-                     "MPI_Init_thread(..., MPI_THREAD_SERIALIZED, ...) to launch and wait "
-                     "operations on other threads (SPEC 9.1); " +
-                     transport.after_failure(),
-                 op);
+  if (main) return {};
+  return "a thread other than MPI's main thread, but MPI was initialized with " +
+         level_name(mpi_process().level) +
+         ", which allows MPI calls on the main thread only; initialize MPI with "
+         "MPI_Init_thread(..., MPI_THREAD_SERIALIZED, ...) to launch and wait operations on "
+         "other threads (SPEC 9.1)";
 }
 
 [[noreturn]] void abort_mpi_job(int status) {
@@ -152,7 +147,6 @@ struct MpiPending final : device::Pending {
   // members, so the job must be aborted, and each request's own error is named.
   void wait() override {
     waited = true;  // a timed-out operation's types stay allocated: MPI may still use them
-    check_thread(*transport, op, "waited");
     if (!requests.empty()) {
       std::optional<ErrorsReturn> errors_return;
       if (program_handlers) errors_return.emplace();
@@ -294,6 +288,8 @@ class MpiTransport final : public device::Transport {
                         "nccl world (--backend nccl)");
   }
 
+  std::string wrong_thread() const override { return wrong_mpi_thread(); }
+
   // MPI_Comm_split over the world, which non-members join with MPI_UNDEFINED.
   void add_group(const OpContext& op, int id, std::span<const int>, bool member) override {
     comms_.resize(static_cast<std::size_t>(id) + 1, MPI_COMM_NULL);
@@ -304,7 +300,6 @@ class MpiTransport final : public device::Transport {
 
  private:
   std::unique_ptr<MpiPending> start(const OpContext& op) {
-    check_thread(*this, op, "launched");
     auto w = std::make_unique<MpiPending>();
     w->transport = this;
     w->program_handlers = !mpi_process().ours;
@@ -408,7 +403,7 @@ PendingPtr MpiTransport::all_to_all_v(const OpContext& op, const void* in,
 
 // MPI is initialized (MPI_THREAD_SERIALIZED: a Work may be waited from another thread when
 // the caller serializes calls) unless the program already did; the level it has is kept
-// (check_thread).
+// (wrong_thread).
 std::unique_ptr<device::Transport> open(const Options& options) {
   int finalized = 0;
   MPI_Finalized(&finalized);

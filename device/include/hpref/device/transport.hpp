@@ -69,6 +69,11 @@ class Transport {
   virtual Communicator* runner_for(const std::string&) { return nullptr; }
   // After it, on every world rank: group `id` of `ranks`, usable on members only.
   virtual void add_group(const OpContext& op, int id, std::span<const int> ranks, bool member) = 0;
+  // Empty when the calling thread may call into the library; else why not (MPI below
+  // MPI_THREAD_SERIALIZED, off its main thread). The core asks before a launch changes
+  // anything (the sequence number) and before a wait marks its Work done, and refuses
+  // with comm_usage: the communicator stays usable from the right thread.
+  virtual std::string wrong_thread() const { return {}; }
   // Whether the core may read `p` on the host (send-buffer checksums in checked mode), and
   // a copy between a caller's buffer (device memory, perhaps) and host memory.
   virtual bool host_memory(const void* p) const;
