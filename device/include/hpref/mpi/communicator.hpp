@@ -40,8 +40,8 @@ class MpiCommunicator final : public device::CoreCommunicator {
   // Initializes MPI (MPI_THREAD_SERIALIZED: a Work may be launched and waited from another
   // thread when the caller serializes calls) unless the program already did; at a lower
   // level, an operation launched or waited off MPI's main thread is refused (comm_usage)
-  // before it changes anything. comm_usage once MPI was finalized (MPI initializes once per process).
-  // Every rank of the job makes one (within timeout_ms, else comm_timeout).
+  // before it changes anything. comm_usage once MPI was finalized (MPI initializes once per
+  // process). Every rank of the job makes one (within timeout_ms, else comm_timeout).
   explicit MpiCommunicator(Options options = {});
   // Completes the Works still held (their wait() gives the outcome), frees the
   // communicators (not after the program's MPI_Finalize) and, when hpref initialized MPI,
