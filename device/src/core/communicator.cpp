@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <new>
 #include <optional>
@@ -208,6 +209,10 @@ struct CoreWork final : Work::State {
       if (finish) finish();
     } catch (const CommError& e) {
       error = e;
+      throw;
+    } catch (const std::exception& e) {  // (no memory): every later wait() fails too
+      error = CommError(Errc::comm_backend, op_text(op) + ": wait() failed: " + e.what(), op.group,
+                        op.seq, std::vector<int>(op.ranks.begin(), op.ranks.end()));
       throw;
     }
   }
