@@ -622,16 +622,14 @@ std::size_t key_hash(const Value& v) noexcept {
     case ValueKind::tuple: {
       // The key's own node is not looked up (it is shared by whoever holds the key: a
       // set and its caller); its items are, when shared.
-      Sip13 h(kTuple);
       try {
         TupleHashes shared;
-        for (const Value& item : v.items()) h.word(hash_key(item, shared));
+        return hash_items(v, shared);
       } catch (const std::bad_alloc&) {  // no memory for the table: item by item
         Sip13 plain(kTuple);
         for (const Value& item : v.items()) plain.word(key_hash(item));
         return plain.finish();
       }
-      return h.finish();
     }
     default:
       return 7;
