@@ -20,7 +20,8 @@ std::uint64_t Matcher::launch(int rank, int group, int member, OpSignature sig,
   op.members[m] = {true, false, handle, launch_index};
   op.sigs[m] = std::move(sig);
   works_.push_back({key, member, rank});
-  if (op.error) return works_.size();
+  std::uint64_t id = forgotten_ + works_.size();
+  if (op.error) return id;
   if (op.first < 0) {
     op.first = member;
   } else if (!same_call(op.sig(), op.sigs[m])) {
@@ -29,7 +30,7 @@ std::uint64_t Matcher::launch(int rank, int group, int member, OpSignature sig,
     OpSignature both[] = {op.sig(), op.sigs[m]};
     op.error = signature_mismatch(pair, key.seq, both);
   }
-  return works_.size();
+  return id;
 }
 
 bool Matcher::agree(Op& op, const OpKey& key) {
@@ -56,8 +57,17 @@ std::string Matcher::describe(const Op& op) {
 }
 
 const WorkRef* Matcher::work(std::uint64_t id, int rank) const {
-  if (id == 0 || id > works_.size() || works_[id - 1].rank != rank) return nullptr;
-  return &works_[id - 1];
+  if (id <= forgotten_ || id - forgotten_ > works_.size()) return nullptr;
+  const WorkRef& w = works_[id - 1 - forgotten_];
+  return w.rank == rank && !w.waited ? &w : nullptr;
+}
+
+void Matcher::waited(std::uint64_t id) {
+  works_[id - 1 - forgotten_].waited = true;
+  while (!works_.empty() && works_.front().waited) {
+    works_.pop_front();
+    ++forgotten_;
+  }
 }
 
 }  // namespace hpref::sim::detail

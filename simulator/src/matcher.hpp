@@ -6,6 +6,7 @@
 
 #include <compare>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <vector>
@@ -40,11 +41,12 @@ struct Op {
   const OpSignature& sig() const { return sigs[static_cast<std::size_t>(first)]; }
 };
 
-// A launch's handle for wait(): the 1-based id is its index in launch order.
+// A launch's handle for wait(): the 1-based id counts the run's launches in order.
 struct WorkRef {
   OpKey key;
   int member;
   int rank;
+  bool waited = false;  // its rank's wait was answered (SimWork::done: it never asks again)
 };
 
 class Matcher {
@@ -66,14 +68,21 @@ class Matcher {
   std::map<OpKey, Op>& ops() { return ops_; }
   Op& op(const OpKey& key) { return ops_.at(key); }
   const Op& op(const OpKey& key) const { return ops_.at(key); }
-  // The work `id` launched by `rank`, or null.
+  // The work `id` launched by `rank` and not yet waited, or null.
   const WorkRef* work(std::uint64_t id, int rank) const;
-  const WorkRef& work(std::uint64_t id) const { return works_[id - 1]; }
+  const WorkRef& work(std::uint64_t id) const { return works_[id - 1 - forgotten_]; }
+  // `rank`'s wait on the work `id` has been answered: the work is forgotten once every
+  // earlier one is, so the table holds the works from the oldest one not yet waited (a work
+  // dropped unwaited stays, and the works after it) rather than every launch of the run.
+  void waited(std::uint64_t id);
+  // How many works the table holds (for tests).
+  std::size_t works_held() const { return works_.size(); }
 
  private:
   Groups& groups_;
   std::map<OpKey, Op> ops_;
-  std::vector<WorkRef> works_;
+  std::deque<WorkRef> works_;    // ids forgotten_ + 1, forgotten_ + 2, ...
+  std::uint64_t forgotten_ = 0;  // the works before them, all waited
 };
 
 }  // namespace hpref::sim::detail

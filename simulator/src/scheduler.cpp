@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 namespace hpref::sim::detail {
 namespace {
@@ -308,7 +309,7 @@ void Scheduler::deadlock() {
       const WorkRef& w = matcher_.work(ranks_[r].waiting);
       group = w.key.group;
       seq = w.key.seq;
-      ranks_[r].waiting = 0;
+      matcher_.waited(std::exchange(ranks_[r].waiting, 0));
     }
     respond_error(slot(r), CommError(code, message, group, seq, blocked));
     ranks_[r].state = State::ready;
@@ -482,7 +483,8 @@ void Scheduler::fail_if_peers_gone(Op& op, const OpKey& key) {
 }
 
 void Scheduler::respond_wait(int r, std::uint64_t work) {
-  const WorkRef& w = matcher_.work(work);
+  WorkRef w = matcher_.work(work);  // a copy: the table may forget it now
+  matcher_.waited(work);
   const Op& op = matcher_.op(w.key);
   Slot& s = slot(r);
   ranks_[r].waiting = 0;
