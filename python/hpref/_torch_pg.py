@@ -203,8 +203,9 @@ class _Staging:
 _DROPPED: Deque[str] = collections.deque()
 
 
-def _report_dropped() -> None:
-    """Raises CommUsageError naming the simulator's works this rank dropped unwaited."""
+def _report_dropped(found: str = "at this rank's next operation") -> None:
+    """Raises CommUsageError naming the simulator's works this rank dropped unwaited
+    (``found``: when, for the message)."""
     if not _DROPPED:
         return
     dropped = []
@@ -212,7 +213,7 @@ def _report_dropped() -> None:
         dropped.append(_DROPPED.popleft())
     raise _usage(f"{'; '.join(dropped)}: dropped unwaited (async_op=True, no wait()): the simulator completes an "
                  "operation in wait() only, so its outputs were never written, where real gloo completes it in the "
-                 "background; wait() on every work (found at this rank's next operation)")
+                 f"background; wait() on every work (found {found})")
 
 
 def _pollable(comm_work: Any) -> bool:

@@ -250,6 +250,15 @@ def _type_name(value: Any) -> str:
     return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
+def _report_dropped_at_return() -> None:
+    """CommUsageError naming the torch.distributed works the rank's function dropped
+    unwaited after its last operation (hpref._torch_pg names the others at the rank's next
+    operation): on the simulator their outputs were never written."""
+    torch_pg = sys.modules.get("hpref._torch_pg")
+    if torch_pg is not None:
+        torch_pg._report_dropped("when the rank's function returned")
+
+
 def _entry_for(fn: Callable, args: tuple, setup: Optional[Callable], captures: Dict[str, Any]):
     def entry(comm) -> bytes:
         global _COMM
@@ -259,6 +268,7 @@ def _entry_for(fn: Callable, args: tuple, setup: Optional[Callable], captures: D
             if setup is not None:
                 setup(comm)
             value = fn(comm.rank(), *args)
+            _report_dropped_at_return()
             # The type's name travels apart from the value, to name it if the value does
             # not unpickle in the parent.
             return pickle.dumps((_type_name(value), pickle.dumps(value)))

@@ -863,6 +863,22 @@ def test_a_work_dropped_unwaited_is_named_at_the_ranks_next_operation():
                                     "no wait()): the simulator completes an operation in wait() only"), r.message
 
 
+def _dropped_last(rank):
+    t = torch.ones(4) * (rank + 1)
+    dist.all_reduce(t, async_op=True)  # dropped after the last operation: t is never written
+    return t.tolist()
+
+
+def test_a_work_dropped_after_the_last_operation_is_named_when_the_rank_returns():
+    """The old code returned [1.0, ...] and [2.0, ...] as the ranks' values (real gloo: [3.0, ...])."""
+    sim = pytest.importorskip("hpref.sim", reason="hpref.sim (the simulator binding) is not built")
+    result = sim.run(2, _dropped_last, seed=1, timeout_s=20)
+    assert [r.error_type for r in result.ranks] == ["CommUsageError"] * 2, result
+    for r in result.ranks:
+        assert r.message.startswith("all_reduce on group 0 seq 0 [0, 1] (gloo): dropped unwaited"), r.message
+        assert r.message.endswith("(found when the rank's function returned)"), r.message
+
+
 def _objects_after_dirty_memory(rank):
     for _ in range(3):
         junk = torch.frombuffer(bytearray(os.urandom(1 << 16)), dtype=torch.uint8).clone()
