@@ -846,37 +846,27 @@ def test_a_polling_loop_ends_on_the_simulator():
     assert result.values() == [[True, "NoneType"], [False, "CommBufferMutatedError", True, True]], result
 
 
-def _dropped(rank):
+def _dropped(rank, last):
     t = torch.ones(4) * (rank + 1)
     dist.all_reduce(t, async_op=True)  # dropped: the simulator never writes t
-    dist.barrier()
+    if not last:
+        dist.barrier()
     return t.tolist()
 
 
-def test_a_work_dropped_unwaited_is_named_at_the_ranks_next_operation():
-    """The old code answered [1.0, ...] and [2.0, ...] silently (real gloo: [3.0, ...])."""
+@pytest.mark.parametrize("last, found", [(False, "at this rank's next operation"),
+                                         (True, "when the rank's function returned")])
+def test_a_work_dropped_unwaited_is_named(last, found):
+    """At the rank's next operation, or when its function returns after the last one. The
+    old code answered [1.0, ...] and [2.0, ...] silently (real gloo: [3.0, ...]); 47b760f
+    named the first case only."""
     sim = pytest.importorskip("hpref.sim", reason="hpref.sim (the simulator binding) is not built")
-    result = sim.run(2, _dropped, seed=1, timeout_s=20)
+    result = sim.run(2, _dropped, last, seed=1, timeout_s=20)
     assert [r.error_type for r in result.ranks] == ["CommUsageError"] * 2, result
     for r in result.ranks:
         assert r.message.startswith("all_reduce on group 0 seq 0 [0, 1] (gloo): dropped unwaited (async_op=True, "
                                     "no wait()): the simulator completes an operation in wait() only"), r.message
-
-
-def _dropped_last(rank):
-    t = torch.ones(4) * (rank + 1)
-    dist.all_reduce(t, async_op=True)  # dropped after the last operation: t is never written
-    return t.tolist()
-
-
-def test_a_work_dropped_after_the_last_operation_is_named_when_the_rank_returns():
-    """The old code returned [1.0, ...] and [2.0, ...] as the ranks' values (real gloo: [3.0, ...])."""
-    sim = pytest.importorskip("hpref.sim", reason="hpref.sim (the simulator binding) is not built")
-    result = sim.run(2, _dropped_last, seed=1, timeout_s=20)
-    assert [r.error_type for r in result.ranks] == ["CommUsageError"] * 2, result
-    for r in result.ranks:
-        assert r.message.startswith("all_reduce on group 0 seq 0 [0, 1] (gloo): dropped unwaited"), r.message
-        assert r.message.endswith("(found when the rank's function returned)"), r.message
+        assert r.message.endswith(f"(found {found})"), r.message
 
 
 def _objects_after_dirty_memory(rank):
