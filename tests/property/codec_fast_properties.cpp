@@ -112,9 +112,39 @@ const std::vector<std::uint8_t> kOpcodes = {
     'C', 'B', 0x8e, 0x96, ')', 0x85, 0x86, 0x87, 't', ']',  'a',  'e',  'l',  '}', 's',
     'u', 'd', 0x94, 'q',  'r', 'h',  'j',  0x93, 'R', 0x81, 'b',  0x95, 0x80};
 
+// Positions of the argument bytes that change a value but keep the pickle well formed: a
+// BININT1's byte and the characters of a SHORT_BINUNICODE (found by scanning, so a data
+// byte that looks like the opcode is taken too: still a mutation).
+std::vector<std::size_t> value_bytes(const std::vector<std::uint8_t>& meta) {
+  std::vector<std::size_t> at;
+  for (std::size_t i = 0; i + 1 < meta.size(); ++i) {
+    if (meta[i] == 'K') at.push_back(i + 1);
+    if (meta[i] == 0x8c) {
+      for (std::size_t k = i + 2; k < std::min(meta.size(), i + 2 + meta[i + 1]); ++k)
+        at.push_back(k);
+    }
+  }
+  return at;
+}
+
+// A mutation the pickle survives, so that the fast path still takes the segment and its
+// schema checks (counts, offsets, shapes, tags, keys) are compared with the reader's: a
+// small int or a string character rewritten, or the binary region's bytes changed.
+void value_mutation(std::vector<std::uint8_t>& meta, std::vector<std::uint8_t>& binary) {
+  std::vector<std::size_t> at = value_bytes(meta);
+  if (at.empty() || *rc::gen::inRange(0, 5) == 0) {
+    if (!binary.empty()) binary[*rc::gen::inRange<std::size_t>(0, binary.size())] ^= 0x5a;
+    return;
+  }
+  std::size_t i = *rc::gen::elementOf(at);
+  meta[i] = meta[i - 1] == 'K'
+                ? *rc::gen::elementOf(std::vector<std::uint8_t>{0, 1, 2, 3, 7, 8, 255})
+                : *rc::gen::elementOf(std::vector<std::uint8_t>{'_', 'a', 'h', 'X', 0});
+}
+
 // Mutates the metadata of a framed segment (bit flips, opcode writes and insertions,
-// deletions, duplicated runs), then frames it again with consistent sizes, or sometimes
-// mutates the binary region or the raw bytes.
+// deletions, duplicated runs; half the time only values the pickle survives), then frames
+// it again with consistent sizes, or sometimes mutates the binary region or the raw bytes.
 std::vector<std::uint8_t> mutated(std::vector<std::uint8_t> bytes) {
   if (bytes.size() < 20 || bytes[0] != 'H') return bytes;
   std::uint64_t meta_size = be64(bytes.data() + 4);
@@ -123,6 +153,10 @@ std::vector<std::uint8_t> mutated(std::vector<std::uint8_t> bytes) {
   std::vector<std::uint8_t> binary(bytes.begin() + 20 + static_cast<std::ptrdiff_t>(meta_size),
                                    bytes.end());
   int mutations = *rc::gen::inRange(1, 4);
+  if (*rc::gen::arbitrary<bool>()) {
+    for (int m = 0; m < mutations; ++m) value_mutation(meta, binary);
+    return frame(meta, binary);
+  }
   for (int m = 0; m < mutations && !meta.empty(); ++m) {
     auto at = *rc::gen::inRange<std::size_t>(0, meta.size());
     switch (*rc::gen::inRange(0, 7)) {
@@ -295,7 +329,13 @@ RC_BOOST_PROP(fast_path_decodes_encoder_output_as_the_general_decoder_issue_15, 
 RC_BOOST_PROP(fast_path_agrees_with_general_decoder_on_mutated_segments_issue_15, ()) {
   auto items = *gen::items(true);
   auto bytes = mutated(encoded(items, *rc::gen::inRange(0, 4) == 0));
-  RC_TAG(paths_agree(bytes, options_for_test()) ? "fast" : "general");
+  // Tiny limits and a bad key class mostly make the fast path decline (the property below
+  // has them); here it should take a good share of the mutated segments, so that its own
+  // items, not only the fallback's, are compared with the reader's.
+  DecodeOptions options;
+  options.strict = *rc::gen::arbitrary<bool>();
+  if (*rc::gen::inRange(0, 4) == 0) options = options_for_test();
+  RC_TAG(paths_agree(bytes, options) ? "fast" : "general");
 }
 
 RC_BOOST_PROP(fast_path_agrees_with_general_decoder_under_tiny_limits_issue_15, ()) {
