@@ -213,13 +213,22 @@ RC_BOOST_PROP(batch_layout_flatten_rebuild_round_trip_spec_6_2, ()) {
   std::vector<Tensor> tensors;
   for (std::size_t f = 0; f < fields.size(); ++f) {
     std::int64_t n = *checked_numel(shapes[f]);
-    tensors.push_back(Tensor::copy_of(
-        fields[f].dtype, shapes[f],
-        std::vector<std::uint8_t>(static_cast<std::size_t>(n) * element_size(fields[f].dtype), 7)));
+    // Each field's own bytes (field index, byte index), so that a flatten that swapped or
+    // mixed two fields of one dtype and shape would not give the same tensors back.
+    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(n) * element_size(fields[f].dtype));
+    for (std::size_t i = 0; i < bytes.size(); ++i)
+      bytes[i] = static_cast<std::uint8_t>(31 * f + i + 1);
+    tensors.push_back(Tensor::copy_of(fields[f].dtype, shapes[f], bytes));
   }
   Value batch = layout.rebuild(tensors);
   auto flat = layout.flatten(batch);
   // Symbols that appear in no non-empty position still round-trip: every symbol is bound.
   RC_ASSERT(layout.header(flat) == header);
+  RC_ASSERT(flat.tensors.size() == tensors.size());
+  for (std::size_t f = 0; f < tensors.size(); ++f) {
+    RC_ASSERT(flat.tensors[f].dtype() == tensors[f].dtype());
+    RC_ASSERT(std::ranges::equal(flat.tensors[f].shape(), tensors[f].shape()));
+    RC_ASSERT(std::ranges::equal(flat.tensors[f].bytes(), tensors[f].bytes()));
+  }
   RC_ASSERT(layout.rebuild(flat.tensors) == batch);
 }
