@@ -440,6 +440,16 @@ RC_BOOST_PROP(whatever_encodes_decodes_spec_2_6, ()) {
   } catch (const Error& e) {
     RC_ASSERT(e.code() == Errc::depth_limit);
     RC_TAG("refused");
+    // Exactly: written past the limit (a writer allowed deeper), the reader refuses it.
+    EncodeOptions deeper;
+    deeper.max_depth = 1000;
+    std::vector<std::uint8_t> written = encode_segment(items, deeper);
+    try {
+      decode(written);
+      RC_FAIL("the encoder refused a value whose segment the decoder reads");
+    } catch (const Error& r) {
+      RC_ASSERT(r.code() == Errc::pickle_depth_limit);
+    }
     return;
   }
   RC_TAG("encoded");

@@ -287,9 +287,7 @@ def assert_same_plan(topo, readers, planner, options, world):
         assert got.kind.startswith("group_"), got
         if isinstance(want, RuntimeError):
             assert got.kind == "group_device", (want, got)
-        equivalent = getattr(hpref, "python_equivalent", None) or getattr(hpref.errors, "python_equivalent", None)
-        if equivalent is not None:
-            assert equivalent(got) is type(want), (want, got)
+        assert hpref.errors.python_equivalent(got) is type(want), (want, got)
         return
     assert not isinstance(got, Exception), f"hpref refused ({got!r}) where the original planned"
     assert [(c.ranks, c.backend) for c in got.creations] == fake.created

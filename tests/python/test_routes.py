@@ -71,11 +71,6 @@ REASONS = {
 }
 
 
-def python_equivalent():
-    """hpref.python_equivalent where the package has it yet."""
-    return getattr(hpref, "python_equivalent", None) or getattr(hpref.errors, "python_equivalent", None)
-
-
 def outcome(call):
     """call()'s result, or the exception it raised."""
     try:
@@ -102,9 +97,7 @@ def assert_same(original_call, hpref_call):
         assert type(want) is ValueError, want
         assert isinstance(got, hpref.Error), f"the original refused ({want}) but hpref gave {got!r}"
         assert got.kind in REASONS[str(want)], (got.kind, str(want), str(got))
-        equivalent = python_equivalent()
-        if equivalent is not None:
-            assert equivalent(got) is ValueError
+        assert hpref.errors.python_equivalent(got) is ValueError
         return None
     assert not isinstance(got, Exception), f"hpref refused ({got!r}) where the original gave {want}"
     if isinstance(want, tuple) and want and isinstance(want[0], int):  # compressed offsets
