@@ -110,6 +110,15 @@ FAULTS = textwrap.dedent('''
         if rank == 1:
             os.kill(os.getpid(), signal.SIGTERM)
 
+    # SIGKILL is what a crash fault sends: on rank 0 (a non-crash plan once read as
+    # "crash of rank 0") with only a delay fired, nothing explains it.
+    @pytest.mark.hpref_cluster(world_size=2, faults=["delay:1@1"])
+    def test_sigkill_of_rank_0_under_a_delay(rank):
+        barrier()
+        if rank == 0:
+            os.kill(os.getpid(), signal.SIGKILL)
+        barrier()
+
     @pytest.mark.hpref_cluster(world_size=2, faults=["delay:0@1"])
     def test_usage_error_under_a_delay(rank):
         c = sim.communicator()
@@ -151,12 +160,13 @@ def test_with_faults_only_what_a_fired_fault_explains_passes(tmp_path):
     got = outcomes(run)
     out = run.stdout + run.stderr
     assert got == {"test_hang_under_a_delay": "FAILED", "test_another_signal_under_a_delay": "FAILED",
-                   "test_usage_error_under_a_delay": "FAILED",
+                   "test_sigkill_of_rank_0_under_a_delay": "FAILED", "test_usage_error_under_a_delay": "FAILED",
                    "test_usage_error_under_a_crash_that_never_fires": "FAILED",
                    "test_unrelated_error_beside_a_crash": "FAILED",
                    "test_crash_and_its_peer_failures": "PASSED",
                    "test_flip_detected_by_decoding": "PASSED"}, out
     assert "rank 1: died: rank 1 held the baton" in out and "rank 1 killed by signal 15" in out
+    assert "rank 0 killed by signal 9" in out
     assert "rank 2: CommUsageError: wrong on its own" in out
 
 
