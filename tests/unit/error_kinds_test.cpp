@@ -230,8 +230,9 @@ const std::map<Errc, const char*> kUnreachable = {};
 // Kinds whose test another helper of issue 10 is adding now.
 const std::map<Errc, const char*> kPending = {};
 
-std::string source_file(const std::string& relative) {
-  std::ifstream in(std::string(HPREF_TEST_DATA_DIR) + "/" + relative);
+// A file's text ("" when it cannot be read); `relative` to tests/ unless absolute.
+std::string source_file(const std::filesystem::path& relative) {
+  std::ifstream in(std::filesystem::path(HPREF_TEST_DATA_DIR) / relative);
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
@@ -319,10 +320,7 @@ BOOST_AUTO_TEST_CASE(unreachable_kinds_are_thrown_nowhere) {
       std::string ext = entry.path().extension().string();
       if (!entry.is_regular_file() || (ext != ".cpp" && ext != ".hpp")) continue;
       ++files;
-      std::ifstream in(entry.path());
-      std::stringstream text;
-      text << in.rdbuf();
-      std::string code = code_text(entry.path().string(), text.str());
+      std::string code = code_text(entry.path().string(), source_file(entry.path()));
       for (const auto& [kind, why] : kUnreachable) {
         std::string use = "Errc::" + std::string(errc_name(kind));
         BOOST_TEST(code.find(use) == std::string::npos,
