@@ -29,7 +29,7 @@ import sys
 import time
 import warnings
 import weakref
-from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.distributed as dist
@@ -73,8 +73,12 @@ def _usage(message: str) -> Exception:
     return _from_core("comm_usage", message)
 
 
-def _nbytes(t: torch.Tensor) -> int:
-    return t.numel() * t.element_size()
+if hasattr(torch.Tensor, "nbytes"):  # torch 2.x: one attribute read (1.13 has none)
+    def _nbytes(t: torch.Tensor) -> int:
+        return t.nbytes
+else:
+    def _nbytes(t: torch.Tensor) -> int:
+        return t.numel() * t.element_size()
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
@@ -97,6 +101,8 @@ def _device_of(tensors: Sequence[torch.Tensor]) -> Any:
 def _overlaps(t: torch.Tensor) -> bool:
     """Whether elements of ``t`` share memory (an expand()ed or stride-0 view): no backend
     can write such a tensor element by element."""
+    if t.is_contiguous():  # its own location for each element
+        return False
     check = getattr(torch, "_debug_has_internal_overlap", None)
     if check is not None:
         return check(t) == 1  # 1: yes; 2: too hard to tell (not refused)
@@ -108,8 +114,26 @@ def _extent(t: torch.Tensor) -> Tuple[int, int]:
     if t.numel() == 0:
         return 0, 0
     start = t.data_ptr()
+    if t.is_contiguous():
+        return start, start + _nbytes(t)
     last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
     return start, start + (last + 1) * t.element_size()
+
+
+def _adjacent(tensors: Sequence[torch.Tensor]) -> Optional[Tuple[int, int]]:
+    """[start, end) of the memory the tensors fill one after another when each is
+    contiguous and each starts where the one before ends (pieces of one buffer, as
+    ``list(t.chunk(n))`` or all_gather_object's outputs are): the operation can read or
+    write them there, as one buffer. None otherwise, or for no tensors."""
+    if not tensors:
+        return None
+    start = end = tensors[0].data_ptr()
+    for t in tensors:
+        n = _nbytes(t)
+        if n and (t.data_ptr() != end or not t.is_contiguous()):
+            return None
+        end += n
+    return start, end
 
 
 def _share_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -119,6 +143,25 @@ def _share_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
     (a0, a1), (b0, b1) = _extent(a), _extent(b)
     return a0 < b1 and b0 < a1
+
+
+def _where_text(label: Tuple[int, Tuple[int, ...]], asked: str, seq: Optional[int] = None) -> str:
+    """A group as messages name it: id, sequence number when known, world ranks, and the
+    backend name the code asked for."""
+    gid, ranks = label
+    return f"group {gid}{'' if seq is None else f' seq {seq}'} {list(ranks)} ({asked})"
+
+
+# A group for messages, formatted only when a message needs it: the text, or _where_text's
+# arguments.
+_Where = Union[str, Tuple[Tuple[int, Tuple[int, ...]], str, Optional[int]]]
+
+
+def _within(t: torch.Tensor, region: Tuple[int, int]) -> bool:
+    """Whether the memory ``t`` spans overlaps ``region`` ([start, end) in its device's
+    memory)."""
+    start, end = _extent(t)
+    return start < region[1] and region[0] < end
 
 
 def _seconds(timeout: Any) -> Optional[float]:
@@ -173,9 +216,14 @@ class _Staging:
         self.copies.append((t, staged))
         return staged
 
-    def packed(self, tensors: Sequence[torch.Tensor]) -> Tuple[torch.Tensor, List[int]]:
-        """The tensors' bytes in one staged buffer, each checked at wait()."""
+    def packed(self, tensors: Sequence[torch.Tensor]) -> Tuple[int, List[int]]:
+        """The address of the tensors' bytes in one buffer, and each one's byte count: where
+        they are when they lie one after another (_adjacent), else a staged copy, each
+        checked at wait()."""
         counts = [_nbytes(t) for t in tensors]
+        if _adjacent(tensors) is not None:
+            self.keep.extend(tensors)
+            return tensors[0].data_ptr(), counts
         buf = torch.empty(sum(counts), dtype=torch.uint8, device=_device_of(tensors))
         offset = 0
         for i, (t, n) in enumerate(zip(tensors, counts)):
@@ -184,18 +232,26 @@ class _Staging:
                 self.checks.append((i, t, buf[offset:offset + n]))
             offset += n
         self.keep.append(buf)
-        return buf, counts
+        return buf.data_ptr(), counts
 
-    def unpacked(self, tensors: Sequence[torch.Tensor]) -> Tuple[torch.Tensor, List[int]]:
-        """One staged buffer whose pieces are copied into the tensors after wait()."""
+    def unpacked(self, tensors: Sequence[torch.Tensor],
+                 apart: Sequence[torch.Tensor] = ()) -> Tuple[int, List[int]]:
+        """The address of one buffer for the tensors' bytes, and each one's byte count: the
+        tensors themselves when they lie one after another (_adjacent) and no tensor of
+        ``apart`` (the operation's send tensors) shares that memory, else a staged buffer
+        whose pieces are copied into the tensors after wait()."""
         counts = [_nbytes(t) for t in tensors]
+        region = _adjacent(tensors)
+        if region is not None and not any(_within(a, region) for a in apart):
+            self.keep.extend(tensors)
+            return region[0], counts
         buf = torch.empty(sum(counts), dtype=torch.uint8, device=_device_of(tensors))
         offset = 0
         for t, n in zip(tensors, counts):
             self.copies.append((t, buf[offset:offset + n]))
             offset += n
         self.keep.append(buf)
-        return buf, counts
+        return buf.data_ptr(), counts
 
 
 # The simulator's works dropped unwaited (HprefWork.__del__): "op on group ..." each,
@@ -240,17 +296,24 @@ class HprefWork(dist.distributed_c10d.Work):
     operation — raising its ``hpref.CommError`` (CommMismatch, CommDeadlock, PeerFailed,
     BufferMutated, ...) — then copies staged outputs into the caller's tensors."""
 
-    def __init__(self, op: str, where: str, comm_work: Any, staging: _Staging,
+    def __init__(self, op: str, where: _Where, comm_work: Any, staging: _Staging,
                  result: Sequence[torch.Tensor], rank: Optional[int] = None):
-        """``op``: the torch.distributed name; ``where``: the group, for messages; ``rank``:
-        this rank's world rank, for messages."""
+        """``op``: the torch.distributed name; ``where``: the group, for messages (a text, or
+        the arguments of ``_where_text``, formatted when a message needs it); ``rank``: this
+        rank's world rank, for messages."""
         super().__init__()
-        self._op, self._where, self._rank = op, where, rank
+        self._op, self._where_of, self._rank = op, where, rank
+        self._dropped_as: Optional[Tuple[Tuple[int, Tuple[int, ...]], str, Optional[int]]] = None
         self._comm_work = comm_work
         self._staging: Optional[_Staging] = staging
         self._result = list(result)
         self._done = False
         self._error: Optional[BaseException] = None
+
+    @property
+    def _where(self) -> str:
+        """The group, for messages."""
+        return self._where_of if isinstance(self._where_of, str) else _where_text(*self._where_of)
 
     def __del__(self) -> None:
         """A work dropped unwaited: its staged memory (and the caller's tensors it holds)
@@ -268,7 +331,8 @@ class HprefWork(dist.distributed_c10d.Work):
             # The simulator's: it moves bytes inside wait() only, so the outputs are never
             # written; said at this rank's next operation (_report_dropped).
             try:
-                _DROPPED.append(getattr(self, "_dropped_as", None) or f"{self._op} on {self._where}")
+                dropped = getattr(self, "_dropped_as", None)
+                _DROPPED.append(f"{self._op} on {self._where if dropped is None else _where_text(*dropped)}")
             except Exception:  # noqa: BLE001 - interpreter teardown: the module is gone
                 pass
             return
@@ -289,7 +353,7 @@ class HprefWork(dist.distributed_c10d.Work):
         if self._done:
             return True
         staging = self._staging
-        seconds = _seconds(timeout)
+        seconds = None if timeout is None else _seconds(timeout)
         try:
             if seconds is not None and isinstance(self._comm_work, OnceWork):
                 self._comm_work.wait(seconds)
@@ -297,16 +361,8 @@ class HprefWork(dist.distributed_c10d.Work):
                 self._comm_work.wait()
             # A backend writes the caller's tensors outside autograd (a view of a parameter
             # included), as gloo does.
-            with torch.no_grad():
-                for index, mine, staged in staging.checks:
-                    if not torch.equal(_bits(mine), staged.reshape(-1).view(torch.uint8)):
-                        who = "" if self._rank is None else f"rank {self._rank} changed "
-                        raise _from_core("comm_buffer_mutated",
-                                         f"{self._op} on {self._where}: {who}input tensor {index}"
-                                         f"{'' if who else ' changed'} between launch and wait() (a real backend "
-                                         "may read it at any time before wait)")
-                for dst, src in staging.copies:
-                    _write_bytes(dst, src.reshape(-1).view(torch.uint8))
+            if staging.checks or staging.copies:
+                self._finish(staging)
         except BaseException as e:
             self._error = e
             # A timeout given to wait() leaves the library moving the bytes: the staged
@@ -318,6 +374,19 @@ class HprefWork(dist.distributed_c10d.Work):
         self._done = True
         _prune()
         return True
+
+    @torch.no_grad()
+    def _finish(self, staging: _Staging) -> None:
+        """The send-buffer checks, then the staged outputs copied into the caller's tensors."""
+        for index, mine, staged in staging.checks:
+            if not torch.equal(_bits(mine), staged.reshape(-1).view(torch.uint8)):
+                who = "" if self._rank is None else f"rank {self._rank} changed "
+                raise _from_core("comm_buffer_mutated",
+                                 f"{self._op} on {self._where}: {who}input tensor {index}"
+                                 f"{'' if who else ' changed'} between launch and wait() (a real backend "
+                                 "may read it at any time before wait)")
+        for dst, src in staging.copies:
+            _write_bytes(dst, src.reshape(-1).view(torch.uint8))
 
     def is_completed(self) -> bool:
         """Whether it has completed: wait() returned or raised, or the communicator's work
@@ -388,6 +457,10 @@ class HprefProcessGroup(dist.ProcessGroup):
         self._device_tensors = device_tensors
         self._check_buffers = getattr(comm, "check_buffers", True)
         self._ops = 0
+        # The group's id and world ranks when the communicator does not name groups itself
+        # (the simulator's: they never change); else asked for at each use (_label).
+        self._fixed_label = None if hasattr(comm, "_label") else (group.id, tuple(group.ranks))
+        self._size = group.size
 
     # ---- identity ---------------------------------------------------------------------
 
@@ -440,12 +513,12 @@ class HprefProcessGroup(dist.ProcessGroup):
         """The group's id and world ranks as the code knows them: the communicator's own
         (the simulator's), or those its checked mode names it by (hpref.torch: torch's group
         id and global ranks, not those of the inner group)."""
-        label = getattr(self._comm, "_label", None)
-        return label(self._group) if label is not None else (self._group.id, tuple(self._group.ranks))
+        if self._fixed_label is not None:
+            return self._fixed_label
+        return self._comm._label(self._group)
 
     def _where(self, seq: Optional[int] = None) -> str:
-        gid, ranks = self._label()
-        return f"group {gid}{'' if seq is None else f' seq {seq}'} {list(ranks)} ({self._asked})"
+        return _where_text(self._label(), self._asked, seq)
 
     def _rank(self) -> int:
         """This rank's world rank (as _label names the group's ranks)."""
@@ -468,6 +541,8 @@ class HprefProcessGroup(dist.ProcessGroup):
 
     def _space(self, op: str, tensors: Sequence[torch.Tensor]) -> str:
         accelerator = self._group.memory == "accelerator"
+        if not accelerator and all(t.is_cpu for t in tensors):
+            return "host"
         device = self._device_tensors if accelerator else "cpu"
         for t in tensors:
             if t.device.type != "cpu" and t.device.type != device:
@@ -509,17 +584,21 @@ class HprefProcessGroup(dist.ProcessGroup):
         self._ops += 1
         _prune()  # dropped works that have finished meanwhile
         # A checked operation knows its sequence number on the group: messages name it.
+        # Messages are formatted when one is needed (most operations need none).
         seq = getattr(comm_work, "seq", None)
-        work = HprefWork(op, self._where(seq), comm_work, staging, result, rank=self._rank())
+        label = self._label()
+        work = HprefWork(op, (label, self._asked, seq), comm_work, staging, result, rank=self._rank())
         # Named if dropped: the simulator numbers a group's operations as this rank launches them.
-        work._dropped_as = f"{op} on {self._where(self._ops - 1 if seq is None else seq)}"
+        work._dropped_as = (label, self._asked, self._ops - 1 if seq is None else seq)
         return work
 
     def _row_counts(self, op: str, what: str, t: torch.Tensor, splits: Sequence[int]) -> List[int]:
-        n = self._group.size
+        n = self._size
         if t.dim() == 0:
             raise _usage(f"{op} on {self._where()}: the {what} tensor must have a first dimension")
         rows = t.shape[0]
+        if not splits and rows % n == 0:  # even splits: every peer the same byte count
+            return [_nbytes(t) // n] * n
         row_bytes = (_nbytes(t) // rows) if rows else t[0:1].numel() * t.element_size()
         if not splits:
             if rows % n:
@@ -541,7 +620,7 @@ class HprefProcessGroup(dist.ProcessGroup):
         self._strided("all_reduce", [t])
         red = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         red = getattr(red, "op", red)
-        red_name = getattr(red, "name", str(red)).rsplit(".", 1)[-1]
+        red_name = getattr(red, "name", None) or str(red).rsplit(".", 1)[-1]
         if red_name not in _REDUCE_OPS or t.dtype not in _REDUCE_DTYPES:
             raise _usage(f"all_reduce {red_name} over {t.dtype} on {self._where()}: hpref's communicator "
                          "reduces with SUM, MIN or MAX over int32, int64, float32 or float64")
@@ -588,8 +667,8 @@ class HprefProcessGroup(dist.ProcessGroup):
         _zero_object_padding(t)
         staging = self._staging()
         src = staging.send(t)
-        out, _ = staging.unpacked(outs)
-        work = self._comm.all_gather(self._group, src.data_ptr(), size, out.data_ptr(), n * size, space)
+        out, _ = staging.unpacked(outs, apart=[t])
+        work = self._comm.all_gather(self._group, src.data_ptr(), size, out, n * size, space)
         return self._work("all_gather", work, staging, outs)
 
     def _check_gather_into(self, op: str, output: torch.Tensor, input: torch.Tensor) -> str:
@@ -681,8 +760,8 @@ class HprefProcessGroup(dist.ProcessGroup):
         space = self._space(op, [*input_tensors, *output_tensors])
         staging = self._staging()
         src, in_counts = staging.packed(input_tensors)
-        out, out_counts = staging.unpacked(output_tensors)
-        work = self._comm.all_to_all_v(self._group, src.data_ptr(), in_counts, out.data_ptr(), out_counts, space)
+        out, out_counts = staging.unpacked(output_tensors, apart=input_tensors)
+        work = self._comm.all_to_all_v(self._group, src, in_counts, out, out_counts, space)
         return self._work(op, work, staging, output_tensors)
 
     def barrier(self, opts: Any = None) -> HprefWork:

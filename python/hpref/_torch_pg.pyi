@@ -1,4 +1,4 @@
-from typing import Any, List, NoReturn, Optional, Sequence
+from typing import Any, List, NoReturn, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.distributed as dist
@@ -10,7 +10,10 @@ __all__ = [
 BACKEND: str
 
 class HprefWork(dist.distributed_c10d.Work):
-    def __init__(self, op: str, where: str, comm_work: Any, staging: Any,
+    # where: the group for messages, a text or (label, backend asked for, seq), formatted
+    # when a message needs it
+    def __init__(self, op: str, where: Union[str, Tuple[Tuple[int, Tuple[int, ...]], str, Optional[int]]],
+                 comm_work: Any, staging: Any,
                  result: Sequence[torch.Tensor], rank: Optional[int] = ...) -> None: ...
     def __del__(self) -> None: ...
     def wait(self, timeout: Any = ...) -> bool: ...

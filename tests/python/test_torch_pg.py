@@ -316,8 +316,8 @@ def test_send_buffers_changed_before_wait_are_refused(loop):
     src[3] = -1
     with pytest.raises(CommBufferMutatedError):
         work.wait()
-    ins, outs = [torch.arange(4.0)], [torch.zeros(4)]
-    work = dist.all_to_all(outs, ins, async_op=True)  # packed: hpref's own check
+    ins, outs = [torch.arange(8.0)[::2]], [torch.zeros(4)]
+    work = dist.all_to_all(outs, ins, async_op=True)  # not contiguous, so packed: hpref's own check
     ins[0][0] = 9.0
     with pytest.raises(CommBufferMutatedError, match="input tensor 0"):
         work.wait()
@@ -430,6 +430,40 @@ def check_all_to_all(rank):
             _sync_or_async(lambda a: dist.all_to_all(outs, ins, async_op=a), async_op)
             _expect(all(torch.equal(bits(o), bits(data(10 * i + rank, dtype, (i + rank + 1,))))
                         for i, o in enumerate(outs)), f"all_to_all {dtype}")
+
+
+def check_pieces_of_one_buffer(rank):
+    """List outputs (and all_to_all inputs) that are pieces of one buffer, one after another,
+    are handed to the communicator as that buffer (no staging); pieces out of order, or
+    outputs that overlap the inputs (the in-place idioms), are staged. The same answers
+    either way."""
+    want = [data(i, torch.int32, (3,)) for i in range(WORLD)]
+    for async_op in (False, True):
+        big = torch.zeros(3 * WORLD, dtype=torch.int32)
+        _sync_or_async(lambda a: dist.all_gather(list(big.chunk(WORLD)), want[rank].clone(), async_op=a), async_op)
+        _expect(torch.equal(big, torch.cat(want)), f"all_gather into adjacent pieces: {big.tolist()}")
+        big = torch.zeros(3 * WORLD, dtype=torch.int32)
+        pieces = list(big.chunk(WORLD))
+        pieces[rank].copy_(want[rank])  # in place: the input is this rank's piece of the output
+        _sync_or_async(lambda a: dist.all_gather(pieces, pieces[rank], async_op=a), async_op)
+        _expect(torch.equal(big, torch.cat(want)), f"all_gather in place: {big.tolist()}")
+        big = torch.zeros(3 * WORLD, dtype=torch.int32)
+        _sync_or_async(lambda a: dist.all_gather(list(reversed(big.chunk(WORLD))), want[rank].clone(),
+                                                 async_op=a), async_op)
+        _expect(torch.equal(big, torch.cat(want[::-1])), f"all_gather into pieces out of order: {big.tolist()}")
+        sends = [(rank + j) % 3 for j in range(WORLD)]  # rows rank -> j, a zero among them
+        recvs = [(i + rank) % 3 for i in range(WORLD)]
+        src = torch.cat([_rows(rank, j, sends[j], torch.int64) for j in range(WORLD)])
+        dst = torch.zeros((sum(recvs), 2), dtype=torch.int64)
+        _sync_or_async(lambda a: dist.all_to_all(list(dst.split(recvs)), list(src.split(sends)), async_op=a),
+                       async_op)
+        _expect(torch.equal(dst, torch.cat([_rows(i, rank, recvs[i], torch.int64) for i in range(WORLD)])),
+                f"all_to_all of adjacent pieces: {dst.tolist()}")
+        both = torch.cat([_rows(rank, j, 2, torch.int64) for j in range(WORLD)])
+        _sync_or_async(lambda a: dist.all_to_all(list(both.chunk(WORLD)), list(both.chunk(WORLD)), async_op=a),
+                       async_op)
+        _expect(torch.equal(both, torch.cat([_rows(i, rank, 2, torch.int64) for i in range(WORLD)])),
+                f"all_to_all in place: {both.tolist()}")
 
 
 def check_barrier(rank):
@@ -557,7 +591,7 @@ def check_views_of_parameters(rank):
 
 
 BATTERY = [check_backend_names, check_all_reduce, check_broadcast, check_all_gather, check_all_to_all_single,
-           check_all_to_all, check_barrier, check_object_collectives, check_subgroups, check_refusals,
+           check_all_to_all, check_pieces_of_one_buffer, check_barrier, check_object_collectives, check_subgroups, check_refusals,
            check_mixed_dtypes_refused, check_sparse_refused, check_views_of_parameters]
 
 
