@@ -8,7 +8,8 @@ ratios measured in the same run.
      method: 3 operations to warm up, then rank 0 times N operations between barriers, and a
      last barrier keeps every rank alive until rank 0 has read its clock: a rank process's
      exit, on the CPU the run is pinned to, is per-run cost, not the operation's).
-     Target: Python/torch <= 1.5x C++.
+     Target: Python/torch <= 1.5x C++. Also the wall time of a whole hpref.sim.run of 8
+     ranks making one all_reduce each (what a pytest case pays per seed); no peer.
   2. The original's 5-step data step (8 ranks, dp=2 x cp=4; tests/python/original_harness.py)
      on the simulator and on 8 real gloo processes (torch.multiprocessing), timed inside
      rank 0 between barriers. Target: simulator <= 3x gloo.
@@ -106,6 +107,25 @@ def torch_all_gather_object(rank: int) -> float:
     return us
 
 
+def one_all_reduce(rank: int) -> float:
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    return t[0].item()
+
+
+def whole_run_ms(runs: int = 5) -> float:
+    """Median wall time of a whole hpref.sim.run on 8 ranks whose function makes one small
+    all_reduce: forking the ranks, torch.distributed's set-up in each, the exits (what a
+    pytest case with hpref_cluster pays per seed)."""
+    times = []
+    for _ in range(runs + 1):  # the first run imports what the ranks share: not counted
+        start = time.perf_counter()
+        result = sim.run(WORLD, one_all_reduce, seed=1)
+        times.append(time.perf_counter() - start)
+        assert result.values() == [float(WORLD)] * WORLD, result
+    return sorted(times[1:])[runs // 2] * 1e3
+
+
 def on_sim(fn, *args) -> float:
     result = sim.run(WORLD, fn, *args, seed=1)
     return result.values()[0]
@@ -180,6 +200,9 @@ def main(argv=None):
         raw = f"{r['raw_us']:10.1f}" if r["raw_us"] else f"{'-':>10}"
         verdict = "met" if ratio <= r["target"] else "NOT met"
         print(f"{r['op']:34} {r['torch_us']:10.1f} {raw} {r['cxx_us']:10.1f} {ratio:9.2f}x  <={r['target']}x {verdict}")
+    run_ms = whole_run_ms()
+    print(f"hpref.sim.run, {WORLD} ranks, one all_reduce each: {run_ms:.1f} ms a run (median of 5)")
+    rows.append({"op": "hpref.sim.run, one all_reduce", "run_ms": run_ms})
     if not args.skip_data_step:
         s, g = data_step_times()
         if s is None:

@@ -332,11 +332,17 @@ def run(world_size: int, fn: Callable, *args: Any, seed: int = 1, faults: Sequen
     setup = _torch_setup if torch_distributed else None
     if "torch" in sys.modules:
         # What torch imports lazily on a first backward (sympy, ~0.35 s) is imported once
-        # here, not in every rank one after another.
+        # here, not in every rank one after another; so is the process-group adapter each
+        # rank installs (its import took ~6 ms a rank, ~25 ms where no bytecode is cached).
         try:
             import torch.fx.experimental.symbolic_shapes  # noqa: F401
         except ImportError:
             pass
+        if torch_distributed:
+            try:
+                from . import _torch_pg  # noqa: F401
+            except ImportError:
+                pass
     # The parent's objects are frozen out of the cyclic GC while the ranks run: a collection
     # in a rank would otherwise write every object's GC header, copying the parent's heap
     # page by page into each rank (copy-on-write; most of a small operation's cost). A
