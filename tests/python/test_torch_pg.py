@@ -325,6 +325,93 @@ def test_send_buffers_changed_before_wait_are_refused(loop):
         work.wait()
 
 
+def test_adjacent_spans_the_pieces_bytes():
+    """_adjacent's [start, end): every byte of the pieces, a zero-size piece from elsewhere
+    included; None for pieces out of order or not contiguous."""
+    a = torch.zeros(8)
+    p = a.data_ptr()
+    assert _torch_pg._adjacent(list(a.chunk(4))) == (p, p + 32)
+    assert _torch_pg._adjacent([a[:2], torch.empty(0), a[2:]]) == (p, p + 32)
+    b = torch.zeros(4, dtype=torch.uint8)
+    assert _torch_pg._adjacent(list(b.chunk(4))) == (b.data_ptr(), b.data_ptr() + 4)
+    assert _torch_pg._adjacent(list(reversed(a.chunk(4)))) is None
+    assert _torch_pg._adjacent([a[::2]]) is None
+
+
+class RecordingComm(LoopbackComm):
+    """The loopback communicator, recording the buffers each operation is handed."""
+
+    def __init__(self):
+        super().__init__()
+        self.handed = []
+
+    def all_gather(self, group, in_addr, in_bytes, out_addr, out_bytes, space="host"):
+        self.handed.append(((in_addr, in_bytes), (out_addr, out_bytes)))
+        return super().all_gather(group, in_addr, in_bytes, out_addr, out_bytes, space)
+
+    def all_to_all_v(self, group, in_addr, in_counts, out_addr, out_counts, space="host"):
+        self.handed.append(((in_addr, sum(in_counts)), (out_addr, sum(out_counts))))
+        return super().all_to_all_v(group, in_addr, in_counts, out_addr, out_counts, space)
+
+
+@pytest.fixture
+def recording():
+    comm = RecordingComm()
+    _torch_pg.install(comm)
+    try:
+        yield comm
+    finally:
+        _torch_pg.uninstall()
+
+
+def test_pieces_of_one_buffer_are_handed_over_in_place(recording):
+    """The short path is taken: list tensors lying one after another reach the communicator
+    as the buffer they are part of, not a staged copy."""
+    big, src = torch.zeros(6), torch.arange(6.0)
+    dist.all_gather(list(big.chunk(1)), src)
+    dist.all_to_all(list(big.split([6])), list(src.split([6])))
+    assert recording.handed == [((src.data_ptr(), 24), (big.data_ptr(), 24))] * 2
+    assert torch.equal(big, src)
+
+
+@pytest.mark.parametrize("case", ["a2a_out_after_in", "a2a_out_before_in", "a2a_last_byte", "a2a_single",
+                                  "gather_out_after_in"])
+def test_outputs_overlapping_the_inputs_are_staged(recording, case):
+    """An output overlapping the operation's input, by any number of bytes and from either
+    side, is received into a buffer of its own: the communicator is never handed an output
+    that overlaps what it reads. The answer is the input as it was at launch."""
+    buf = torch.arange(8.0)
+    if case == "a2a_out_after_in":
+        out, inp = buf[2:6], buf[0:4]
+        dist.all_to_all([out], [inp])
+    elif case == "a2a_out_before_in":
+        out, inp = buf[0:4], buf[2:6]
+        dist.all_to_all([out], [inp])
+    elif case == "a2a_last_byte":  # one byte in common
+        buf = torch.arange(8, dtype=torch.uint8)
+        out, inp = buf[0:4], buf[3:7]
+        dist.all_to_all([out], [inp])
+    elif case == "a2a_single":
+        out, inp = buf[2:6], buf[0:4]
+        dist.all_to_all_single(out, inp)
+    else:
+        out, inp = buf[2:6], buf[0:4]
+        dist.all_gather([out], inp)
+    want = torch.arange(8, dtype=buf.dtype)[(inp.data_ptr() - buf.data_ptr()) // buf.element_size():][:4]
+    assert torch.equal(out, want), out
+    (sent, received), = recording.handed
+    assert not (sent[0] < received[0] + received[1] and received[0] < sent[0] + sent[1]), (case, sent, received)
+
+
+def test_a_non_cpu_tensor_among_cpu_ones_is_refused(loop):
+    """The host group's short path (every tensor on the CPU) must not take a list with one
+    other tensor among CPU ones."""
+    with pytest.raises(CommMemorySpaceError, match="meta"):
+        dist.all_gather([torch.zeros(2)], torch.empty(2, device="meta"))
+    with pytest.raises(CommMemorySpaceError, match="meta"):
+        dist.all_to_all([torch.zeros(2)], [torch.empty(2, device="meta")])
+
+
 @pytest.mark.skipif(not TORCH2, reason="torch 1.13's new_group has no use_local_synchronization")
 def test_local_synchronization_is_refused(loop):
     with pytest.raises(CommUsageError, match="world collective"):
