@@ -111,14 +111,18 @@ class LoopbackComm:
         return LoopbackWork()
 
 
-@pytest.fixture
-def loop():
-    comm = LoopbackComm()
+def _installed(comm):
+    """Installs ``comm`` for one test (a fixture's body)."""
     _torch_pg.install(comm)
     try:
         yield comm
     finally:
         _torch_pg.uninstall()
+
+
+@pytest.fixture
+def loop():
+    yield from _installed(LoopbackComm())
 
 
 def data(seed, dtype, shape=(6,)):
@@ -356,12 +360,7 @@ class RecordingComm(LoopbackComm):
 
 @pytest.fixture
 def recording():
-    comm = RecordingComm()
-    _torch_pg.install(comm)
-    try:
-        yield comm
-    finally:
-        _torch_pg.uninstall()
+    yield from _installed(RecordingComm())
 
 
 def test_pieces_of_one_buffer_are_handed_over_in_place(recording):
