@@ -75,7 +75,7 @@ def test_a_mismatch_is_named_on_every_rank():
     result = sim.run(3, mismatched, torch_distributed=False)
     assert result.failure == "collective mismatch" and result.exit_code == 3
     for r in result.ranks:
-        assert r.status == "error" and r.kind == "comm_mismatch"
+        assert r.status == "error" and r.kind == "comm_mismatch" and r.error_type == "CommMismatchError"
         assert "all_gather" in r.message and "group 0 seq 0" in r.message
         assert isinstance(r.exception(), hpref.CommMismatch)
     with pytest.raises(hpref.CommMismatch):
@@ -160,17 +160,31 @@ def test_bad_arguments_are_refused_by_name():
     ({"faults": "crash:1@1"}, hpref.errors.InvalidArgumentError, "faults must be a list of fault plans"),
     ({"faults": None}, hpref.errors.InvalidArgumentError, "faults must be a list of fault plans"),
     ({"faults": ["crash:1@1", 7]}, hpref.errors.InvalidArgumentError, "faults[1] must be a fault plan str"),
+    ({"faults": ["crash:1@\ud800"]}, hpref.errors.InvalidArgumentError, "faults[0] must be a fault plan str"),
     ({"timeout_s": float("inf")}, ValueError, "timeout_s must be a number of seconds in (0, 2147483], got inf"),
     ({"timeout_s": float("nan")}, ValueError, "got nan"),
     ({"timeout_s": 2**40}, ValueError, f"got {2**40}"),
     ({"timeout_s": 0}, ValueError, "got 0"),
     ({"timeout_s": "60"}, TypeError, "timeout_s must be a number of seconds, got '60'"),
+    ({"timeout_s": True}, TypeError, "timeout_s must be a number of seconds, got True"),
 ], ids=["seed-negative", "seed-2**64", "seed-float", "seed-bool", "faults-str", "faults-none",
-        "faults-item", "timeout-inf", "timeout-nan", "timeout-huge", "timeout-zero", "timeout-str"])
+        "faults-item", "faults-not-utf8", "timeout-inf", "timeout-nan", "timeout-huge", "timeout-zero",
+        "timeout-str", "timeout-bool"])
 def test_bad_run_arguments_are_named_with_their_value(kwargs, error, names):
     with pytest.raises(error) as e:
         sim.run(2, gather_and_sum, None, torch_distributed=False, **kwargs)
     assert names in str(e.value)
+
+
+def ident(rank, *args):
+    return rank
+
+
+def test_world_size_64_is_taken_and_65_and_bools_are_refused():
+    assert sim.run(64, ident, torch_distributed=False).values() == list(range(64))
+    for bad in (65, True, False):
+        with pytest.raises(ValueError, match=f"world_size must be an int in 1..64, got {bad!r}"):
+            sim.run(bad, ident, torch_distributed=False)
 
 
 def test_edge_run_arguments_are_taken():
@@ -378,7 +392,8 @@ def test_a_callers_own_gc_freeze_is_left_as_it_was():
         assert gc.get_freeze_count() >= frozen - 100  # a few frozen objects may be freed meanwhile
     finally:
         gc.unfreeze()
-    assert sim.run(2, gather_and_sum, None, torch_distributed=False).ok
+    counts = sim.run(2, lambda rank: gc.get_freeze_count(), torch_distributed=False).values()
+    assert all(c > 0 for c in counts), counts  # the ranks run with the parent's objects frozen
     assert gc.get_freeze_count() == 0  # and run's own freeze is undone
 
 
@@ -397,10 +412,41 @@ def test_an_argument_whose_repr_is_not_python_is_written_as_an_ellipsis():
     assert "repr is not Python" in result.replay
     big = np.arange(10000)  # numpy's repr summarises it with "..."
     assert "gather_and_sum, ..., seed" in sim.run(2, gather_and_sum, big, torch_distributed=False).replay
+    long = list(range(100))  # a repr of 390 characters: left out
+    assert sim.run(1, ident, long, torch_distributed=False).replay.startswith("hpref.sim.run(1, ident, ..., seed=1")
+    assert sim.run(1, ident, "wait...", torch_distributed=False).replay.startswith(  # a str's dots are its own
+        "hpref.sim.run(1, ident, 'wait...', seed=1")
+
+
+def barrier_then_rank(rank):
+    c = sim.communicator()
+    c.barrier(c.world()).wait()
+    return rank
+
+
+def test_the_replay_names_a_random_fault_as_drawn():
+    result = sim.run(2, barrier_then_rank, seed=3, faults=["random"], torch_distributed=False)
+    assert result.faults != ["random"]
+    assert f"faults={result.faults!r}" in result.replay and "'random'" not in result.replay
+
+
+@pytest.mark.parametrize("name", ["run.txt", "run.json"])
+def test_a_pathlike_trace_is_taken_and_written(tmp_path, name):
+    path = tmp_path / name  # a pathlib.Path, not a str
+    result = sim.run(2, barrier_then_rank, seed=3, trace=path, torch_distributed=False)
+    assert result.ok and result.trace
+    text = path.read_text()
+    if name.endswith(".json"):
+        assert text == hpref._core.sim_chrome_trace(result.trace)
+    else:
+        assert text.splitlines() == result.trace
 
 
 def prints_then_barriers(rank):
     print(f"rank {rank} says hello")
+    print(f"rank {rank} to stderr", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stdout.buffer.write(b"\xff\n")  # not UTF-8: the rest of the output must still arrive
     c = sim.communicator()
     c.barrier(c.world()).wait()
     print(f"rank {rank} passed the barrier")
@@ -412,10 +458,11 @@ def test_ranks_output_reaches_an_in_memory_stream(capsys):
     # with the rank.
     print("parent before")
     assert sim.run(2, prints_then_barriers, torch_distributed=False).ok
-    out = capsys.readouterr().out
-    assert out.count("parent before") == 1
+    out, err = capsys.readouterr()
+    assert out.count("parent before") == 1 and "\\xff" in out
     for r in (0, 1):
         assert f"rank {r} says hello" in out and f"rank {r} passed the barrier" in out
+        assert f"rank {r} to stderr" in err
 
 
 OUTPUT = """
@@ -464,7 +511,7 @@ print(r.hash_seed_random, "PYTHONHASHSEED unset" in r.replay)
 """
 
 
-@pytest.mark.parametrize("startup", [None, "0", "7"])
+@pytest.mark.parametrize("startup", [None, "0", "7", "random"])
 def test_the_hash_seed_is_the_one_the_process_started_with(tmp_path, startup):
     import subprocess
     script = tmp_path / "hash_seed.py"
@@ -474,5 +521,76 @@ def test_the_hash_seed_is_the_one_the_process_started_with(tmp_path, startup):
         env["PYTHONHASHSEED"] = startup
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
                          timeout=60)
-    random = startup is None
+    random = startup in (None, "random")
     assert out.stdout.split() == [str(random), str(random)], out.stdout + out.stderr
+
+
+def test_a_torch_rank_runs_single_threaded():
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        values = sim.run(2, lambda rank: torch.get_num_threads()).values()
+    finally:
+        torch.set_num_threads(before)
+    assert values == [1, 1]
+
+
+PRE_IMPORTS = """
+import sys
+sys.path.insert(0, {here!r})
+import torch
+import hpref.sim as sim
+assert "hpref._torch_pg" not in sys.modules
+assert "torch.fx.experimental.symbolic_shapes" not in sys.modules
+assert sim.run(2, lambda rank: rank).ok
+print("hpref._torch_pg" in sys.modules, "torch.fx.experimental.symbolic_shapes" in sys.modules)
+"""
+
+
+def test_what_every_rank_would_import_is_imported_once_in_the_parent(tmp_path):
+    """The process-group adapter and sympy's symbolic shapes (a first backward's import),
+    where the parent imported torch: each rank would otherwise import them in turn."""
+    pytest.importorskip("torch")
+    import subprocess
+    script = tmp_path / "pre_imports.py"
+    script.write_text(PRE_IMPORTS.format(here=os.environ.get("PYTHONPATH", "").split(os.pathsep)[0]))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["True", "True"], out.stdout + out.stderr
+
+
+def exits(rank):
+    raise SystemExit(3)
+
+
+def decodes(rank):
+    return b"\xff".decode("utf-8")
+
+
+def test_a_ranks_system_exit_or_unicode_error_comes_back_as_a_runtime_error():
+    """values() must not exit the caller (SystemExit), nor fail to rebuild an exception whose
+    constructor takes other arguments (UnicodeDecodeError)."""
+    result = sim.run(1, exits, torch_distributed=False)
+    assert result.ranks[0].error_type == "SystemExit"
+    assert isinstance(result.ranks[0].exception(), RuntimeError)
+    with pytest.raises(RuntimeError, match="rank 0 error: SystemExit: 3"):
+        result.values()
+    result = sim.run(1, decodes, torch_distributed=False)
+    assert result.ranks[0].error_type == "UnicodeDecodeError"
+    with pytest.raises(RuntimeError, match="rank 0 error: UnicodeDecodeError: 'utf-8' codec"):
+        result.values()
+
+
+def raises_on_rank_zero(rank):
+    if rank == 0:
+        raise ValueError("boom in the rank")
+    c = sim.communicator()
+    c.barrier(c.world()).wait()
+
+
+def test_a_ranks_own_exception_prints_its_traceback_once(capfd):
+    result = sim.run(2, raises_on_rank_zero, torch_distributed=False)
+    assert result.ranks[1].kind == "comm_peer_failed"  # an hpref error: no traceback printed
+    err = capfd.readouterr().err
+    assert err.count("Traceback") == 1 and "ValueError: boom in the rank" in err
+    assert "in raises_on_rank_zero" in err
