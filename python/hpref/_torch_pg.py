@@ -120,29 +120,32 @@ def _extent(t: torch.Tensor) -> Tuple[int, int]:
     return start, start + (last + 1) * t.element_size()
 
 
-def _adjacent(tensors: Sequence[torch.Tensor]) -> Optional[Tuple[int, int]]:
-    """[start, end) of the memory the tensors fill one after another when each is
-    contiguous and each starts where the one before ends (pieces of one buffer, as
-    ``list(t.chunk(n))`` or all_gather_object's outputs are): the operation can read or
-    write them there, as one buffer. None otherwise, or for no tensors."""
+def _adjacent(tensors: Sequence[torch.Tensor], counts: Sequence[int]) -> Optional[Tuple[int, int]]:
+    """[start, end) of the memory the tensors (of ``counts`` bytes each) fill one after
+    another when each is contiguous and each starts where the one before ends (pieces of one
+    buffer, as ``list(t.chunk(n))`` or all_gather_object's outputs are): the operation can
+    read or write them there, as one buffer. None otherwise, or for no tensors."""
     if not tensors:
         return None
     start = end = tensors[0].data_ptr()
-    for t in tensors:
-        n = _nbytes(t)
+    for t, n in zip(tensors, counts):
         if n and (t.data_ptr() != end or not t.is_contiguous()):
             return None
         end += n
     return start, end
 
 
+def _within(t: torch.Tensor, region: Tuple[int, int]) -> bool:
+    """Whether the memory ``t`` spans overlaps ``region`` ([start, end) in its device's
+    memory)."""
+    start, end = _extent(t)
+    return start < region[1] and region[0] < end
+
+
 def _share_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether the memory ``a`` and ``b`` span overlaps (the same tensor, views of one
     another, or interleaved: an extra copy, never a wrong answer)."""
-    if a.device != b.device:
-        return False
-    (a0, a1), (b0, b1) = _extent(a), _extent(b)
-    return a0 < b1 and b0 < a1
+    return a.device == b.device and _within(a, _extent(b))
 
 
 def _where_text(label: Tuple[int, Tuple[int, ...]], asked: str, seq: Optional[int] = None) -> str:
@@ -153,15 +156,9 @@ def _where_text(label: Tuple[int, Tuple[int, ...]], asked: str, seq: Optional[in
 
 
 # A group for messages, formatted only when a message needs it: the text, or _where_text's
-# arguments.
-_Where = Union[str, Tuple[Tuple[int, Tuple[int, ...]], str, Optional[int]]]
-
-
-def _within(t: torch.Tensor, region: Tuple[int, int]) -> bool:
-    """Whether the memory ``t`` spans overlaps ``region`` ([start, end) in its device's
-    memory)."""
-    start, end = _extent(t)
-    return start < region[1] and region[0] < end
+# arguments (the group's label, the backend name asked for, the sequence number).
+_WhereArgs = Tuple[Tuple[int, Tuple[int, ...]], str, Optional[int]]
+_Where = Union[str, _WhereArgs]
 
 
 def _seconds(timeout: Any) -> Optional[float]:
@@ -221,9 +218,10 @@ class _Staging:
         they are when they lie one after another (_adjacent), else a staged copy, each
         checked at wait()."""
         counts = [_nbytes(t) for t in tensors]
-        if _adjacent(tensors) is not None:
+        region = _adjacent(tensors, counts)
+        if region is not None:
             self.keep.extend(tensors)
-            return tensors[0].data_ptr(), counts
+            return region[0], counts
         buf = torch.empty(sum(counts), dtype=torch.uint8, device=_device_of(tensors))
         offset = 0
         for i, (t, n) in enumerate(zip(tensors, counts)):
@@ -241,7 +239,7 @@ class _Staging:
         ``apart`` (the operation's send tensors) shares that memory, else a staged buffer
         whose pieces are copied into the tensors after wait()."""
         counts = [_nbytes(t) for t in tensors]
-        region = _adjacent(tensors)
+        region = _adjacent(tensors, counts)
         if region is not None and not any(_within(a, region) for a in apart):
             self.keep.extend(tensors)
             return region[0], counts
@@ -303,7 +301,7 @@ class HprefWork(dist.distributed_c10d.Work):
         rank's world rank, for messages."""
         super().__init__()
         self._op, self._where_of, self._rank = op, where, rank
-        self._dropped_as: Optional[Tuple[Tuple[int, Tuple[int, ...]], str, Optional[int]]] = None
+        self._dropped_as: Optional[_WhereArgs] = None
         self._comm_work = comm_work
         self._staging: Optional[_Staging] = staging
         self._result = list(result)
@@ -353,7 +351,7 @@ class HprefWork(dist.distributed_c10d.Work):
         if self._done:
             return True
         staging = self._staging
-        seconds = None if timeout is None else _seconds(timeout)
+        seconds = _seconds(timeout)
         try:
             if seconds is not None and isinstance(self._comm_work, OnceWork):
                 self._comm_work.wait(seconds)
@@ -597,13 +595,11 @@ class HprefProcessGroup(dist.ProcessGroup):
         if t.dim() == 0:
             raise _usage(f"{op} on {self._where()}: the {what} tensor must have a first dimension")
         rows = t.shape[0]
-        if not splits and rows % n == 0:  # even splits: every peer the same byte count
-            return [_nbytes(t) // n] * n
-        row_bytes = (_nbytes(t) // rows) if rows else t[0:1].numel() * t.element_size()
         if not splits:
             if rows % n:
                 raise _usage(f"{op} on {self._where()}: {rows} {what} rows do not split evenly over {n} ranks")
-            splits = [rows // n] * n
+            return [_nbytes(t) // n] * n  # even splits: every peer the same byte count
+        row_bytes = (_nbytes(t) // rows) if rows else t[0:1].numel() * t.element_size()
         splits = [int(s) for s in splits]
         if len(splits) != n or sum(splits) != rows or min(splits) < 0:
             raise _usage(f"{op} on {self._where()}: {what} split sizes {splits} must be {n} "

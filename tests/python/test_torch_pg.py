@@ -332,14 +332,17 @@ def test_send_buffers_changed_before_wait_are_refused(loop):
 def test_adjacent_spans_the_pieces_bytes():
     """_adjacent's [start, end): every byte of the pieces, a zero-size piece from elsewhere
     included; None for pieces out of order or not contiguous."""
+    def adjacent(tensors):
+        return _torch_pg._adjacent(tensors, [t.numel() * t.element_size() for t in tensors])
+
     a = torch.zeros(8)
     p = a.data_ptr()
-    assert _torch_pg._adjacent(list(a.chunk(4))) == (p, p + 32)
-    assert _torch_pg._adjacent([a[:2], torch.empty(0), a[2:]]) == (p, p + 32)
+    assert adjacent(list(a.chunk(4))) == (p, p + 32)
+    assert adjacent([a[:2], torch.empty(0), a[2:]]) == (p, p + 32)
     b = torch.zeros(4, dtype=torch.uint8)
-    assert _torch_pg._adjacent(list(b.chunk(4))) == (b.data_ptr(), b.data_ptr() + 4)
-    assert _torch_pg._adjacent(list(reversed(a.chunk(4)))) is None
-    assert _torch_pg._adjacent([a[::2]]) is None
+    assert adjacent(list(b.chunk(4))) == (b.data_ptr(), b.data_ptr() + 4)
+    assert adjacent(list(reversed(a.chunk(4)))) is None
+    assert adjacent([a[::2]]) is None
 
 
 class RecordingComm(LoopbackComm):
