@@ -1,5 +1,6 @@
 // MpiCommunicator against MPI's own lifetime and threads, under mpirun -np 2 (label mpi).
-// Each mode prints "ok: ..." and exits 0, or names what went wrong and exits 1.
+// Each mode prints "ok: ..." and exits 0 (ctor_deadline_owned: the job ends with status 5),
+// or names what went wrong and exits 1.
 //   finalize_first  the program initialized MPI and calls MPI_Finalize before the
 //                   communicator ends (Open MPI ended the job: MPI_Comm_free after finalize)
 //   owner_first     communicator A initializes MPI, B is made after it, A ends first: B still
@@ -8,6 +9,12 @@
 //                   wait() (an unwaited one crashed the rank; a waited one read freed memory)
 //   ctor_deadline   rank 1 never makes its communicator: rank 0's constructor raises
 //                   comm_timeout within the deadline (it waited in MPI_Comm_dup for ever)
+//   ctor_deadline_owned  MPI initialized by hpref: a second communicator rank 1 never makes
+//                   is comm_timeout on rank 0, a third is comm_usage naming the second's
+//                   failure, and the job is aborted with status 5 when rank 0 exits (MPI
+//                   stayed initialized with the dup pending and nothing aborted the job);
+//                   checked by expect_abort.sh. (A rank that never initializes MPI leaves the
+//                   others in Open MPI's MPI_Init for ever: outside hpref's deadline.)
 //   thread_single   MPI initialized with plain MPI_Init (MPI_THREAD_SINGLE): a launch or a
 //                   wait on another thread is refused with comm_usage naming the level, before
 //                   it changes anything; the main thread then goes on (it used to call MPI
@@ -18,6 +25,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -125,6 +133,37 @@ int ctor_deadline(int argc, char** argv) {
   return 0;
 }
 
+// Both ranks make communicator A (MPI initialized by hpref); rank 0 alone makes a second,
+// B, which times out. Rank 0 then returns normally: its exit must abort the job (status 5).
+int ctor_deadline_owned() {
+  hpref::mpi::Options options;
+  options.timeout_ms = 2000;
+  MpiCommunicator a(options);
+  const int rank = a.rank();
+  if (rank != 0) return 0;  // ends A (MPI_Finalize, which waits for rank 0 or is aborted)
+  try {
+    MpiCommunicator b(options);
+    bad("a communicator was made without every rank");
+  } catch (const hpref::Error& e) {
+    std::string text = e.what();
+    if (e.code() != hpref::Errc::comm_timeout || text.find("MPI_Comm_idup") == std::string::npos)
+      bad("rank 0's second communicator: " + text);
+  }
+  try {
+    MpiCommunicator again(options);
+    bad("a third communicator was made after the second timed out");
+  } catch (const hpref::Error& e) {
+    std::string text = e.what();
+    if (e.code() != hpref::Errc::comm_usage ||
+        text.find("could not be made") == std::string::npos ||
+        text.find("MPI_Comm_idup") == std::string::npos)
+      bad("the third communicator: " + text);
+  }
+  std::printf("ok: rank 0's second constructor timed out and a third was refused; exiting\n");
+  std::fflush(stdout);
+  return 0;  // A ends without finalizing MPI (a dup is pending); the exit aborts the job
+}
+
 int thread_single(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int level = -1;
@@ -192,6 +231,7 @@ int main(int argc, char** argv) {
     if (mode == "owner_first") return owner_first();
     if (mode == "outlives") return outlives(argc, argv);
     if (mode == "ctor_deadline") return ctor_deadline(argc, argv);
+    if (mode == "ctor_deadline_owned") return ctor_deadline_owned();
     if (mode == "thread_single") return thread_single(argc, argv);
     if (mode == "thread_serialized") return thread_serialized();
   } catch (const std::exception& e) {
@@ -199,7 +239,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf(
-      "usage: %s finalize_first|owner_first|outlives|ctor_deadline|thread_single|"
+      "usage: %s finalize_first|owner_first|outlives|ctor_deadline|ctor_deadline_owned|"
+      "thread_single|"
       "thread_serialized\n",
       argv[0]);
   return 2;

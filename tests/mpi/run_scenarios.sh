@@ -36,6 +36,11 @@ normal)
   [ "$rc" -eq 0 ] || { tail -20 "$dir/mpirun.log"; fail "mpirun -np $np $runner --normal $* exited $rc"; }
   runs=$(echo "$out" | grep -E '^[a-z_0-9]+ seed=[0-9]+ rank [0-9]+: ' | sed -E 's/ rank .*//' | sort -u)
   [ -n "$runs" ] || fail "no scenario ran"
+  # Every run the runner makes on np ranks must have printed: the comparison below covers
+  # only runs that printed on some rank (a rank that printed nothing shows as a difference).
+  expected=$("$runner" --list-normal "$np" "$@" | sort -u) || fail "$runner --list-normal $np $* failed"
+  missing=$(comm -23 <(echo "$expected") <(echo "$runs"))
+  [ -z "$missing" ] || { echo "$missing" | head -20; fail "$(echo "$missing" | wc -l) scenario run(s) printed nothing on any of the $np ranks"; }
   # SPEC 4 / 5.2: the agreed refusals and the limit agreement must be among them.
   for must in exchange_sender_refuses transport_limit_mismatch batch_limit_mismatch object_all_gather_unequal; do
     echo "$runs" | grep -q "^$must " || fail "scenario $must did not run on $np ranks"

@@ -8,6 +8,7 @@
 //   hpref_mpi_scenarios --large                           (counts beyond INT_MAX, 2 ranks)
 //   hpref_mpi_scenarios --mutations                       (checked mode: every send buffer)
 //   hpref_mpi_scenarios --list-broken
+//   hpref_mpi_scenarios --list-normal N [--seeds A:B]      (what --normal runs on N ranks)
 //   hpref_mpi_scenarios --twice                           (two MpiCommunicators in turn)
 #include <mpi.h>
 
@@ -32,6 +33,7 @@ struct Args {
   bool normal = false, large = false, mutations = false, list_broken = false, checked = false;
   bool unchecked = false;  // --broken without checked mode: MPI's own error must come back
   bool twice = false;
+  int list_normal = 0;  // --list-normal N: the runs --normal makes on N ranks (no MPI)
   std::string broken;
   std::string stdout_dir;  // each rank's stdout to DIR/rank.N (not through mpirun)
   std::uint64_t first_seed = 1, last_seed = 3;
@@ -46,6 +48,7 @@ struct Args {
                "[--timeout-ms T]\n"
                "       hpref_mpi_scenarios --broken NAME [--unchecked] [--timeout-ms T]\n"
                "       hpref_mpi_scenarios --large | --mutations | --list-broken | --twice\n"
+               "       hpref_mpi_scenarios --list-normal N [--seeds A:B]\n"
                "each also takes --stdout-to DIR: this rank's output to DIR/rank.N\n",
                why.c_str());
   std::exit(2);
@@ -68,6 +71,10 @@ Args parse(int argc, char** argv) {
         a.mutations = true;
       } else if (arg == "--list-broken") {
         a.list_broken = true;
+      } else if (arg == "--list-normal") {
+        std::string v = value();
+        a.list_normal = std::stoi(v);
+        if (a.list_normal < 1) usage("--list-normal takes a rank count >= 1, got " + v);
       } else if (arg == "--checked") {
         a.checked = true;
       } else if (arg == "--unchecked") {
@@ -278,6 +285,14 @@ int twice() {
 int main(int argc, char** argv) {
   Args a = parse(argc, argv);
   if (a.twice) return twice();  // before MPI_Init: the communicator initializes MPI itself
+  if (a.list_normal > 0) {      // no MPI: run_scenarios.sh checks that each of these printed
+    for (const Scenario* s :
+         sc::select({.kind = sc::BackendKind::device, .ranks = a.list_normal})) {
+      for (std::uint64_t seed = a.first_seed; seed <= a.last_seed; ++seed)
+        std::printf("%s seed=%llu\n", s->name.c_str(), static_cast<unsigned long long>(seed));
+    }
+    return 0;
+  }
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
   int rank = 0, size = 1;

@@ -3,8 +3,10 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
+#include <string>
 
 #include "hpref/device/transport.hpp"
 #include "hpref/mpi/communicator.hpp"
@@ -88,6 +90,7 @@ struct MpiProcess {
   bool ours = false;
   int live = 0;
   int level = MPI_THREAD_SINGLE;
+  std::string failed_start;  // why a communicator could not be made, when MPI is ours
 };
 MpiProcess& mpi_process() {
   static MpiProcess p;
@@ -122,6 +125,23 @@ std::string wrong_mpi_thread() {
   std::fflush(nullptr);
   MPI_Abort(MPI_COMM_WORLD, status);
   std::_Exit(status);  // MPI_Abort does not return; this is for the compiler
+}
+
+// A communicator whose making failed (its MPI_Comm_idup timed out: some rank never made
+// one) leaves that request pending for ever, so MPI can be neither finalized nor used
+// again. There is no communicator whose end would abort the job (SPEC 9.2), so when hpref
+// initialized MPI the process aborts it when it exits; the caller gets the error first.
+void fail_start(const std::string& why) {
+  MpiProcess& process = mpi_process();
+  if (!process.ours || !process.failed_start.empty()) return;
+  process.failed_start = why;
+  std::atexit([] {
+    std::fprintf(stderr,
+                 "hpref: aborting the MPI job (status %d) at exit: an MpiCommunicator could not "
+                 "be made: %s\n",
+                 kAbortStatus, mpi_process().failed_start.c_str());
+    abort_mpi_job(kAbortStatus);
+  });
 }
 
 // A launched operation: its requests and what must outlive them (MPI reads count arrays
@@ -194,16 +214,21 @@ class MpiTransport final : public device::Transport {
     comms_.push_back(MPI_COMM_NULL);
     OpContext op{0, -1, OpKind::barrier, world_ranks(), rank};
     MPI_Request dup = MPI_REQUEST_NULL;
-    check(MPI_Comm_idup(MPI_COMM_WORLD, &comms_[0], &dup), "MPI_Comm_idup", op);
-    poll(
-        op,
-        [&] {
-          int done = 0;
-          MPI_Test(&dup, &done, MPI_STATUS_IGNORE);
-          return done != 0;
-        },
-        "the MpiCommunicator of rank " + std::to_string(rank) +
-            " (MPI_Comm_idup of MPI_COMM_WORLD, which every rank of the job makes)");
+    try {
+      check(MPI_Comm_idup(MPI_COMM_WORLD, &comms_[0], &dup), "MPI_Comm_idup", op);
+      poll(
+          op,
+          [&] {
+            int done = 0;
+            MPI_Test(&dup, &done, MPI_STATUS_IGNORE);
+            return done != 0;
+          },
+          "the MpiCommunicator of rank " + std::to_string(rank) +
+              " (MPI_Comm_idup of MPI_COMM_WORLD, which every rank of the job makes)");
+    } catch (const std::exception& e) {
+      fail_start(e.what());
+      throw;
+    }
     MPI_Comm_set_errhandler(comms_[0], MPI_ERRORS_RETURN);
     if (mpi_process().ours) {  // MPI is ours: no handler of the program's to put back
       MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -223,6 +248,8 @@ class MpiTransport final : public device::Transport {
       if (process.ours) abort_mpi_job(kAbortStatus);
       return;  // the program owns MPI and must abort the job itself
     }
+    if (process.ours && !process.failed_start.empty())
+      return;  // MPI cannot be finalized (a dup is pending): the process's exit aborts the job
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized) return;
@@ -412,6 +439,13 @@ std::unique_ptr<device::Transport> open(const Options& options) {
                     "MPI was finalized (by an earlier MpiCommunicator of this process, or by the "
                     "program): MPI cannot be initialized again; keep one MpiCommunicator for the "
                     "process's whole run");
+  }
+  if (!mpi_process().failed_start.empty()) {
+    throw CommError(Errc::comm_usage,
+                    "an earlier MpiCommunicator of this process could not be made (" +
+                        mpi_process().failed_start +
+                        "): MPI cannot be used again in this process, and the job is aborted "
+                        "when it exits");
   }
   if (options.max_count < 1 || options.max_count > static_cast<std::size_t>(INT_MAX) ||
       options.timeout_ms < 1) {
