@@ -10,12 +10,12 @@ against (docs/python.md).
 from . import codec, errors, oracle, planning, routes
 from .codec import Key, KeyClass, RawTensor
 from .errors import (CodecError, CommDeadlock, CommError, CommMismatch, CommTimeout,
-                     DecodeError, DispatchError, EncodeError, Error, OracleError, PeerFailed,
-                     BufferMutated, PlanningError, RouteError, TransportError, UsageError,
-                     python_equivalent)
+                     CommUsageError, DecodeError, DispatchError, EncodeError, Error, OracleError,
+                     PeerFailed, BufferMutated, PlanningError, RouteError, TransportError,
+                     UsageError, python_equivalent)
 
 __all__ = ["codec", "errors", "oracle", "planning", "routes", "Error", "Key", "KeyClass",
            "RawTensor", "python_equivalent", "CodecError", "DecodeError", "EncodeError",
            "RouteError", "PlanningError", "OracleError", "CommError", "CommMismatch",
-           "CommDeadlock", "PeerFailed", "CommTimeout", "BufferMutated", "TransportError",
-           "DispatchError", "UsageError"]
+           "CommDeadlock", "PeerFailed", "CommTimeout", "BufferMutated", "CommUsageError",
+           "TransportError", "DispatchError", "UsageError"]

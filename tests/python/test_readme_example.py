@@ -2,6 +2,7 @@
 hpref.oracle, on 4 real gloo ranks. The implementation under test here is the original's
 (../shared/original; skipped, saying so, where it is absent); yours goes in its place.
 test_readme_shows_this_file keeps the README's copy of it true."""
+# --- README example begins
 import pathlib
 import sys
 
@@ -12,11 +13,10 @@ import torch.multiprocessing as mp
 
 import hpref
 
-ORIGINAL = pathlib.Path(__file__).resolve().parents[3] / "shared" / "original"
+ORIGINAL = pathlib.Path(__file__).resolve().parents[3] / "shared" / "original"  # the code under test
 if not (ORIGINAL / "seed_sequence_dispatch.py").exists():
     pytest.skip(f"the original implementation is absent ({ORIGINAL})", allow_module_level=True)
 
-# --- README example begins
 BOUNDARIES, LOCAL, WORLD, WINDOW = (0, 3, 27, 28, 32), 8, 4, 11  # 4 documents, 4 ranks x 8 rows
 
 
