@@ -9,10 +9,14 @@ the communicator as one buffer) and out of order or with gaps (which it stages).
 rank's outputs must equal gloo's exactly: values are small integers, so sums are exact in
 any order. Only what gloo itself runs is drawn (docs/python.md lists what hpref refuses).
 
-One spawn of 4 gloo ranks and one simulated run execute every program; a program's seed
-and operation index are in each result's name, so a difference names the operation."""
+One spawn of 4 gloo ranks and one simulated run execute every program, and one more spawn
+with every group checked (hpref.torch.enable): checked gloo must give plain gloo's outputs.
+A program's seed and operation index are in each result's name, so a difference names the
+operation."""
 from __future__ import annotations
 
+import collections
+import json
 import os
 import random
 from datetime import timedelta
@@ -185,9 +189,12 @@ def run_all(rank):
     return results
 
 
-def _gloo_worker(rank, store_path, out_dir):
+def _gloo_worker(rank, store_path, out_dir, checked=False):
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     torch.set_num_threads(1)
+    if checked:  # every group of the job a checked twin (hpref.torch, SPEC 9.2's checked mode)
+        import hpref.torch
+        hpref.torch.enable(["gloo"], timeout_s=120, log_dir=os.path.join(out_dir, "logs"))
     dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=WORLD,
                             timeout=timedelta(seconds=120))
     try:
@@ -199,13 +206,21 @@ def _gloo_worker(rank, store_path, out_dir):
     torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
 
 
+def _on_gloo(tmp, checked):
+    mp.spawn(_gloo_worker, args=(str(tmp / "store"), str(tmp), checked), nprocs=WORLD, join=True)
+    return [torch.load(str(tmp / f"rank{r}.pt")) for r in range(WORLD)]
+
+
 @pytest.fixture(scope="module")
-def both(tmp_path_factory):
+def gloo(tmp_path_factory):
+    """Real gloo's results, one dict per rank."""
+    return _on_gloo(tmp_path_factory.mktemp("gloo_programs"), checked=False)
+
+
+@pytest.fixture(scope="module")
+def both(gloo):
     """(real gloo's results, hpref.sim.run's results), one dict per rank."""
     sim = pytest.importorskip("hpref.sim", reason="hpref.sim (the simulator binding) is not built")
-    tmp = tmp_path_factory.mktemp("gloo_programs")
-    mp.spawn(_gloo_worker, args=(str(tmp / "store"), str(tmp)), nprocs=WORLD, join=True)
-    gloo = [torch.load(str(tmp / f"rank{r}.pt")) for r in range(WORLD)]
 
     def rank_main(rank):
         dist.init_process_group("gloo")  # the code as it is on gloo
@@ -235,12 +250,40 @@ def test_programs_cover_every_operation_and_layout():
     assert want <= drawn, want - drawn
 
 
-@pytest.mark.filterwarnings("ignore::FutureWarning")
-@pytest.mark.parametrize("rank", range(WORLD))
-def test_every_rank_gets_what_gloo_gives(both, rank):
-    gloo, sim = both
-    assert sorted(sim[rank]) == sorted(gloo[rank])
+def assert_same(gloo, other, rank):
+    assert sorted(other[rank]) == sorted(gloo[rank])
     ways = {name.split(".", 3)[3] for name in gloo[rank] if name.count(".") >= 3}
     assert {"in_order", "shuffled", "gaps", "separate"} <= {w for x in ways for w in x.split(".")}, ways
     for name in sorted(gloo[rank]):
-        assert sim[rank][name] == gloo[rank][name], name
+        assert other[rank][name] == gloo[rank][name], name
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+@pytest.mark.parametrize("rank", range(WORLD))
+def test_every_rank_gets_what_gloo_gives(both, rank):
+    assert_same(*both, rank)
+
+
+@pytest.fixture(scope="module")
+def checked_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("checked_programs")
+
+
+@pytest.fixture(scope="module")
+def checked(checked_dir):
+    """The results on gloo with every group checked (hpref.torch.enable), one dict per rank."""
+    return _on_gloo(checked_dir, checked=True)
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+@pytest.mark.parametrize("rank", range(WORLD))
+def test_checked_gloo_gives_what_plain_gloo_gives(gloo, checked, checked_dir, rank):
+    """The same programs with every group checked: the checks change nothing a program
+    receives (and every operation was checked: its log has a line for each)."""
+    assert_same(gloo, checked, rank)
+    with open(checked_dir / "logs" / f"rank{rank}.jsonl") as f:
+        kinds = collections.Counter(json.loads(line)["kind"] for line in f)
+    ran = collections.Counter(name.split(".")[2] for name in gloo[rank])
+    assert kinds["all_to_all_v"] >= ran["all_to_all_single"] + ran["all_to_all"], (kinds, ran)
+    assert kinds["all_reduce"] >= ran["all_reduce"] and kinds["broadcast"] >= ran["broadcast"], (kinds, ran)
+    assert kinds["all_gather"] >= ran["all_gather"] + ran["all_gather_into_tensor"], (kinds, ran)
