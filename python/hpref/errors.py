@@ -333,6 +333,13 @@ class NonCanonicalLayoutError(SegmentError):
     kind = "non_canonical_layout"
 
 
+class DecodeCopyLimitError(SegmentError):
+    """Decoding into Python objects would copy more than the segment's size plus 1 MiB into
+    str, bytes and bytearray objects (overlapping byte ranges, a bytearray referenced from
+    many places): memory a small multiple of the input (SPEC 2.4)."""
+    kind = "decode_copy_limit"
+
+
 class DuplicateMappingKeyError(SegmentError):
     """Two equal keys in one ``__hp_mapping__`` node."""
     kind = "duplicate_mapping_key"
@@ -800,6 +807,7 @@ _EQUIVALENT: Dict[str, Optional[Type[BaseException]]] = {
     "tensor_size_mismatch": ValueError,
     "non_canonical_layout": None,
     "duplicate_mapping_key": None,
+    "decode_copy_limit": None,
     "split_sum_mismatch": None,
     "duplicate_payload_key": ValueError,
     "depth_limit": None,

@@ -12,7 +12,7 @@ __all__ = [
     "CommDeadlockError", "CommMemorySpaceError", "CommMismatchError", "CommPeerFailedError",
     "CommResourceError", "CommTimeoutError", "CommUsageError", "DepthLimitError",
     "DispatchAxisError", "DispatchGroupError", "DispatchLengthError", "DispatchReusedError",
-    "DispatchRouteError", "DuplicateKeyError", "DuplicateMappingKeyError",
+    "DecodeCopyLimitError", "DispatchRouteError", "DuplicateKeyError", "DuplicateMappingKeyError",
     "DuplicatePayloadKeyError", "ExchangeRefusedError", "FrameSizeMismatchError",
     "GroupCpuBackendError", "GroupDeviceError", "GroupMeshWorldError",
     "GroupNotDistributedError", "GroupPayloadBackendError", "GroupPayloadDeviceError",
@@ -136,6 +136,8 @@ class RangeOutOfBoundsError(SegmentError):
 class TensorSizeMismatchError(SegmentError):
     kind: str
 class NonCanonicalLayoutError(SegmentError):
+    kind: str
+class DecodeCopyLimitError(SegmentError):
     kind: str
 class DuplicateMappingKeyError(SegmentError):
     kind: str

@@ -8,7 +8,6 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstring>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -112,16 +111,58 @@ SharedBytes segment_bytes(nb::handle buffer, bool copy) {
   return SharedBytes::copy_of(view->span());
 }
 
+// Torch's complex128 (c10::complex<double>, alignas(16)) kills the process with SIGSEGV when
+// its bytes are not 16-byte aligned: clone, sum, repr, copy_ (torch 2.13 and 1.13; found by
+// tests/python/test_decode_fuzz.py; no other dtype did at any offset). A segment's tensors lie
+// where the peer's metadata put them: such a tensor goes to make_torch (hpref/_tensors.py),
+// which makes it from an aligned private copy.
+bool misaligned_complex128(const Tensor& t) {
+  return t.dtype() == DType::complex128 &&
+         reinterpret_cast<std::uintptr_t>(t.storage().data()) % 16 != 0;
+}
+
 struct Converter {
   TensorViews& tensors;
+  // Bytes this conversion may copy into new Python objects (str, bytes, bytearray, an
+  // aligned copy of a complex128 tensor): the segment's size plus 1 MiB. What an encoder
+  // writes copies each byte of the segment at most once; the C++ Value shares what the
+  // memo or overlapping ranges repeat, but a bytearray is mutable, so each place gets its
+  // own, and each distinct range of the binary region becomes its own bytes: a 1 MiB
+  // segment of overlapping ranges, or of one bytearray fetched from the memo 2000 times,
+  // became 2 GB of Python objects (SPEC 2.4: memory a small multiple of the input).
+  static constexpr std::size_t kCopySlack = std::size_t{1} << 20;
+  std::size_t copy_budget;
+  mutable std::size_t copied = 0;
   nb::object bytearray_type = nb::module_::import_("builtins").attr("bytearray");
+
+  void copying(std::size_t n) const {
+    copied += n;
+    if (copied > copy_budget) {
+      throw Error(Errc::decode_copy_limit,
+                  "decoding into Python objects would copy more than " +
+                      std::to_string(copy_budget) +
+                      " bytes into str, bytes and bytearray objects (the input's " +
+                      std::to_string(copy_budget - kCopySlack) +
+                      " bytes plus 1 MiB): byte ranges that overlap, or one bytearray "
+                      "referenced from many places, repeat the same bytes (SPEC 2.4)");
+    }
+  }
   // One Python object per shared str or bytes storage: a memo reference (BINGET) copies a
   // Value by sharing its bytes, so a long string fetched into many places would otherwise
   // become as many Python copies - memory past any multiple of the input (SPEC 2.4). Both
   // types are immutable, and pickle.loads shares the object the same way.
   // Keyed by (address, size): two bytes leaves may start at one offset of the binary region
   // with different sizes (overlapping ranges are accepted, SPEC 2.4).
-  mutable std::map<std::pair<const void*, std::size_t>, nb::object> shared{};
+  // Keyed (SipHash over address and size): the address is the buffer's plus an offset the
+  // peer chose, so no std::hash (wire-format.md, "Hashing"). Unordered: 10,000 bytes leaves
+  // of 64 bytes or more, each its own entry, decoded 1.5x slower through a std::map.
+  struct StorageHash {
+    std::size_t operator()(const std::pair<const void*, std::size_t>& k) const noexcept {
+      const std::uint64_t words[2] = {reinterpret_cast<std::uintptr_t>(k.first), k.second};
+      return seeded_hash(std::string_view(reinterpret_cast<const char*>(words), sizeof words));
+    }
+  };
+  mutable std::unordered_map<std::pair<const void*, std::size_t>, nb::object, StorageHash> shared{};
   static constexpr std::size_t kShareFrom = 64;
 
   // Short ones are shared only when their Value was copied: a memo fetch (the writer
@@ -132,9 +173,15 @@ struct Converter {
   // (docs/python.md). A str of its own is made directly (a lookup would cost its copy).
   template <class Make>
   nb::object once(const Value& v, const void* storage, std::size_t size, Make make) const {
-    if (size < kShareFrom && detail::ValueAccess::use_count(v) <= 1) return make();
+    if (size < kShareFrom && detail::ValueAccess::use_count(v) <= 1) {
+      copying(size);
+      return make();
+    }
     auto [it, fresh] = shared.try_emplace({storage, size});
-    if (fresh) it->second = make();
+    if (fresh) {
+      copying(size);
+      it->second = make();
+    }
     return it->second;
   }
 
@@ -183,11 +230,13 @@ struct Converter {
       }
       case ValueKind::bytearray:
         made_mutable = true;
+        copying(v.as_bytes().size());
         return nb::steal(
             PyByteArray_FromStringAndSize(reinterpret_cast<const char*>(v.as_bytes().data()),
                                           static_cast<Py_ssize_t>(v.as_bytes().size())));
       case ValueKind::tensor:
         made_mutable = true;
+        if (misaligned_complex128(v.as_tensor())) copying(v.as_tensor().storage().size());
         return tensors(v.as_tensor());
       case ValueKind::tuple:
         return tuple(v);
@@ -298,7 +347,7 @@ class GcPause {
 nb::list items_to_python(const std::vector<Item>& items, const KeyMaker& keys,
                          nb::handle make_tensor, const SharedBytes& buffer) {
   TensorViews views(make_tensor, &buffer);
-  Converter convert{views};
+  Converter convert{views, buffer.size() + Converter::kCopySlack};
   GcPause pause;
   nb::object out = nb::steal(PyList_New(static_cast<Py_ssize_t>(items.size())));
   Py_ssize_t i = 0;
@@ -757,16 +806,6 @@ nb::object byte_view(const SharedBytes& bytes) {
   nb::object array =
       nb::cast(nb::ndarray<nb::numpy, std::uint8_t, nb::ndim<1>>(data, 1, shape, owner));
   return nb::steal(PyMemoryView_FromObject(array.ptr()));
-}
-
-// Torch's complex128 (c10::complex<double>, alignas(16)) kills the process with SIGSEGV when
-// its bytes are not 16-byte aligned: clone, sum, repr, copy_ (torch 2.13 and 1.13; found by
-// tests/python/test_decode_fuzz.py; no other dtype did at any offset). A segment's tensors lie
-// where the peer's metadata put them: such a tensor goes to make_torch (hpref/_tensors.py),
-// which makes it from an aligned private copy.
-bool misaligned_complex128(const Tensor& t) {
-  return t.dtype() == DType::complex128 &&
-         reinterpret_cast<std::uintptr_t>(t.storage().data()) % 16 != 0;
 }
 
 nb::object TensorViews::operator()(const Tensor& t) {

@@ -186,6 +186,50 @@ def test_overlapping_bytes_leaves_stay_distinct():
     assert a == binary[:64] and b == binary
 
 
+def framed_one(schema, binary):
+    import pickle
+    import struct
+    metadata = pickle.dumps((((1, 0), schema),), protocol=5)
+    return b"HPB1" + struct.pack(">QQ", len(metadata), len(binary)) + metadata + binary
+
+
+def test_copies_into_python_objects_stay_within_the_input_plus_1_mib():
+    """SPEC 2.4 (memory a small multiple of the input): the C++ Value shares what overlapping
+    ranges and memo references repeat, but each distinct bytes range, each bytearray and each
+    aligned complex128 copy is a new Python object; a 1 MiB segment of overlapping ranges
+    became 2 GB of bytes objects. What an encoder writes copies each byte once, whatever its
+    size; past the input's size plus 1 MiB the decode is refused before the copy is made."""
+    big = bytes(range(256)) * (3 << 12)  # 3 MiB: one leaf larger than the slack decodes
+    (_, value), = hpref.codec.decode(hpref.codec.encode([((1, 0), {"a": big, "b": bytearray(big)})]))
+    assert value["a"] == big and value["b"] == big
+    # 15 overlapping 64 KiB ranges: ~1 MB of copies, within 64 KiB + 1 MiB
+    (_, leaves), = hpref.codec.decode(framed_one(
+        ("__hp_list__", tuple(("__hp_bytes__", k, 65536 - k) for k in range(15))), bytes(65536)))
+    assert [len(b) for b in leaves] == [65536 - k for k in range(15)]
+    with pytest.raises(hpref.errors.DecodeCopyLimitError, match=r"more than \d+ bytes into str, bytes and "
+                       r"bytearray objects \(the input's \d+ bytes plus 1 MiB\)"):
+        hpref.codec.decode(framed_one(
+            ("__hp_list__", tuple(("__hp_bytes__", k, 65536 - k) for k in range(40))), bytes(65536)))
+    # decode_received: the budget is the whole buffer's
+    seg = framed_one(("__hp_list__", (("__hp_bytearray__", 0, 65536),) * 20), bytes(65536))
+    with pytest.raises(hpref.errors.DecodeCopyLimitError):
+        hpref.codec.decode_received(seg, [len(seg)])
+
+
+def test_misaligned_complex128_copies_count_against_the_budget():
+    """A misaligned complex128 tensor is copied (torch crashes on it in place): 20 at offset 0
+    and 20 at offset 8 of one 64 KiB region are at least 20 copies of 64 KiB wherever the
+    region lies, refused; aligned tensors of other dtypes are views and cost nothing."""
+    pytest.importorskip("torch")
+    n = 4095  # 16 x 4095 bytes: fits at offset 0 and at offset 8
+    odd = ("__hp_list__", tuple(("__hp_tensor__", "torch.complex128", (n,), 8 * (i % 2), 16 * n) for i in range(40)))
+    with pytest.raises(hpref.errors.DecodeCopyLimitError):
+        hpref.codec.decode(bytearray(framed_one(odd, bytes(65536))))
+    views = ("__hp_list__", tuple(("__hp_tensor__", "torch.uint8", (65536,), 0, 65536) for _ in range(40)))
+    (_, tensors), = hpref.codec.decode(framed_one(views, bytes(65536)))
+    assert len(tensors) == 40
+
+
 def long_key_pickle(n):
     """A legacy segment whose two 1 MiB dict keys, equal but for their last byte, are
     memo-shared by n dicts: n x 1 MiB of comparing and hashing from 2 MiB of input."""

@@ -54,7 +54,7 @@ def test_the_extension_lists_the_headers_kinds():
     if not HEADER.exists():
         pytest.skip(f"no C++ header at {HEADER} (an installed package without sources)")
     assert KINDS == header_kinds()
-    assert len(KINDS) == 107
+    assert len(KINDS) == 108
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -87,7 +87,7 @@ CATEGORIES = [
         "truncated_header", "frame_size_mismatch", "metadata_not_pairs", "invalid_schema_node",
         "unknown_schema_tag", "schema_field_count", "invalid_shape", "invalid_byte_range",
         "range_out_of_bounds", "tensor_size_mismatch", "non_canonical_layout",
-        "duplicate_mapping_key")),
+        "duplicate_mapping_key", "decode_copy_limit")),
     (errors.MergeError, lambda k: k in ("split_sum_mismatch", "duplicate_payload_key")),
     (errors.EncodeError, lambda k: k in ("depth_limit", "unencodable_value", "pickle_unwritable")),
     (errors.ValueModelError, lambda k: k in (
@@ -340,6 +340,17 @@ TWICE = legacy(((K, 1), (K, 2)))
 BODY = PAIRS[2:]  # without PROTO
 
 
+def overlapping_bytes(n=24):
+    # n bytes leaves over [k, 64 KiB) of one 64 KiB binary region: ~1.5 MB of copies
+    return one(("__hp_list__", tuple(("__hp_bytes__", k, 65536 - k) for k in range(n))), bytes(65536))
+
+
+def shared_bytearray_node(n=24):
+    # one memoized schema node, a 64 KiB bytearray leaf, referenced n times: each a new bytearray
+    node = ("__hp_bytearray__", 0, 65536)
+    return one(("__hp_list__", (node,) * n), bytes(65536))
+
+
 def frozen_mutation():
     # ((K, L),) then L fetched from the memo and appended to: CPython builds ((K, [1]),)
     return b"\x80\x05K\x00K\x00\x86]\x94\x86\x85h\x00K\x01a0."
@@ -524,6 +535,11 @@ DECODE_CASES = [
     ("memo of 1 Mi + 1 entries", "pickle_memo_limit", memo_limit(), None, False),
     ("20 M nodes through the memo", "pickle_node_limit", node_limit(), None, False),
     ("a stack of 1 Mi + 2 entries", "pickle_stack_limit", stack_limit(), None, False),
+    # SPEC 2.4: the Python objects may copy at most the segment's size plus 1 MiB
+    ("overlapping bytes ranges copied 24 times", "decode_copy_limit", overlapping_bytes(), None, False),
+    ("a bytearray leaf's node referenced 24 times", "decode_copy_limit", shared_bytearray_node(), None, False),
+    ("a legacy bytearray fetched from the memo 24 times", "decode_copy_limit",
+     legacy(((K, [bytearray(65536)] * 24),)), None, False),
 ]
 
 

@@ -28,6 +28,7 @@
 //   comm_backend (MPI's own errors) ........ tests/mpi/run_scenarios.sh (mpi.unchecked.np2)
 //   comm_resource ........................... tests/sim/cli_test.sh (a run under ulimit -v)
 //   unencodable_value (Python objects) ...... tests/python/test_encode.py
+//   decode_copy_limit (Python objects) ...... tests/python/test_errors.py
 // Not reachable through the public API (kUnreachable, with the reason; no source may
 // throw them, checked below): none today.
 //   internal (HPREF_CHECK: only our own bug) .. tests/unit/signature_checks_test.cpp, which
@@ -221,6 +222,9 @@ const std::map<Errc, std::vector<const char*>> kElsewhere = {
     // Python's encoder (python/src/codec.cpp): an object that is no SPEC 1.1 Value; the C++
     // Value type cannot hold one, so every C++ refusal has a more precise kind.
     {Errc::unencodable_value, {"python/test_encode.py"}},
+    // Python's decoder (python/src/codec.cpp): the Python objects would copy the segment's
+    // bytes many times over (overlapping ranges, a bytearray fetched from the memo).
+    {Errc::decode_copy_limit, {"python/test_errors.py"}},
     {Errc::output_limit, {"unit/json_test.cpp"}},
 };
 

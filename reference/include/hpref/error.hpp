@@ -52,6 +52,7 @@ namespace hpref {
   X(tensor_size_mismatch)                                          \
   X(non_canonical_layout)                                          \
   X(duplicate_mapping_key)                                         \
+  X(decode_copy_limit)                                             \
   /* SPEC 2.5: merging a received buffer */                        \
   X(split_sum_mismatch)                                            \
   X(duplicate_payload_key)                                         \
