@@ -28,6 +28,7 @@ import hpref  # noqa: E402
 from hpref import _torch_pg  # noqa: E402
 from hpref._torch_comm import CommGroup, GlooComm, is_accelerator_backend_name  # noqa: E402
 from hpref.errors import CommBufferMutatedError, CommMemorySpaceError, CommUsageError  # noqa: E402
+from sim_code import values_on_the_simulator  # noqa: E402
 from tensor_cases import bits  # noqa: E402
 
 TORCH2 = int(torch.__version__.split(".")[0]) >= 2
@@ -853,16 +854,9 @@ def _plain_gloo_worker(rank, store_path, out_dir):
 @pytest.fixture(scope="module")
 def same_code_results(tmp_path_factory):
     """(real gloo's results, hpref.sim.run's results) of SAME_CODE, one dict per rank."""
-    sim = pytest.importorskip("hpref.sim", reason="hpref.sim (the simulator binding) is not built")
+    pytest.importorskip("hpref.sim", reason="hpref.sim (the simulator binding) is not built")
     gloo = _spawned_results(_plain_gloo_worker, tmp_path_factory.mktemp("plain_gloo"))
-
-    def rank_main(rank):
-        dist.init_process_group("gloo")  # the code as it is on gloo
-        return run_same_code(rank)
-
-    result = sim.run(WORLD, rank_main, seed=5)
-    assert result.ok, [(r.rank, r.status, r.message) for r in result.ranks]
-    return gloo, result.values()
+    return gloo, values_on_the_simulator(WORLD, run_same_code, seed=5)
 
 
 @pytest.mark.filterwarnings("ignore::FutureWarning")

@@ -26,6 +26,7 @@ import pytest
 torch = pytest.importorskip("torch")
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
+from sim_code import values_on_the_simulator  # noqa: E402
 
 TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 WORLD = 4
@@ -220,15 +221,7 @@ def gloo(tmp_path_factory):
 @pytest.fixture(scope="module")
 def both(gloo):
     """(real gloo's results, hpref.sim.run's results), one dict per rank."""
-    sim = pytest.importorskip("hpref.sim", reason="hpref.sim (the simulator binding) is not built")
-
-    def rank_main(rank):
-        dist.init_process_group("gloo")  # the code as it is on gloo
-        return run_all(rank)
-
-    result = sim.run(WORLD, rank_main, seed=11)
-    assert result.ok, [(r.rank, r.status, r.message) for r in result.ranks]
-    return gloo, result.values()
+    return gloo, values_on_the_simulator(WORLD, run_all, seed=11)
 
 
 def test_programs_cover_every_operation_and_layout():
