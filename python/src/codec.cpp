@@ -124,7 +124,8 @@ bool misaligned_complex128(const Tensor& t) {
 struct Converter {
   TensorViews& tensors;
   // Bytes this conversion may copy into new Python objects (str, bytes, bytearray, an
-  // aligned copy of a complex128 tensor): the segment's size plus 1 MiB. What an encoder
+  // aligned copy of a complex128 tensor; the latter charged whatever the tensor maker,
+  // though only torch's copies): the input's size plus 1 MiB. What an encoder
   // writes copies each byte of the segment at most once; the C++ Value shares what the
   // memo or overlapping ranges repeat, but a bytearray is mutable, so each place gets its
   // own, and each distinct range of the binary region becomes its own bytes: a 1 MiB
@@ -151,11 +152,11 @@ struct Converter {
   // Value by sharing its bytes, so a long string fetched into many places would otherwise
   // become as many Python copies - memory past any multiple of the input (SPEC 2.4). Both
   // types are immutable, and pickle.loads shares the object the same way.
-  // Keyed by (address, size): two bytes leaves may start at one offset of the binary region
-  // with different sizes (overlapping ranges are accepted, SPEC 2.4).
-  // Keyed (SipHash over address and size): the address is the buffer's plus an offset the
-  // peer chose, so no std::hash (wire-format.md, "Hashing"). Unordered: 10,000 bytes leaves
-  // of 64 bytes or more, each its own entry, decoded 1.5x slower through a std::map.
+  // Keyed by (address, size), since two bytes leaves may start at one offset of the binary
+  // region with different sizes (overlapping ranges are accepted, SPEC 2.4), and hashed with
+  // the process's SipHash key: the address is the buffer's plus an offset the peer chose, so
+  // no std::hash (wire-format.md, "Hashing"). Unordered: 10,000 bytes leaves of 64 bytes or
+  // more, each its own entry, decoded 1.3x slower through a std::map.
   struct StorageHash {
     std::size_t operator()(const std::pair<const void*, std::size_t>& k) const noexcept {
       const std::uint64_t words[2] = {reinterpret_cast<std::uintptr_t>(k.first), k.second};
