@@ -2,7 +2,8 @@
 promise that a PyTorch team's own code runs unchanged on the simulator): seeded programs of
 all_reduce, broadcast, all_gather (list, and on torch 2.x into one tensor),
 all_to_all_single (even and uneven splits), on torch 2.x all_to_all (list; equal pieces, as
-gloo asks), barrier and new_group, sync and async (waited one operation later), on the
+gloo asks), barrier, all_gather_object and broadcast_object_list (objects of another size
+on each rank), new_group, sync and async (waited one operation later), on the
 world and on subgroups, with tensors laid out as real code lays them out - whole tensors,
 slices at an offset into a larger one, pieces of one buffer in order (which hpref hands to
 the communicator as one buffer) and out of order or with gaps (which it stages). Every
@@ -77,13 +78,21 @@ def pieces(rng, sizes, dtype, cols):
     return [buf[spans[i][0]:spans[i][1]] for i in range(len(sizes))], way
 
 
+def an_object(rng):
+    """A picklable object of a random size: what all_gather_object and
+    broadcast_object_list carry (each rank's of another length)."""
+    return {"ints": [rng.randint(-9, 9) for _ in range(rng.randint(0, 40))],
+            "text": "x" * rng.randint(0, 300), "nested": (rng.random() < 0.5, None, rng.randint(0, 2 ** 40))}
+
+
 def program(seed):
     """The operations of program ``seed``: the same list on every rank."""
     rng = random.Random(seed)
     subsets = [sorted(rng.sample(range(WORLD), rng.randint(2, WORLD - 1))) for _ in range(2)]
     ops = []
     for i in range(OPS):
-        kinds = ["all_reduce", "broadcast", "all_gather", "all_to_all_single", "barrier"]
+        kinds = ["all_reduce", "broadcast", "all_gather", "all_to_all_single", "barrier",
+                 "all_gather_object", "broadcast_object_list"]
         if TORCH2:  # 1.13's gloo has neither
             kinds += ["all_gather_into_tensor", "all_to_all"]
         group = rng.choice([None, None, 0, 1])
@@ -100,6 +109,8 @@ def program(seed):
             # (1.13's gloo dies of SIGFPE gathering empty tensors)
             op.update(dtype=rng.choice(MOVE_DTYPES), rows=rng.randint(0 if TORCH2 else 1, 4),
                       own_piece=rng.random() < 0.3)
+        elif op["kind"] == "broadcast_object_list":
+            op.update(src=rng.choice(members), count=rng.randint(1, 3))
         elif op["kind"] in ("all_to_all_single", "all_to_all"):
             # gloo's list all_to_all takes equal pieces only
             even = op["kind"] == "all_to_all" or rng.random() < 0.3
@@ -125,6 +136,16 @@ def run_program(seed, rank):
         name = f"{seed}.{op['i']}.{kind}"
         if kind == "barrier":
             work, outs = dist.barrier(group=group, async_op=op["async"]), []
+        elif kind in ("all_gather_object", "broadcast_object_list"):  # no async form
+            obj_rng = random.Random(op["seed"] * 31 + rank)  # each rank its own objects, own sizes
+            if kind == "all_gather_object":
+                got = [None] * n
+                dist.all_gather_object(got, an_object(obj_rng), group=group)
+            else:
+                got = [an_object(obj_rng) for _ in range(op["count"])]
+                dist.broadcast_object_list(got, src=op["src"], group=group)
+            results[name] = got
+            continue
         elif kind == "all_reduce":
             t = placed(rng, values(op["seed"] + rank, op["dtype"], op["rows"] * cols).view(op["rows"], cols))
             work, outs = dist.all_reduce(t, op=REDUCE_OPS[op["red"]], group=group, async_op=op["async"]), [t]
@@ -236,6 +257,7 @@ def test_programs_cover_every_operation_and_layout():
             if op["kind"] == "all_to_all_single":
                 drawn.add(("even", op["even"]))
     want = {"all_reduce", "broadcast", "all_gather", "all_to_all_single", "barrier",
+            "all_gather_object", "broadcast_object_list",
             ("group", True), ("group", False), ("async", True), ("async", False), ("even", True),
             ("even", False)}
     if TORCH2:
