@@ -12,6 +12,9 @@ mode=$1 np=$2 runner=$3 hpref=$4
 shift 4
 mpirun=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np")
 fail() { echo "FAIL: $*"; exit 1; }
+# (A missing binary read as every scenario disagreeing with an empty simulator answer.)
+[ -x "$runner" ] || fail "no runner at $runner"
+[ -x "$hpref" ] || fail "no hpref binary at $hpref"
 # Runs the runner under mpirun, each rank writing its stdout to its own file (--stdout-to),
 # and prints the files rank by rank; mpirun's own output (stderr included) goes to
 # $dir/mpirun.log. Why: mpirun's merged stdout cut one rank's line with another's ("object_"
