@@ -372,7 +372,8 @@ class CheckedComm:
         (the inner communicator's to_host: a device sync)."""
         if space == "host" or self._to_host is None:  # no to_host: accelerator groups of host memory (simulator)
             return _core.buffer_checksum(addr, nbytes)
-        return _core.buffer_checksum(self._to_host(addr, nbytes).data_ptr(), nbytes)
+        host = self._to_host(addr, nbytes)  # kept alive while it is read: a temporary's
+        return _core.buffer_checksum(host.data_ptr(), nbytes)  # memory was freed before the read
 
     def _wait(self, work: Any, what: str, launched: float, timeout_s: Optional[float] = None) -> None:
         """Completes ``work`` (launched at ``launched``, time.monotonic()) within the deadline,

@@ -15,7 +15,9 @@ interpreter runs this file) unless it says otherwise.
 Skips, saying why, where torch is absent."""
 from __future__ import annotations
 
+import ctypes
 import gc
+import json
 import os
 import re
 import time
@@ -29,7 +31,8 @@ dist = pytest.importorskip("torch.distributed", reason="torch.distributed is not
 
 import hpref  # noqa: E402
 import hpref.torch as ht  # noqa: E402
-from hpref import _torch_pg  # noqa: E402
+from hpref import _checked, _torch_pg  # noqa: E402
+from hpref._torch_comm import CommGroup, GlooComm, _GlooWork  # noqa: E402
 from hpref.errors import (CommBufferMutatedError, CommTimeoutError, CommUsageError,  # noqa: E402
                           InvalidArgumentError)
 from test_checked import forked_results  # noqa: E402
@@ -599,3 +602,377 @@ def _functional(rank, world, store_path):
 def test_the_functional_all_gather_runs_checked(tmp_path):
     res = runn(tmp_path, "functional", 2, _functional)
     assert [r.get("value") for r in res] == [[[0.0, 0.0, 1.0, 1.0], [1.0, 1.0]]] * 2, res
+
+# ---- gaps a mutation sample found (2026-12-03): each test fails with its mutant -------------
+# (C = hpref/_checked.py, T = hpref/_torch_comm.py, H = hpref/torch.py; docs/verification.md)
+
+# ---- test_checked.py ("the signature code is the C++ one") -------------------------------------
+
+def test_new_group_backend_names_cut_to_the_signatures_room_stay_told_apart():
+    """C03. Two ranks asking for new_groups whose backend names agree in the 16 bytes a
+    2-member signature holds, and differ after them: the message must not show the two
+    requests as the same text (the cut name carries its crc32)."""
+    n = 2
+    a = _checked._new_group_signature(n, [0, 1], "b" * 16)         # fits the room exactly
+    b = _checked._new_group_signature(n, [0, 1], "b" * 16 + "x")   # cut to the same 16 bytes
+    with pytest.raises(hpref.CommMismatch) as got:
+        _checked.check_signatures(a + b, 0, [0, 1], 3)
+    msg = str(got.value)
+    m = re.match(r"new_group mismatch on group 0 seq 3: rank 0 asked for \[0, 1\] on (.*) but rank 1 asked "
+                 r"for \[0, 1\] on (.*)$", msg)
+    assert m, msg
+    assert m.group(1) != m.group(2), msg  # two different requests must read differently
+
+
+# ---- test_checked.py or test_checked_more.py (in-process, no torch.distributed) -----------------
+
+class _CopyWork:
+    def __init__(self):
+        self.done = False
+
+    def wait(self, *args):
+        self.done = True
+
+    def is_completed(self):
+        return True
+
+
+class _OneRankAcceleratorComm:
+    """The Communicator seam for a world of one whose world group holds accelerator memory
+    (host memory standing in for it), with a to_host that counts its calls: what CheckedComm
+    sees over an nccl TorchComm, without a GPU."""
+
+    device = None
+
+    def __init__(self, keep_copies=True):
+        self.to_host_calls = 0
+        self.keep_copies = keep_copies
+        self.copies = []  # keeps each host copy alive (see the use-after-free test below)
+
+    def rank(self):
+        return 0
+
+    def size(self):
+        return 1
+
+    def world(self):
+        return CommGroup(0, (0,), 0, "nccl", "accelerator")
+
+    def world_backend(self):
+        return "nccl"
+
+    def to_host(self, addr, nbytes):
+        self.to_host_calls += 1
+        copy = torch.frombuffer((ctypes.c_uint8 * nbytes).from_address(addr), dtype=torch.uint8).clone()
+        if self.keep_copies:
+            self.copies.append(copy)
+        return copy  # like TorchComm.to_host on a CUDA device: view.cpu(), a new host tensor
+
+    def all_to_all_v(self, group, in_addr, in_counts, out_addr, out_counts, space="host"):
+        ctypes.memmove(out_addr, in_addr, int(in_counts[0]))
+        return _CopyWork()
+
+    def all_gather(self, group, in_addr, in_bytes, out_addr, out_bytes, space="host"):
+        ctypes.memmove(out_addr, in_addr, in_bytes)
+        return _CopyWork()
+
+
+@pytest.mark.parametrize("check_buffers, copies", [(True, 0), (False, 0), ("all", 2)])
+def test_accelerator_send_buffers_are_copied_to_the_host_only_with_all(check_buffers, copies):
+    """C12. check_buffers=True (the default) checks host buffers only: an accelerator send
+    buffer costs a device sync and a host copy at launch and at wait, so it is copied only
+    with "all" (CheckedComm's docstring, hpref.torch.configure)."""
+    inner = _OneRankAcceleratorComm()
+    comm = _checked.CheckedComm(inner, check_buffers=check_buffers, timeout_s=10)
+    src, out = torch.arange(4, dtype=torch.uint8), torch.zeros(4, dtype=torch.uint8)
+    comm.all_gather(inner.world(), src.data_ptr(), 4, out.data_ptr(), 4, "accelerator").wait()
+    assert out.tolist() == [0, 1, 2, 3]
+    assert inner.to_host_calls == copies
+
+
+def test_an_unchanged_accelerator_send_buffer_is_no_buffer_mutated():
+    """Not a mutant: a bug this sample found. With check_buffers="all", CheckedComm._checksum
+    checksums ``self._to_host(addr, nbytes).data_ptr()``: the host copy (TorchComm.to_host on
+    a CUDA device returns ``view.cpu()``, a new tensor) is freed before buffer_checksum reads
+    it, so an unchanged send buffer can read as changed (a false BufferMutated) and a changed
+    one as unchanged. Fails today (0 of 20 clean all_gathers pass with a to_host returning a
+    fresh tensor); passes once the copy is kept alive across the checksum."""
+    inner = _OneRankAcceleratorComm(keep_copies=False)
+    comm = _checked.CheckedComm(inner, check_buffers="all", timeout_s=10)
+    for _ in range(20):
+        src, out = torch.arange(64, dtype=torch.uint8), torch.zeros(64, dtype=torch.uint8)
+        comm.all_gather(inner.world(), src.data_ptr(), 64, out.data_ptr(), 64, "accelerator").wait()
+        assert out.tolist() == list(range(64))
+
+
+# ---- test_checked_more.py ("11: options", "2: enable()'s backend names") --------------------------
+
+def test_the_default_deadline_is_the_groups_torch_timeout(one):
+    """H01. With no timeout_s configured (nor HPREF_CHECKED_TIMEOUT_S), a checked group's
+    deadline is the group's own torch timeout, not a fixed 30 minutes."""
+    assert ht.options(timedelta(seconds=7))["timeout_s"] == 7.0
+    assert ht.options()["timeout_s"] == 1800.0
+    world = init_one()  # timeout=30 s
+    assert ht.comm_of(world)._timeout_s == 30.0
+
+
+def test_checked_options_apply_to_its_own_group_only(one):
+    """H08. checked()'s keyword options override configure()'s for the twin it makes, and
+    only for it: a group made afterwards gets configure()'s options again."""
+    ht.configure(timeout_s=9)
+    init_one()
+    twin = ht.checked(timeout_s=3, check_buffers=False)
+    assert ht.comm_of(twin)._timeout_s == 3.0 and ht.comm_of(twin).check_buffers is False
+    assert ht.options() == {"timeout_s": 9.0, "log_dir": None, "check_buffers": True}
+    later = ht.checked()
+    assert ht.comm_of(later)._timeout_s == 9.0 and ht.comm_of(later).check_buffers is True
+
+
+@pytest.mark.parametrize("name", ["hpref_checked", "HPREF_CHECKED_NCCL"])
+def test_enable_refuses_the_checked_backends_own_names(one, name):
+    """H09. enable() takes the library names the code uses; a checked backend's own name
+    is refused at once, naming it, and nothing is wrapped."""
+    with pytest.raises(CommUsageError, match=re.escape(f"not {name.lower()!r}: groups of {name.lower()!r} are "
+                                                       "checked already")):
+        ht.enable([name])
+    assert "original" not in ht._ENABLED
+
+
+def test_enable_again_replaces_the_checked_libraries(one):
+    """H10. A second enable() call sets which libraries are checked from now on."""
+    ht.enable([])
+    ht.enable(["gloo"])
+    world = init_one("gloo")
+    assert isinstance(ht.comm_of(world), _checked.CheckedComm) and dist.get_backend() == "gloo"
+
+
+def test_disable_resets_configures_options(one):
+    """H12. disable() undoes enable() and resets configure()'s options (its docstring)."""
+    ht.enable(["gloo"], timeout_s=5, check_buffers=False)
+    assert ht.options()["timeout_s"] == 5.0
+    ht.disable()
+    assert ht.options() == {"timeout_s": 1800.0, "log_dir": None, "check_buffers": True}
+
+
+# ---- test_torch_pg.py / test_checked_more.py: TorchComm (GlooComm) on a world of one ------------------
+
+@pytest.fixture
+def gloo1(monkeypatch):
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
+    store = dist.HashStore()
+    inner = dist.ProcessGroupGloo(dist.PrefixStore("inner/", store), 0, 1, timedelta(seconds=2))
+    return GlooComm(inner, store=store, timeout=timedelta(seconds=2))
+
+
+def test_torch_comm_refuses_a_new_group_rank_outside_the_world(gloo1):
+    """T05. new_group ranks must be world ranks in [0, size): size itself is refused at
+    once (CommUsageError), not handed to gloo, which would wait for a rank that never comes."""
+    start = time.monotonic()
+    with pytest.raises(CommUsageError, match=r"new_group ranks \[0, 1\] must be distinct world ranks in \[0, 1\)"):
+        gloo1.new_group([0, 1], "gloo")
+    assert time.monotonic() - start < 1.0
+
+
+def test_torch_comm_all_gather_refuses_an_output_of_another_size(gloo1):
+    """T06. all_gather's out_bytes must be group.size x in_bytes: larger is refused too."""
+    src, out = torch.arange(4, dtype=torch.uint8), torch.zeros(8, dtype=torch.uint8)
+    world = gloo1.world()
+    for out_bytes in (2, 8):
+        with pytest.raises(CommUsageError, match=f"out_bytes {out_bytes} != group size 1 x in_bytes 4"):
+            gloo1.all_gather(world, src.data_ptr(), 4, out.data_ptr(), out_bytes)
+
+
+def test_torch_comm_all_reduce_refuses_a_partial_element(gloo1):
+    """T13. all_reduce's nbytes must be a whole number of elements of its dtype."""
+    t = torch.zeros(2, dtype=torch.float32)
+    with pytest.raises(CommUsageError, match="6 bytes is not a whole number of float32"):
+        gloo1.all_reduce(gloo1.world(), t.data_ptr(), 6, "float32", "sum")
+
+
+def test_a_library_work_past_the_timeout_given_to_wait_is_comm_timeout():
+    """T04. TorchComm's work: torch's "timed out" past a timeout given to wait() is
+    CommTimeout (SPEC 9.2: the group's use ends), not a generic backend failure; the same
+    error is raised by every later wait()."""
+    class Slow:
+        def wait(self, timeout=None):
+            raise RuntimeError("[../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting "
+                               "1ms for recv operation to complete")
+
+        def is_completed(self):
+            return False
+
+    work = _GlooWork(Slow(), "all_reduce on group 0 [0]", (), "gloo")
+    for _ in range(2):
+        with pytest.raises(hpref.CommTimeout, match=r"^all_reduce on group 0 \[0\]: not complete within the "
+                                                    r"0\.001 s given to wait\(\)"):
+            work.wait(0.001)
+
+
+# ---- test_checked_more.py (forked ranks over real gloo) ----------------------------------------------
+
+def _subgroup_log(rank, world, store_path, log_dir):
+    ht.enable(["gloo"], timeout_s=20, log_dir=log_dir)
+    _init(rank, world, store_path)
+    g = dist.new_group([1, 2])
+    if rank in (1, 2):
+        dist.all_reduce(torch.ones(2), group=g)
+    dist.barrier()
+    return "done"
+
+
+def test_each_ranks_log_holds_its_own_lines_for_subgroups_too(tmp_path):
+    """C16. HPREF_CHECKED_LOG / log_dir: rank R's operations, on every group it is in, go to
+    <log_dir>/rank<R>.jsonl (what hpref verify reads per rank) — a subgroup's member whose
+    group rank differs from its world rank included."""
+    log = tmp_path / "log"
+    res = runn(tmp_path, "log", 3, _subgroup_log, str(log))
+    assert [r.get("value") for r in res] == ["done"] * 3, res
+    for r in range(3):
+        lines = [json.loads(x) for x in (log / f"rank{r}.jsonl").read_text().splitlines()]
+        assert lines and {x["rank"] for x in lines} == {r}, (r, lines)
+        sub = [x for x in lines if x["kind"] == "all_reduce"]
+        assert (len(sub) == 1 and sub[0]["ranks"] == [1, 2]) if r in (1, 2) else not sub, (r, lines)
+
+
+def _late_subgroup_member(rank, world, store_path):
+    _init(rank, world, store_path, timeout_s=30)
+    if rank == 2:
+        time.sleep(6)
+        return "never came"
+    return type(ht.checked(ranks=[1, 2], timeout_s=2)).__name__
+
+
+def test_a_subgroup_member_that_never_comes_is_named_by_its_world_rank(tmp_path):
+    """H04. Making a checked twin of ranks [1, 2], where world rank 2 never comes: the
+    CommTimeout names world rank 2 (the ranks the code knows), not its group rank 1."""
+    res = runn(tmp_path, "late", 3, _late_subgroup_member)
+    assert res[2]["value"] == "never came"
+    assert res[1].get("type") == "CommTimeoutError", res[1]
+    assert re.match(r"making a checked gloo group of ranks \[1, 2\] \(rank 0 of 2\): rank 2 did not come within",
+                    res[1]["message"]), res[1]
+
+
+# ---- test_checked_more.py ("polling a work") / test_torch_pg.py: a Work completes once -------------
+
+def test_a_work_whose_wait_timed_out_stays_failed_with_the_same_error():
+    """T02. OnceWork (SPEC 9.1/9.2: a Work completes once; a timeout ends the group's use):
+    once wait(timeout) has raised CommTimeout, a later wait() raises that same error — it
+    does not wait again and report success when the library finishes after all."""
+    class LateWork:  # torch's Work: wait(timeout) times out, a plain wait() completes
+        def wait(self, timeout=None):
+            if timeout is not None:
+                raise RuntimeError("Operation timed out!")
+            return True
+
+        def is_completed(self):
+            return False
+
+    work = _GlooWork(LateWork(), "all_reduce on group 0 [0, 1]", (), "gloo")
+    with pytest.raises(hpref.CommTimeout) as first:
+        work.wait(0.001)
+    with pytest.raises(hpref.CommTimeout) as again:
+        work.wait()
+    assert again.value is first.value
+    assert work.is_completed()
+
+
+# ---- test_checked_more.py ("a work dropped ... before gloo finished") ------------------------------------
+
+def _dropped_in_flight(rank, world, store_path):
+    import gc
+    from hpref import _torch_pg
+    store = dist.FileStore(store_path, world)
+    inner = dist.ProcessGroupGloo(dist.PrefixStore("inner/", store), rank, world, timedelta(seconds=30))
+    _torch_pg.install(GlooComm(inner, store=store, timeout=timedelta(seconds=30)))
+    try:
+        alone = [dist.new_group([r]) for r in range(world)]
+        n = 1 << 23  # 32 MiB a tensor: the staged output (64 MiB) is mapped memory, unmapped when freed
+        outs = [torch.zeros(n) for _ in range(world)]
+        if rank == 1:
+            time.sleep(2)  # rank 0's all_gather waits for it meanwhile
+        work = dist.all_gather(outs, torch.full((n,), float(rank + 1)), async_op=True)
+        del work
+        gc.collect()
+        dirty = []
+        if rank == 0:
+            # An operation launched while the dropped one is still in flight (on a group of
+            # rank 0 alone): it prunes the list of parked works, which must keep this one.
+            dist.all_reduce(torch.ones(1), group=alone[0])
+            junk = [torch.zeros(n) for _ in range(4)]  # the freed memory again, were it freed
+            time.sleep(4)  # rank 1 comes; gloo writes the staged output meanwhile
+            dirty = [int(torch.count_nonzero(j)) for j in junk]
+        dist.barrier()  # the dropped work, finished by now, is completed here
+        return dirty, [o[0].item() for o in outs]
+    finally:
+        _torch_pg.uninstall()
+
+
+def test_a_dropped_work_still_in_flight_at_the_next_operation_keeps_its_memory(tmp_path):
+    """T03. A work dropped unwaited stays parked (its staged memory alive) through every
+    later operation until gloo has finished writing it, then is completed: an operation
+    launched while it is in flight must not release it."""
+    res = runn(tmp_path, "inflight", 2, _dropped_in_flight)
+    assert [r["status"] for r in res] == ["ok", "ok"], res  # SIGSEGV ("died") when unmapped memory is written
+    assert res[0]["value"] == ([0, 0, 0, 0], [1.0, 2.0]), res[0]
+    assert res[1]["value"] == ([], [1.0, 2.0]), res[1]
+
+
+# ---- test_torch_pg.py: TorchComm's own refusals (world of one) ------------------------------------------
+
+def test_torch_comm_refuses_a_broadcast_root_outside_the_group(gloo1):
+    """T07. broadcast's root must be a member: a world rank outside the group is refused at
+    once (CommUsageError naming it), not handed to gloo as root index -1."""
+    buf = torch.zeros(4, dtype=torch.uint8)
+    for root in (1, -1):
+        with pytest.raises(CommUsageError, match=f"root {root} .* is not a member"):
+            gloo1.broadcast(gloo1.world(), buf.data_ptr(), 4, root)
+
+
+def test_torch_comm_refuses_buffers_of_another_memory_space(gloo1):
+    """T11. A group's operations take its memory space only (SPEC 9.1): a host buffer on an
+    nccl-named (accelerator) group, or an accelerator one on the host world, is
+    CommMemorySpaceError at once."""
+    from hpref.errors import CommMemorySpaceError  # noqa: E402
+    src, out = torch.arange(4, dtype=torch.uint8), torch.zeros(4, dtype=torch.uint8)
+    acc = gloo1.new_group([0], "nccl")
+    assert acc.memory == "accelerator"
+    for group, space in ((acc, "host"), (gloo1.world(), "accelerator")):
+        with pytest.raises(CommMemorySpaceError, match=f"takes {group.memory} buffers, got a {space} buffer"):
+            gloo1.all_gather(group, src.data_ptr(), 4, out.data_ptr(), 4, space)
+        with pytest.raises(CommMemorySpaceError):
+            gloo1.all_reduce(group, out.data_ptr(), 4, "int32", "sum", space)
+    gloo1.all_gather(acc, src.data_ptr(), 4, out.data_ptr(), 4, "accelerator").wait()  # its own space: runs
+    assert out.tolist() == [0, 1, 2, 3]
+
+
+# ---- test_checked.py ("hpref verify": a job that makes its default group again) -------------------------
+
+def _twins_in_two_runs(rank, world, store_path, log):
+    _init(rank, world, store_path, timeout_s=30)
+    pair = ht.checked(ranks=[0, 1], log_dir=log)  # every rank calls it; ranks 2 and 3 are outside
+    if rank in (0, 1):
+        dist.all_reduce(torch.ones(2), group=pair)
+    dist.barrier()
+    dist.destroy_process_group()
+    _init(rank, world, store_path + "_again", timeout_s=30)
+    pair = ht.checked(ranks=[2, 3], log_dir=log)
+    if rank in (2, 3):
+        dist.all_reduce(torch.ones(2), group=pair)
+    dist.barrier()
+    return "done"
+
+
+def test_a_twin_made_after_init_again_logs_the_second_run_on_ranks_outside_the_first(tmp_path):
+    """H07. checked() numbers the runs (default groups) on every rank, members or not: a
+    rank that was outside every checked group of the first run still logs its twin of the
+    second run as run 1, so hpref verify does not mix it with run 0's group of the same id."""
+    log = tmp_path / "log"
+    res = runn(tmp_path, "runs", 4, _twins_in_two_runs, str(log))
+    assert [r.get("value") for r in res] == ["done"] * 4, res
+    runs = []
+    for r in range(4):
+        lines = [json.loads(x) for x in (log / f"rank{r}.jsonl").read_text().splitlines()]
+        assert len(lines) == 1, (r, lines)
+        runs.append(lines[0].get("run", 0))
+    # (relative: forked ranks inherit the runs this pytest process has counted before)
+    assert runs[0] == runs[1] and runs[2] == runs[3] == runs[0] + 1, runs
