@@ -1,4 +1,5 @@
-"""Helpers the pytest files share: bitwise tensor comparison and the dispatch test data."""
+"""Helpers the pytest files share: bitwise tensor comparison, deterministic values of any
+dtype, and the dispatch test data."""
 import torch
 
 
@@ -6,6 +7,20 @@ def bits(t):
     """t's bytes as a flat uint8 tensor: torch.equal on two of them is bitwise (NaN, -0.0
     and every dtype included)."""
     return t.detach().contiguous().reshape(-1).view(torch.uint8)
+
+
+def data(seed, dtype, shape=(6,)):
+    """Deterministic values of any dtype from (seed, element index):
+    integers below 251, exact in every dtype and in sums of a few ranks."""
+    n = 1
+    for s in shape:
+        n *= s
+    raw = (torch.arange(n, dtype=torch.int64) * 37 + seed * 101) % 251
+    if dtype == torch.bool:
+        return (raw % 2 == 1).reshape(shape)
+    if dtype.is_complex:
+        return torch.complex(raw.double(), -raw.double()).to(dtype).reshape(shape)
+    return raw.to(dtype).reshape(shape)
 
 
 def bank_and_grads(shape, dim, dtype, plan, seed):

@@ -154,18 +154,23 @@ def test_a_memo_shared_tuple_is_one_python_object():
     assert node == ("x",)
 
 
+def framed_one(schema, binary):
+    """A framed segment of one item, key (1, 0), whose schema node is ``schema``."""
+    import pickle
+    import struct
+    metadata = pickle.dumps((((1, 0), schema),), protocol=5)
+    return b"HPB1" + struct.pack(">QQ", len(metadata), len(binary)) + metadata + binary
+
+
 def test_a_shared_tuple_holding_something_mutable_is_made_at_each_place():
     """A schema node referenced twice (memo) decodes once, but a tuple holding a list comes
     back as two tuples with two lists, as the original's decoder makes them: appending to one
     never changes the other. A tuple of immutables is shared (only `is` tells)."""
-    import pickle
-    import struct
     with_list = ("__hp_tuple__", (("__hp_list__", (("__hp_bytes__", 0, 1),)),))
     immutable = ("__hp_tuple__", (("__hp_bytes__", 0, 1), ("__hp_value__", 5)))
     schema = ("__hp_tuple__", (with_list, with_list, immutable, immutable))
-    metadata = pickle.dumps((((1, 0), schema),), protocol=5)
-    assert metadata.count(b"__hp_list__") == 1  # memoized: one node, referenced twice
-    segment = b"HPB1" + struct.pack(">QQ", len(metadata), 1) + metadata + b"z"
+    segment = framed_one(schema, b"z")
+    assert segment.count(b"__hp_list__") == 1  # memoized: one node, referenced twice
     (_, (a, b, c, d)), = hpref.codec.decode(segment)
     assert a == b == ([b"z"],) and a is not b and a[0] is not b[0]
     a[0].append(1)
@@ -176,21 +181,10 @@ def test_a_shared_tuple_holding_something_mutable_is_made_at_each_place():
 def test_overlapping_bytes_leaves_stay_distinct():
     """Two bytes leaves at one offset of the binary region with different sizes (accepted
     outside strict mode, SPEC 2.4) are two different values."""
-    import pickle
-    import struct
-    metadata = pickle.dumps((((1, 0), ("__hp_tuple__", (("__hp_bytes__", 0, 64), ("__hp_bytes__", 0, 80)))),),
-                            protocol=5)
     binary = bytes(range(80))
-    segment = b"HPB1" + struct.pack(">QQ", len(metadata), len(binary)) + metadata + binary
+    segment = framed_one(("__hp_tuple__", (("__hp_bytes__", 0, 64), ("__hp_bytes__", 0, 80))), binary)
     (_, (a, b)), = hpref.codec.decode(segment)
     assert a == binary[:64] and b == binary
-
-
-def framed_one(schema, binary):
-    import pickle
-    import struct
-    metadata = pickle.dumps((((1, 0), schema),), protocol=5)
-    return b"HPB1" + struct.pack(">QQ", len(metadata), len(binary)) + metadata + binary
 
 
 def test_copies_into_python_objects_stay_within_the_input_plus_1_mib():

@@ -29,7 +29,7 @@ from hpref import _torch_pg  # noqa: E402
 from hpref._torch_comm import CommGroup, GlooComm, is_accelerator_backend_name  # noqa: E402
 from hpref.errors import CommBufferMutatedError, CommMemorySpaceError, CommUsageError  # noqa: E402
 from sim_code import values_on_the_simulator  # noqa: E402
-from tensor_cases import bits  # noqa: E402
+from tensor_cases import bits, data  # noqa: E402
 
 TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 WORLD = 4
@@ -124,19 +124,6 @@ def _installed(comm):
 @pytest.fixture
 def loop():
     yield from _installed(LoopbackComm())
-
-
-def data(seed, dtype, shape=(6,)):
-    """Deterministic values of any dtype from (seed, element index)."""
-    n = 1
-    for s in shape:
-        n *= s
-    raw = (torch.arange(n, dtype=torch.int64) * 37 + seed * 101) % 251
-    if dtype == torch.bool:
-        return (raw % 2 == 1).reshape(shape)
-    if dtype.is_complex:
-        return torch.complex(raw.double(), -raw.double()).to(dtype).reshape(shape)
-    return raw.to(dtype).reshape(shape)
 
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32,

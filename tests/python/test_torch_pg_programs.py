@@ -28,6 +28,7 @@ torch = pytest.importorskip("torch")
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 from sim_code import values_on_the_simulator  # noqa: E402
+from tensor_cases import data  # noqa: E402
 
 TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 WORLD = 4
@@ -39,13 +40,6 @@ MOVE_DTYPES = REDUCE_DTYPES + [torch.uint8, torch.int8, torch.float16]  # gloo h
 if TORCH2:  # 1.13's gloo has no bfloat16 or bool, nor all_gather_into_tensor
     MOVE_DTYPES += [torch.bfloat16, torch.bool]
 REDUCE_OPS = {"sum": dist.ReduceOp.SUM, "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}
-
-
-def values(rng_seed, dtype, numel):
-    """Small integers (exact in every dtype here, sums of four included) from a seed."""
-    g = torch.Generator().manual_seed(rng_seed)
-    raw = torch.randint(0, 7, (numel,), generator=g)
-    return (raw % 2 == 1) if dtype == torch.bool else raw.to(dtype)
 
 
 def placed(rng, tensor):
@@ -121,6 +115,11 @@ def program(seed):
     return subsets, ops
 
 
+def left(outs):
+    """What an operation left in its output tensors, comparable across processes."""
+    return [(str(t.dtype), t.tolist()) for t in outs]
+
+
 def run_program(seed, rank):
     """Runs program ``seed`` on this rank; {"<seed>.<op>": what the operation left}."""
     subsets, ops = program(seed)
@@ -147,14 +146,14 @@ def run_program(seed, rank):
             results[name] = got
             continue
         elif kind == "all_reduce":
-            t = placed(rng, values(op["seed"] + rank, op["dtype"], op["rows"] * cols).view(op["rows"], cols))
+            t = placed(rng, data(op["seed"] + rank, op["dtype"], (op["rows"], cols)))
             work, outs = dist.all_reduce(t, op=REDUCE_OPS[op["red"]], group=group, async_op=op["async"]), [t]
         elif kind == "broadcast":
-            t = placed(rng, values(op["seed"] + rank, op["dtype"], op["rows"] * cols).view(op["rows"], cols))
+            t = placed(rng, data(op["seed"] + rank, op["dtype"], (op["rows"], cols)))
             work, outs = dist.broadcast(t, src=op["src"], group=group, async_op=op["async"]), [t]
         elif kind == "all_gather":
             out, way = pieces(rng, [op["rows"]] * n, op["dtype"], cols)
-            mine = values(op["seed"] + rank, op["dtype"], op["rows"] * cols).view(op["rows"], cols)
+            mine = data(op["seed"] + rank, op["dtype"], (op["rows"], cols))
             if op["own_piece"]:  # the input is this rank's own piece of the output
                 out[me].copy_(mine)
                 mine = out[me]
@@ -164,7 +163,7 @@ def run_program(seed, rank):
             name += f".{way}"
         elif kind == "all_gather_into_tensor":
             out = torch.zeros(n * op["rows"], cols, dtype=op["dtype"])
-            mine = values(op["seed"] + rank, op["dtype"], op["rows"] * cols).view(op["rows"], cols)
+            mine = data(op["seed"] + rank, op["dtype"], (op["rows"], cols))
             if op["own_piece"]:
                 out[me * op["rows"]:(me + 1) * op["rows"]].copy_(mine)
                 mine = out[me * op["rows"]:(me + 1) * op["rows"]]
@@ -175,7 +174,7 @@ def run_program(seed, rank):
         elif kind == "all_to_all_single":
             send_rows = op["counts"][me]
             recv_rows = [op["counts"][j][me] for j in range(n)]
-            x = placed(rng, values(op["seed"] + rank, op["dtype"], sum(send_rows) * cols).view(-1, cols))
+            x = placed(rng, data(op["seed"] + rank, op["dtype"], (sum(send_rows), cols)))
             out = placed(rng, torch.zeros(sum(recv_rows), cols, dtype=op["dtype"]))
             splits = (None, None) if op["even"] else (recv_rows, send_rows)
             work = dist.all_to_all_single(out, x, output_split_sizes=splits[0], input_split_sizes=splits[1],
@@ -186,21 +185,21 @@ def run_program(seed, rank):
             recv_rows = [op["counts"][j][me] for j in range(n)]
             ins, in_way = pieces(rng, send_rows, op["dtype"], cols)
             for j, piece in enumerate(ins):
-                piece.copy_(values(op["seed"] + rank * 10 + j, op["dtype"], piece.numel()).view(piece.shape))
+                piece.copy_(data(op["seed"] + rank * 10 + j, op["dtype"], tuple(piece.shape)))
             out, out_way = pieces(rng, recv_rows, op["dtype"], cols)
             work, outs = dist.all_to_all(out, ins, group=group, async_op=op["async"]), out
             name += f".{in_way}.{out_way}"
         if op["async"]:
             pending.append((name, work, outs))
         else:
-            results[name] = [(str(t.dtype), t.tolist()) for t in outs]
+            results[name] = left(outs)
         while pending and (not op["async"] or len(pending) > 1):  # waited one operation later
             done_name, done_work, done_outs = pending.pop(0)
             done_work.wait()
-            results[done_name] = [(str(t.dtype), t.tolist()) for t in done_outs]
+            results[done_name] = left(done_outs)
     for done_name, done_work, done_outs in pending:
         done_work.wait()
-        results[done_name] = [(str(t.dtype), t.tolist()) for t in done_outs]
+        results[done_name] = left(done_outs)
     return results
 
 
