@@ -232,6 +232,17 @@ def _inner_gloo(store: Any, rank: int, size: int, deadline: timedelta,
 _RUNS: Dict[str, Any] = {"count": 0, "world": None, "making": set()}
 
 
+def _new_process_runs() -> None:
+    """A forked child is a rank process of its own: its runs count from 0, as a spawned
+    rank's do, whatever default groups its parent made (else ranks forked from a process that
+    had made some would log "run": k, and a job of forked and spawned ranks would not line
+    up in ``hpref verify``)."""
+    _RUNS.update(count=0, world=None, making=set())
+
+
+os.register_at_fork(after_in_child=_new_process_runs)
+
+
 def _run_index(library: Optional[str] = None) -> int:
     """The run of a group made now. A new run begins when init_process_group makes a checked
     default group (WORLD not set yet; a library made again is the next init), or when a

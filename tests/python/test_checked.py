@@ -537,6 +537,30 @@ def test_verify_lines_up_a_job_that_makes_its_default_group_again(tmp_path, twin
         and "16 bytes" in found["message"], found
 
 
+def test_ranks_forked_from_a_process_that_made_checked_groups_count_runs_from_zero(tmp_path, monkeypatch):
+    # The run counter was the parent's: ranks forked from a process that had made two checked
+    # default groups logged "run": 2 and 3 (and the verify test above failed when another
+    # test file ran first in the same pytest process).
+    import gc
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
+    ht.enable()
+    try:
+        for _ in range(2):
+            dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1,
+                                    timeout=timedelta(seconds=CHECKED_TIMEOUT_S))
+            dist.all_reduce(torch.ones(1))
+            dist.destroy_process_group()
+    finally:
+        ht.disable()
+        gc.collect()  # no gloo group of this process copied into the forked ranks
+    log = tmp_path / "log"
+    res = run4(tmp_path, "ok", _two_runs, str(tmp_path), str(log), False, False, log_dir=str(log))
+    assert [r["status"] for r in res] == ["ok"] * WORLD, res
+    for rank in range(WORLD):
+        lines = [json.loads(x) for x in (log / f"rank{rank}.jsonl").read_text().splitlines()]
+        assert [x.get("run", 0) for x in lines] == [0] * (len(lines) // 2) + [1] * (len(lines) // 2), lines
+
+
 # ---- the signature code is the C++ one ------------------------------------------------------
 
 def test_signatures_are_the_cpp_wire_form_and_messages():
