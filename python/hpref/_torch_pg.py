@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import math
 import sys
 import time
 import warnings
@@ -36,6 +37,7 @@ import torch.distributed as dist
 import torch.distributed.distributed_c10d as _c10d
 
 from ._torch_comm import OnceWork, _park, _prune, _settled, is_accelerator_backend_name
+from . import _core
 from .errors import _from_core
 
 __all__ = ["BACKEND", "HprefProcessGroup", "HprefWork", "install", "uninstall", "installed"]
@@ -176,16 +178,46 @@ class _Staging:
     are compared with the caller's tensor at wait() (a change is a mutated send buffer, as
     the communicator reports for the memory it was given) where ``check`` says so — the
     communicator's ``check_buffers``: True compares CPU tensors, ``"all"`` every tensor,
-    False none; staged receive buffers are copied back."""
+    False none; staged receive buffers are copied back. Contiguous CPU tensors are staged,
+    compared and copied back by memcpy/memcmp in one call for all of them (``_core``), the
+    others by torch."""
 
     def __init__(self, check: Any = True) -> None:
         self.keep: List[torch.Tensor] = []
         self.checks: List[Tuple[int, torch.Tensor, torch.Tensor]] = []
         self.copies: List[Tuple[torch.Tensor, torch.Tensor]] = []
+        # Host pieces: (index, the caller's address, the staged copy's, bytes) compared at
+        # wait(); (the caller's address, the staged buffer's, bytes) copied back.
+        self.host_checks: List[Tuple[int, int, int, int]] = []
+        self.host_copies: List[Tuple[int, int, int]] = []
         self.check = check
 
     def _checked(self, t: torch.Tensor) -> bool:
         return self.check == "all" or (bool(self.check) and t.device.type == "cpu")
+
+    def pending(self) -> bool:
+        """Whether wait() has checks or copies to make."""
+        return bool(self.checks or self.copies or self.host_checks or self.host_copies)
+
+    def changed(self) -> Optional[int]:
+        """The index of the first staged send tensor the caller changed since launch, or None."""
+        changed = [index for index, mine, staged in self.checks
+                   if not torch.equal(_bits(mine), staged.reshape(-1).view(torch.uint8))]
+        if self.host_checks:
+            indices, mine, staged, counts = zip(*self.host_checks)
+            first = _core.first_different_piece(mine, staged, counts)
+            if first >= 0:
+                changed.append(indices[first])
+        return min(changed) if changed else None
+
+    @torch.no_grad()
+    def copy_out(self) -> None:
+        """The staged outputs copied into the caller's tensors (outside autograd, as a
+        backend writes them)."""
+        for dst, src in self.copies:
+            _write_bytes(dst, src.reshape(-1).view(torch.uint8))
+        if self.host_copies:
+            _core.copy_pieces(*zip(*self.host_copies))
 
     def send(self, t: torch.Tensor, index: int = 0) -> torch.Tensor:
         if t.is_contiguous():
@@ -210,7 +242,10 @@ class _Staging:
         self.keep.append(staged)
         if inout and self._checked(t):
             self.checks.append((0, t, staged.clone()))
-        self.copies.append((t, staged))
+        if _host(t, staged):  # contiguous, received apart from the operation's input
+            self.host_copies.append((t.data_ptr(), staged.data_ptr(), _nbytes(t)))
+        else:
+            self.copies.append((t, staged))
         return staged
 
     def packed(self, tensors: Sequence[torch.Tensor]) -> Tuple[int, List[int]]:
@@ -223,14 +258,27 @@ class _Staging:
             self.keep.extend(tensors)
             return region[0], counts
         buf = torch.empty(sum(counts), dtype=torch.uint8, device=_device_of(tensors))
-        offset = 0
+        base, offset = buf.data_ptr(), 0
+        to: List[int] = []
+        mine: List[int] = []
+        sizes: List[int] = []
         for i, (t, n) in enumerate(zip(tensors, counts)):
-            buf[offset:offset + n].copy_(_bits(t.detach()))
-            if self._checked(t):
-                self.checks.append((i, t, buf[offset:offset + n]))
+            if _host(t, buf):
+                to.append(base + offset)
+                mine.append(t.data_ptr())
+                sizes.append(n)
+                if self.check:
+                    self.keep.append(t)  # compared at wait(): its memory stays the caller's
+                    self.host_checks.append((i, mine[-1], to[-1], n))
+            else:
+                buf[offset:offset + n].copy_(_bits(t.detach()))
+                if self._checked(t):
+                    self.checks.append((i, t, buf[offset:offset + n]))
             offset += n
+        if sizes:
+            _core.copy_pieces(to, mine, sizes)
         self.keep.append(buf)
-        return buf.data_ptr(), counts
+        return base, counts
 
     def unpacked(self, tensors: Sequence[torch.Tensor],
                  apart: Sequence[torch.Tensor] = ()) -> Tuple[int, List[int]]:
@@ -244,17 +292,28 @@ class _Staging:
             self.keep.extend(tensors)
             return region[0], counts
         buf = torch.empty(sum(counts), dtype=torch.uint8, device=_device_of(tensors))
-        offset = 0
+        base, offset = buf.data_ptr(), 0
         for t, n in zip(tensors, counts):
-            self.copies.append((t, buf[offset:offset + n]))
+            if _host(t, buf):
+                self.host_copies.append((t.data_ptr(), base + offset, n))
+            else:
+                self.copies.append((t, buf[offset:offset + n]))
             offset += n
         self.keep.append(buf)
-        return buf.data_ptr(), counts
+        return base, counts
 
 
-# The simulator's works dropped unwaited (HprefWork.__del__): "op on group ..." each,
-# reported by the rank's next operation. Appended from __del__ (a deque's append is atomic).
-_DROPPED: Deque[str] = collections.deque()
+def _host(t: torch.Tensor, staged: torch.Tensor) -> bool:
+    """Whether ``t`` and its staged buffer are contiguous host memory (staged, compared and
+    copied back by ``_core``'s memcpy/memcmp)."""
+    return t.is_cpu and staged.is_cpu and t.is_contiguous()
+
+
+# The simulator's works dropped unwaited (HprefWork.__del__): ((group id, sequence number),
+# "op on group ...") each, reported by the rank's next operation in launch order (a list is
+# freed from its end). Appended from __del__ (a deque's append is atomic).
+_DROPPED: Deque[Tuple[Tuple[float, int], str]] = collections.deque()
+_DROPPED_NAMED = 4  # how many a message names
 
 
 def _report_dropped(found: str = "at this rank's next operation") -> None:
@@ -265,7 +324,13 @@ def _report_dropped(found: str = "at this rank's next operation") -> None:
     dropped = []
     while _DROPPED:
         dropped.append(_DROPPED.popleft())
-    raise _usage(f"{'; '.join(dropped)}: dropped unwaited (async_op=True, no wait()): the simulator completes an "
+    # A list of works dropped at once (a function returning with thousands unwaited) is named
+    # by its first few and counted: the message stays a line, not megabytes.
+    dropped.sort(key=lambda d: d[0])
+    named = "; ".join(text for _, text in dropped[:_DROPPED_NAMED])
+    if len(dropped) > _DROPPED_NAMED:
+        named += f"; and {len(dropped) - _DROPPED_NAMED} more ({len(dropped)} works)"
+    raise _usage(f"{named}: dropped unwaited (async_op=True, no wait()): the simulator completes an "
                  "operation in wait() only, so its outputs were never written, where real gloo completes it in the "
                  f"background; wait() on every work (found {found})")
 
@@ -283,9 +348,7 @@ def _finish_dropped(comm_work: Any, staging: _Staging) -> None:
     """Completes a dropped work whose operation has settled: its error is dropped with it,
     else the staged outputs are copied into the caller's tensors."""
     comm_work.wait()
-    with torch.no_grad():
-        for dst, src in staging.copies:
-            _write_bytes(dst, src.reshape(-1).view(torch.uint8))
+    staging.copy_out()
 
 
 class HprefWork(dist.distributed_c10d.Work):
@@ -330,7 +393,10 @@ class HprefWork(dist.distributed_c10d.Work):
             # written; said at this rank's next operation (_report_dropped).
             try:
                 dropped = getattr(self, "_dropped_as", None)
-                _DROPPED.append(f"{self._op} on {self._where if dropped is None else _where_text(*dropped)}")
+                if dropped is None:  # a coalesced call's whole
+                    _DROPPED.append(((math.inf, 0), f"{self._op} on {self._where}"))
+                else:
+                    _DROPPED.append(((dropped[0][0], dropped[2]), f"{self._op} on {_where_text(*dropped)}"))
             except Exception:  # noqa: BLE001 - interpreter teardown: the module is gone
                 pass
             return
@@ -359,7 +425,7 @@ class HprefWork(dist.distributed_c10d.Work):
                 self._comm_work.wait()
             # A backend writes the caller's tensors outside autograd (a view of a parameter
             # included), as gloo does.
-            if staging.checks or staging.copies:
+            if staging.pending():
                 self._finish(staging)
         except BaseException as e:
             self._error = e
@@ -373,18 +439,16 @@ class HprefWork(dist.distributed_c10d.Work):
         _prune()
         return True
 
-    @torch.no_grad()
     def _finish(self, staging: _Staging) -> None:
         """The send-buffer checks, then the staged outputs copied into the caller's tensors."""
-        for index, mine, staged in staging.checks:
-            if not torch.equal(_bits(mine), staged.reshape(-1).view(torch.uint8)):
-                who = "" if self._rank is None else f"rank {self._rank} changed "
-                raise _from_core("comm_buffer_mutated",
-                                 f"{self._op} on {self._where}: {who}input tensor {index}"
-                                 f"{'' if who else ' changed'} between launch and wait() (a real backend "
-                                 "may read it at any time before wait)")
-        for dst, src in staging.copies:
-            _write_bytes(dst, src.reshape(-1).view(torch.uint8))
+        index = staging.changed()
+        if index is not None:
+            who = "" if self._rank is None else f"rank {self._rank} changed "
+            raise _from_core("comm_buffer_mutated",
+                             f"{self._op} on {self._where}: {who}input tensor {index}"
+                             f"{'' if who else ' changed'} between launch and wait() (a real backend "
+                             "may read it at any time before wait)")
+        staging.copy_out()
 
     def is_completed(self) -> bool:
         """Whether it has completed: wait() returned or raised, or the communicator's work
