@@ -147,7 +147,7 @@ def _within(t: torch.Tensor, region: Tuple[int, int]) -> bool:
 def _share_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether the memory ``a`` and ``b`` span overlaps (the same tensor, views of one
     another, or interleaved: an extra copy, never a wrong answer)."""
-    return a.device == b.device and _within(a, _extent(b))
+    return ((a.is_cpu and b.is_cpu) or a.device == b.device) and _within(a, _extent(b))
 
 
 def _where_text(label: Tuple[int, Tuple[int, ...]], asked: str, seq: Optional[int] = None) -> str:
@@ -523,6 +523,7 @@ class HprefProcessGroup(dist.ProcessGroup):
         # (the simulator's: they never change); else asked for at each use (_label).
         self._fixed_label = None if hasattr(comm, "_label") else (group.id, tuple(group.ranks))
         self._size = group.size
+        self._accelerator = group.memory == "accelerator"  # a group's memory space never changes
 
     # ---- identity ---------------------------------------------------------------------
 
@@ -582,9 +583,10 @@ class HprefProcessGroup(dist.ProcessGroup):
     def _where(self, seq: Optional[int] = None) -> str:
         return _where_text(self._label(), self._asked, seq)
 
-    def _rank(self) -> int:
-        """This rank's world rank (as _label names the group's ranks)."""
-        ranks = self._label()[1]
+    def _rank(self, label: Optional[Tuple[int, Tuple[int, ...]]] = None) -> int:
+        """This rank's world rank (as _label names the group's ranks; ``label``: _label()'s
+        answer when the caller has it)."""
+        ranks = (label or self._label())[1]
         return ranks[self._group.index] if 0 <= self._group.index < len(ranks) else self._group.index
 
     def _staging(self) -> "_Staging":
@@ -602,9 +604,13 @@ class HprefProcessGroup(dist.ProcessGroup):
                              "writes every element: pass a tensor of its own memory (.clone())")
 
     def _space(self, op: str, tensors: Sequence[torch.Tensor]) -> str:
-        accelerator = self._group.memory == "accelerator"
-        if not accelerator and all(t.is_cpu for t in tensors):
-            return "host"
+        accelerator = self._accelerator
+        if not accelerator:
+            for t in tensors:
+                if not t.is_cpu:
+                    break
+            else:
+                return "host"
         device = self._device_tensors if accelerator else "cpu"
         for t in tensors:
             if t.device.type != "cpu" and t.device.type != device:
@@ -649,7 +655,7 @@ class HprefProcessGroup(dist.ProcessGroup):
         # Messages are formatted when one is needed (most operations need none).
         seq = getattr(comm_work, "seq", None)
         label = self._label()
-        work = HprefWork(op, (label, self._asked, seq), comm_work, staging, result, rank=self._rank())
+        work = HprefWork(op, (label, self._asked, seq), comm_work, staging, result, rank=self._rank(label))
         # Named if dropped: the simulator numbers a group's operations as this rank launches them.
         work._dropped_as = (label, self._asked, self._ops - 1 if seq is None else seq)
         return work
