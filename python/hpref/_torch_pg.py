@@ -364,7 +364,6 @@ class HprefWork(dist.distributed_c10d.Work):
         rank's world rank, for messages."""
         super().__init__()
         self._op, self._where_of, self._rank = op, where, rank
-        self._dropped_as: Optional[_WhereArgs] = None
         self._comm_work = comm_work
         self._staging: Optional[_Staging] = staging
         self._result = list(result)
@@ -392,11 +391,9 @@ class HprefWork(dist.distributed_c10d.Work):
             # The simulator's: it moves bytes inside wait() only, so the outputs are never
             # written; said at this rank's next operation (_report_dropped).
             try:
-                dropped = getattr(self, "_dropped_as", None)
-                if dropped is None:  # a coalesced call's whole
-                    _DROPPED.append(((math.inf, 0), f"{self._op} on {self._where}"))
-                else:
-                    _DROPPED.append(((dropped[0][0], dropped[2]), f"{self._op} on {_where_text(*dropped)}"))
+                where = self._where_of  # a coalesced call's whole is a text: named after the others
+                order = (math.inf, 0) if isinstance(where, str) else (where[0][0], where[2])
+                _DROPPED.append((order, f"{self._op} on {self._where}"))
             except Exception:  # noqa: BLE001 - interpreter teardown: the module is gone
                 pass
             return
@@ -651,14 +648,13 @@ class HprefProcessGroup(dist.ProcessGroup):
     def _work(self, op: str, comm_work: Any, staging: _Staging, result: Sequence[torch.Tensor]) -> HprefWork:
         self._ops += 1
         _prune()  # dropped works that have finished meanwhile
-        # A checked operation knows its sequence number on the group: messages name it.
+        # Messages name the operation's sequence number on the group: a checked operation
+        # knows it; the simulator numbers a group's operations as this rank launches them.
         # Messages are formatted when one is needed (most operations need none).
         seq = getattr(comm_work, "seq", None)
         label = self._label()
-        work = HprefWork(op, (label, self._asked, seq), comm_work, staging, result, rank=self._rank(label))
-        # Named if dropped: the simulator numbers a group's operations as this rank launches them.
-        work._dropped_as = (label, self._asked, self._ops - 1 if seq is None else seq)
-        return work
+        return HprefWork(op, (label, self._asked, self._ops - 1 if seq is None else seq), comm_work, staging,
+                         result, rank=self._rank(label))
 
     def _row_counts(self, op: str, what: str, t: torch.Tensor, splits: Sequence[int]) -> List[int]:
         n = self._size

@@ -341,7 +341,7 @@ def test_list_pieces_changed_before_wait_are_named(which, index):
     named; the peer receives what was there at launch."""
     sim = pytest.importorskip("hpref.sim", reason="hpref.sim (the simulator binding) is not built")
     result = sim.run(3, _changed_pieces, which, seed=1, timeout_s=20)
-    assert result.values()[1] == (f"all_to_all on group 0 [0, 1, 2] (gloo): rank 1 changed input tensor "
+    assert result.values()[1] == (f"all_to_all on group 0 seq 0 [0, 1, 2] (gloo): rank 1 changed input tensor "
                                   f"{index} between launch and wait() (a real backend may read it at any time "
                                   "before wait)"), result
     # rank 1's pieces for ranks 0 and 2, as they were at launch
