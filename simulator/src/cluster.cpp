@@ -12,10 +12,13 @@
 #include <atomic>
 #include <cerrno>
 #include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <ostream>
+#include <vector>
 
 #include "cpu.hpp"
 #include "faults.hpp"
@@ -271,6 +274,19 @@ void check_faults(std::span<const Fault> faults, int ranks) {
                                                 std::to_string(f.at) + ": one flip per payload");
       }
     }
+  }
+  // The delays of one rank add up (FaultPlan); a total past 2^64 - 1 wrapped to a short delay.
+  std::vector<std::uint64_t> delayed(static_cast<std::size_t>(ranks), 0);
+  for (const Fault& f : faults) {
+    if (f.kind != Fault::Kind::delay) continue;
+    std::uint64_t& total = delayed[static_cast<std::size_t>(f.rank)];
+    if (f.at > std::numeric_limits<std::uint64_t>::max() - total) {
+      throw Error(Errc::invalid_argument,
+                  "fault " + f.str() + " takes the delays of rank " + std::to_string(f.rank) +
+                      " past " + std::to_string(std::numeric_limits<std::uint64_t>::max()) +
+                      " decisions in all (the delays of one rank add up)");
+    }
+    total += f.at;
   }
 }
 

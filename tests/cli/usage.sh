@@ -37,6 +37,17 @@ echo "unknown commands and options: named"
 # Refused, never ignored: an empty list item, --batch beside a subcommand, demo options
 # that --codec or the simulator would not use.
 expect_usage "--intervals: '' in '0:4,' is not start:end" route interval --local-length 4 --rank 0 --intervals 0:4,
+# --hex input: a bad character named where it is in the input (was its place among the
+# digits left once whitespace was removed: "position 4").
+printf '80 05\n  zz\n' > "$tmp/bad.hex"
+expect_usage "--hex input has 'z' at offset 8 (hex digits and whitespace only)" frame decode --hex "$tmp/bad.hex"
+printf '80 05 4\n' > "$tmp/odd.hex"
+expect_usage "--hex input has an odd number of hex digits (5): the last byte is half" frame decode --hex "$tmp/odd.hex"
+# A bad item named with the whole list (was "'8:9' in '8:9' is not an int64").
+expect_usage "--intervals: '2:8:9' in '0:4,2:8:9' is not start:end of two int64s" \
+  route interval --local-length 4 --rank 0 --intervals 0:4,2:8:9
+expect_usage "--intervals: 'a:b' in '0:4,a:b' is not start:end of two int64s" \
+  route interval --local-length 4 --rank 0 --intervals 0:4,a:b
 expect_usage "--boundaries: '' in '0,6,12,'" route sliding-window --local-length 4 --size 3 --rank 0 --window 3 --boundaries 0,6,12,
 expect_usage "hpref frame --batch reads JSON requests from stdin and takes no subcommand, got 'decode'" \
   frame --batch decode nonexist < /dev/null
@@ -92,6 +103,12 @@ expect_usage "fault crash:9@1 names rank 9 of a 4-rank cluster" sim run collecti
 expect_usage "faults crash:1@1 and crash:1@2 both crash rank 1: a rank dies once" \
   sim run collectives --fault crash:1@1 --fault crash:1@2
 [ ! -s "$tmp/out" ] || fail "sim run with two crashes of rank 1 printed before refusing: $(cat "$tmp/out")"
+# Delays of one rank add up: a total past 2^64 - 1 wrapped to a short delay (exit 0, the
+# trace of delay:1@1) until 2026-12-03.
+expect_usage "fault delay:1@2 takes the delays of rank 1 past 18446744073709551615 decisions in all (the delays of one rank add up)" \
+  sim run collectives --fault delay:1@18446744073709551615 --fault delay:1@2
+expect_usage "--fault random with delay:1@18446744073709551615: some seeds draw a fault that cannot join it (a delay of rank 1: the delays of one rank add up, past 2^64 - 1 decisions); explore with one of them, or run one seed with both (sim run)" \
+  sim explore collectives --seeds 1..3 --fault random --fault delay:1@18446744073709551615
 expect_usage "fault crash:9@1 names rank 9 of a 4-rank cluster" sim explore collectives --fault crash:9@1
 [ ! -s "$tmp/out" ] || fail "sim explore --fault crash:9@1 printed before refusing: $(cat "$tmp/out")"
 expect_usage "fault crash:20@1 names rank 20 of a 8-rank cluster" demo --fault crash:20@1

@@ -246,6 +246,8 @@ bad counts "line 2 of rank1.jsonl: \"counts_in\" must be an array of 2" '{"rank"
 bad negative "\"counts_out\" holds -4, not a byte count" '{"rank":1,"group":5,"ranks":[0,1],"seq":0,"kind":"all_to_all_v","bytes":0,"counts_in":[0,0],"counts_out":[0,-4]}'
 bad sum "\"bytes\" is not the sum of \"counts_in\"" '{"rank":1,"group":5,"ranks":[0,1],"seq":0,"kind":"all_to_all_v","bytes":1,"counts_in":[0,0],"counts_out":[0,0]}'
 bad seqgap "line 2 of rank1.jsonl: group 0 seq 5 follows seq 0 (an edited or truncated log?)" '{"rank":1,"group":0,"ranks":[0,1,2,3],"seq":5,"kind":"barrier"}'
+# The group's first record not seq 0 ("follows seq -1" until 2026-12-03).
+bad seqfirst "line 2 of rank1.jsonl: group 5 seq 1 is the group's first record, not seq 0 (an edited or truncated log?)" '{"rank":1,"group":5,"ranks":[0,1],"seq":1,"kind":"barrier"}'
 bad huge "\"seq\" must be an integer in [0, 9223372036854775807], got" '{"rank":1,"group":5,"ranks":[1],"seq":99999999999999999999,"kind":"barrier"}'
 bad negrun "\"run\" must be an integer in [0, 2147483647], got -1" '{"rank":1,"run":-1,"group":5,"ranks":[1],"seq":0,"kind":"barrier"}'
 bad members "group 0 has members [0, 1, 2]" '{"rank":1,"group":0,"ranks":[0,1,2],"seq":0,"kind":"barrier"}'

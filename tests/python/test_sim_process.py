@@ -129,6 +129,8 @@ def test_a_caller_ignoring_sigchld_still_sees_a_crash_at_once():
     (["flip:1@1:18446744073709551614"],
      "fault 'flip:1@1:18446744073709551614' names byte 18446744073709551614, past any payload"),
     (["crash:1@2", "crash:1@5"], "faults crash:1@2 and crash:1@5 both crash rank 1: a rank dies once"),
+    (["delay:1@18446744073709551615", "delay:1@2"],
+     "fault delay:1@2 takes the delays of rank 1 past 18446744073709551615 decisions in all"),
 ])
 def test_fault_plans_that_cannot_run_as_written_are_refused(faults, named):
     # Each ran as another plan: the rank wrapped to 0 or 1, the byte to a seeded one, and

@@ -87,6 +87,14 @@ chmod 600 "$tmp/trace"
 [ "$(stat -c %a "$tmp/trace")" = 600 ] || fail "the replaced trace's mode is $(stat -c %a "$tmp/trace"), not 600"
 [ -z "$(ls "$tmp" | grep -E '^(trace|link)\.')" ] || fail "--trace through a symlink left $(ls "$tmp")"
 rm "$tmp/link"
+# A dangling symlink names the file to make: the trace is written there, the link kept (the
+# link was replaced by a regular file until 2026-12-03).
+ln -s made "$tmp/dangling"
+"$hpref" sim run collectives --ranks 2 --seed 4 --trace "$tmp/dangling" > /dev/null || fail "--trace through a dangling symlink"
+[ -L "$tmp/dangling" ] && [ -s "$tmp/made" ] || fail "--trace through a dangling symlink: $(ls -l "$tmp")"
+cmp -s "$tmp/made" "$tmp/trace" || fail "--trace through a dangling symlink wrote another trace"
+[ -z "$(ls "$tmp" | grep -E '^(made|dangling)\.')" ] || fail "--trace through a dangling symlink left $(ls "$tmp")"
+rm "$tmp/dangling" "$tmp/made"
 # --check-determinism with --trace: FILE.second only when the hashes differ (here they agree).
 "$hpref" sim run collectives --ranks 2 --seed 4 --trace "$tmp/trace" --check-determinism > /dev/null ||
   fail "--trace --check-determinism"

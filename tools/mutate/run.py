@@ -202,6 +202,14 @@ def main():
     ap.add_argument("--report", default=os.path.join(OUT, "report.txt"),
                     help="where to write the report (default build/mutate/report.txt)")
     args = ap.parse_args()
+    if args.report != ap.get_default("report"):  # refused now, not after the build and a mutant
+        where = os.path.dirname(os.path.abspath(args.report))
+        if os.path.isdir(args.report):
+            ap.error(f"--report {args.report!r} is a directory; name a file")
+        if not os.path.isdir(where):
+            ap.error(f"--report {args.report!r}: no directory {where!r}")
+        if not os.access(where, os.W_OK):
+            ap.error(f"--report {args.report!r}: cannot write in {where!r}")
     only = {n if n.endswith(".cpp") else n + ".cpp" for n in args.only}
     if only and not args.files:
         args.files = sorted({"reference/src/" + n.split(".mutant.")[0] + ".cpp" for n in only})

@@ -168,9 +168,23 @@ void write_output(const std::string& path, std::string_view data, bool binary) {
 
 std::vector<std::uint8_t> segment_bytes(const std::string& text, bool hex) {
   if (!hex) return {text.begin(), text.end()};
+  // Whitespace is skipped; a bad character is named where it is in the input, not in the
+  // digits left once the whitespace is gone.
   std::string digits;
-  for (char c : text) {
-    if (!std::isspace(static_cast<unsigned char>(c))) digits.push_back(c);
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    auto c = static_cast<unsigned char>(text[i]);
+    if (std::isspace(c)) continue;
+    if (!std::isxdigit(c)) {
+      char shown[16];
+      std::snprintf(shown, sizeof shown, std::isprint(c) ? "'%c'" : "byte 0x%02x", c);
+      throw Error(Errc::json_value, std::string("--hex input has ") + shown + " at offset " +
+                                        std::to_string(i) + " (hex digits and whitespace only)");
+    }
+    digits.push_back(static_cast<char>(c));
+  }
+  if (digits.size() % 2 != 0) {
+    throw Error(Errc::json_value, "--hex input has an odd number of hex digits (" +
+                                      std::to_string(digits.size()) + "): the last byte is half");
   }
   return cli::from_hex(digits);
 }

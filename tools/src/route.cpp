@@ -207,13 +207,17 @@ std::vector<Interval> parse_interval_list(const std::string& text) {
     std::string item = text.substr(start, end - start);
     auto colon = item.find(':');
     std::vector<std::int64_t> s, e;
-    if (colon != std::string::npos) {
-      s = parse_int_list(item.substr(0, colon), "--intervals start");
-      e = parse_int_list(item.substr(colon + 1), "--intervals end");
+    if (colon != std::string::npos && item.find(':', colon + 1) == std::string::npos) {
+      try {  // a bad number is named with its item and the whole list, below
+        s = parse_int_list(item.substr(0, colon), "--intervals start");
+        e = parse_int_list(item.substr(colon + 1), "--intervals end");
+      } catch (const Error&) {
+        s.clear();
+      }
     }
     if (s.size() != 1 || e.size() != 1) {
-      throw Error(Errc::invalid_argument,
-                  "--intervals: '" + item + "' in '" + text + "' is not start:end (e.g. 0:7,5:10)");
+      throw Error(Errc::invalid_argument, "--intervals: '" + item + "' in '" + text +
+                                              "' is not start:end of two int64s (e.g. 0:7,5:10)");
     }
     out.push_back({s[0], e[0]});
     start = end + 1;

@@ -301,6 +301,9 @@ void check_random_clashes(const std::vector<std::string>& specs, int ranks) {
                       ": some seeds draw a fault that cannot join it (" +
                       (f.kind == sim::Fault::Kind::crash
                            ? "a crash of rank " + std::to_string(f.rank) + ": a rank dies once"
+                       : f.kind == sim::Fault::Kind::delay
+                           ? "a delay of rank " + std::to_string(f.rank) +
+                                 ": the delays of one rank add up, past 2^64 - 1 decisions"
                            : "a flip of what rank " + std::to_string(f.rank) +
                                  " receives at its collective " + std::to_string(f.at) +
                                  ": one flip per payload") +
@@ -424,6 +427,20 @@ TraceFile::TraceFile(std::string path) : path_(std::move(path)), target_(path_) 
     mode_t mask = ::umask(0);  // read, then put back: a new trace gets what fopen would give
     ::umask(mask);
     mode_ = 0666 & ~mask;
+    // A dangling symlink names the file to make (as a shell's `> link` makes it): the trace
+    // goes there, and the link stays (it was replaced by a regular file until 2026-12-03).
+    struct stat lst {};
+    if (::lstat(path_.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
+      std::string named(static_cast<std::size_t>(lst.st_size > 0 ? lst.st_size : 4096), '\0');
+      ssize_t n = ::readlink(path_.c_str(), named.data(), named.size());
+      if (n > 0) {
+        named.resize(static_cast<std::size_t>(n));
+        auto slash = path_.rfind('/');
+        target_ = named[0] == '/' || slash == std::string::npos
+                      ? named
+                      : path_.substr(0, slash + 1) + named;
+      }
+    }
   }
   std::string name = target_ + ".XXXXXX";
   int fd = ::mkstemp(name.data());

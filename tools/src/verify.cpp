@@ -265,7 +265,9 @@ void add_line(RankLog& log, std::size_t line, std::string_view text) {
     }
     bad_line(log, line,
              run_prefix(r.run) + "group " + std::to_string(r.group) + " seq " +
-                 std::to_string(r.seq) + " follows seq " + std::to_string(next - 1) +
+                 std::to_string(r.seq) +
+                 (next == 0 ? " is the group's first record, not seq 0"
+                            : " follows seq " + std::to_string(next - 1)) +
                  " (an edited or truncated log?)");
   }
   ++next;
