@@ -335,4 +335,13 @@ BOOST_AUTO_TEST_CASE(unreachable_kinds_are_thrown_nowhere) {
   BOOST_TEST(files > 50);  // the sources were found
 }
 
+BOOST_AUTO_TEST_CASE(a_nul_byte_in_a_message_is_written_not_an_end) {
+  // what() is a C string: a message quoting a value with a NUL ended there, losing what was
+  // wrong and why (hpref.codec.encode's 'cannot encode segment: items[0].value["a').
+  const std::string quoted = "key 'a" + std::string(1, '\0') + "b' is not a str";
+  Error e(Errc::invalid_argument, quoted);
+  BOOST_TEST(std::string(e.what()) == "key 'a\\x00b' is not a str");
+  BOOST_TEST(std::string(Error(Errc::io, "plain").what()) == "plain");
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -147,11 +147,15 @@ std::string_view errc_name(Errc code) noexcept;
 
 class Error : public std::runtime_error {
  public:
-  Error(Errc code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  Error(Errc code, const std::string& message)
+      : std::runtime_error(visible(message)), code_(code) {}
   Errc code() const noexcept { return code_; }
   std::string_view kind() const noexcept { return errc_name(code_); }
 
  private:
+  // what() is a C string: a message quoting a value that holds a NUL byte would end there,
+  // losing what is wrong and why. Each NUL is written \x00.
+  static std::string visible(const std::string& message);
   Errc code_;
 };
 
