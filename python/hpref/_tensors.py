@@ -9,7 +9,9 @@ there. :func:`torch_dtypes` gives the SPEC 1.3 names a given release has."""
 from __future__ import annotations
 
 import functools
+import re
 import sys
+import warnings
 from typing import Any, FrozenSet, NamedTuple, Optional, Tuple
 
 from . import _core
@@ -45,11 +47,14 @@ _ADDED_IN = {"float8_e4m3fn": (2, 1), "float8_e5m2": (2, 1), "bits8": (2, 1), "b
 
 
 def _version_tuple(version: str) -> Tuple[int, int]:
-    parts = version.split("+")[0].split(".")
-    try:
-        return int(parts[0]), int("".join(c for c in parts[1] if c.isdigit()) or 0)
-    except (IndexError, ValueError):
-        raise ValueError(f"torch_version must look like '2.13' or '1.13.0', got {version!r}") from None
+    """(major, minor) of a torch version: "2.13", "1.13.1+cu117", "2.1.0a0", "2.1rc1" (the
+    minor's digits up to the first other character: "2.1rc1" is 2.1, not 2.11)."""
+    if not isinstance(version, str):
+        raise TypeError(f"torch_version must be a str such as '2.13' or '1.13.0', got {version!r}")
+    m = re.match(r"(\d+)\.(\d+)", version)
+    if m is None:
+        raise ValueError(f"torch_version must look like '2.13' or '1.13.0', got {version!r}")
+    return int(m.group(1)), int(m.group(2))
 
 
 def torch_dtypes(torch_version: Optional[str] = None) -> FrozenSet[str]:
@@ -61,6 +66,8 @@ def torch_dtypes(torch_version: Optional[str] = None) -> FrozenSet[str]:
         if torch is None:
             return frozenset(_core.dtype_names())
         torch_version = torch.__version__
+    elif not isinstance(torch_version, str):
+        _version_tuple(torch_version)  # raises TypeError naming it
     return _dtypes_of(torch_version)
 
 
@@ -241,5 +248,12 @@ def tensor_maker(tensors: str, dtypes: Optional[FrozenSet[str]] = None,
 
 
 def from_raw(raw: RawTensor, tensors: str = "torch") -> Any:
-    """A RawTensor as a torch tensor, numpy array or itself (sharing its bytes)."""
-    return tensor_maker(tensors)(raw.dtype, tuple(raw.shape), memoryview(raw.data).cast("B"))
+    """A RawTensor as a torch tensor, numpy array or itself (sharing its bytes). Read-only
+    bytes (a caller's ``bytes``, read as an oracle input) make a torch tensor without torch's
+    "buffer is not writable" warning: nothing here writes an input."""
+    data = memoryview(raw.data).cast("B")
+    if data.readonly and tensors == "torch":
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="The given buffer is not writable")
+            return tensor_maker(tensors)(raw.dtype, tuple(raw.shape), data)
+    return tensor_maker(tensors)(raw.dtype, tuple(raw.shape), data)

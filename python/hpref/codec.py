@@ -127,9 +127,16 @@ class KeyClass:
         known = None if self._type is None else self._type()
         if known is not None:
             return known
-        obj: Any = importlib.import_module(self.module)
-        for part in self.qualname.split("."):
-            obj = getattr(obj, part)
+        name = f"{self.module}.{self.qualname}"
+        try:
+            obj: Any = importlib.import_module(self.module)
+            for part in self.qualname.split("."):
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError) as e:
+            raise _from_core("invalid_argument", f"key class {name} cannot be imported ({type(e).__name__}: {e}): "
+                             "its instances are the keys made and read here (key_class=None: hpref.Key)") from e
+        if not isinstance(obj, type):
+            raise _from_core("invalid_argument", f"key class {name} is a {type(obj).__name__}, not a class")
         self._type = weakref.ref(obj)
         return obj
 
@@ -170,10 +177,18 @@ def _default_tensors() -> str:
     return "torch"
 
 
+def _flags(**flags: Any) -> None:
+    """Refuses a flag that is not True or False (``strict=1`` reached the C++ binding as a
+    bare TypeError naming none of the call's parameters)."""
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise _from_core("invalid_argument", f"{name} must be True or False, got {value!r}")
+
+
 def _decode_args(key_class, tensors, torch_version):
     kc = KeyClass.coerce(key_class)
-    tensors = tensors or _default_tensors()
-    dtypes = torch_dtypes(torch_version) if (torch_version or tensors == "torch") else None
+    tensors = _default_tensors() if tensors is None else tensors
+    dtypes = torch_dtypes(torch_version) if (torch_version is not None or tensors == "torch") else None
     make_tensor = tensor_maker(tensors, dtypes, torch_version)
     if kc is None:
         return dict(key_class=DEFAULT_KEY_CLASS, make_tensor=make_tensor, make_key=Key,
@@ -203,6 +218,7 @@ def decode(buffer: Any, *, strict: bool = False,
     ``torch_version``: refuse dtypes that torch release lacks (default: the importable
     torch's, when tensors are torch tensors). Raises :class:`hpref.Error` naming the kind."""
     a = _decode_args(key_class, tensors, torch_version)
+    _flags(strict=strict, copy=copy)
     return _core.decode(buffer, strict=strict, copy=copy, **a)
 
 
@@ -214,9 +230,12 @@ def decode_received(buffer: Any, splits: Sequence[int], *, strict: bool = False,
     order) must sum to its length; each segment is decoded as :func:`decode` does and the
     items merged into a dict; a key that arrives twice is refused naming the key (the
     original raises ValueError). Same options as :func:`decode`."""
+    if isinstance(splits, (str, bytes)) or not hasattr(splits, "__iter__"):
+        raise _from_core("invalid_argument", f"splits must be a sequence of byte counts, got {splits!r}")
     splits = [_checked_int(f"splits[{i}]", s, "invalid_argument", 0, 1 << 63)
               for i, s in enumerate(splits)]
     a = _decode_args(key_class, tensors, torch_version)
+    _flags(strict=strict, copy=copy)
     return dict(_core.decode_received(buffer, splits, strict=strict, copy=copy, **a))
 
 
@@ -228,6 +247,7 @@ def inspect(buffer: Any, *, strict: bool = False,
     first, so a bad segment raises its error; a view longer than ``max_output_bytes`` is
     refused (``output_limit``)."""
     limit = _checked_int("max_output_bytes", max_output_bytes, "invalid_argument", 0, 1 << 64)
+    _flags(strict=strict)
     kc = KeyClass.coerce(key_class)
     return _core.inspect(buffer, strict=strict,
                          key_class=DEFAULT_KEY_CLASS if kc is None else kc._core_spec(),

@@ -1097,6 +1097,8 @@ def python_equivalent(err: Union[Error, str]) -> Optional[Type[BaseException]]:
         kind, message = err, None
     else:
         raise TypeError(f"python_equivalent takes an hpref.Error or a kind name, got {err!r}")
+    if message is None and kind not in _EQUIVALENT:  # a misspelt name read as "the original accepts it"
+        raise ValueError(f"python_equivalent: {kind!r} is not an error kind (docs/python.md lists them)")
     default = _EQUIVALENT.get(kind)
     refine = _REFINE.get(kind)
     if message is None or refine is None:

@@ -315,18 +315,21 @@ def run(world_size: int, fn: Callable, *args: Any, seed: int = 1, faults: Sequen
     imported torch). Return values cross back pickled (one that does not unpickle here is
     that rank's error, naming its type and why); an exception in a rank is reported, not
     raised (see :meth:`Result.values`). A bad argument raises at once, naming it and its value:
-    ``ValueError``/``TypeError`` for ``world_size``, ``fn``, ``timeout_s`` and ``trace``
-    (None, a bool or a non-empty path), ``hpref.errors.InvalidArgumentError`` for ``seed``
-    and ``faults``."""
+    ``ValueError``/``TypeError`` for ``world_size``, ``fn``, ``timeout_s``,
+    ``torch_distributed`` (a bool) and ``trace`` (None, a bool or a non-empty path to a file
+    that can be written: checked before any rank runs), ``hpref.errors.InvalidArgumentError``
+    for ``seed`` and ``faults``."""
     if isinstance(world_size, bool) or not isinstance(world_size, int) or not 1 <= world_size <= 64:
         raise ValueError(f"world_size must be an int in 1..64, got {world_size!r}")
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {fn!r}")
+    if not isinstance(torch_distributed, bool):  # "no" was read as True
+        raise TypeError(f"torch_distributed must be True or False, got {torch_distributed!r}")
     timeout_s = _checked_timeout_s(timeout_s)
     if trace is not None and not isinstance(trace, (bool, str, os.PathLike)):
         raise TypeError(f"trace must be None, a bool or a path, got {trace!r}")
-    if isinstance(trace, (str, os.PathLike)) and not os.fspath(trace):
-        raise ValueError("trace: the path is empty")
+    if isinstance(trace, (str, os.PathLike)):
+        _check_trace_path(os.fspath(trace))
     seed = _checked_int("seed", seed, "invalid_argument", 0, 1 << 64)
     faults = _checked_faults(faults)
     setup = _torch_setup if torch_distributed else None
@@ -431,6 +434,22 @@ def _replay_line(world_size: int, fn: Callable, args: tuple, seed: int, faults: 
     if None in reprs:
         line += "  # ...: an argument whose repr is not Python; pass the same value"
     return line
+
+
+def _check_trace_path(path: Any) -> None:
+    """Refuses, before any rank runs, a trace path that cannot be written (the run's result
+    was lost to an OSError after it)."""
+    if not isinstance(path, str):
+        raise TypeError(f"trace must be None, a bool or a str path, got the bytes path {path!r}")
+    if not path:
+        raise ValueError("trace: the path is empty")
+    if os.path.isdir(path):
+        raise ValueError(f"trace: {path!r} is a directory; name a file")
+    where = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(where):
+        raise ValueError(f"trace: {path!r}: no directory {where!r}")
+    if not os.access(path if os.path.exists(path) else where, os.W_OK):
+        raise ValueError(f"trace: {path!r} cannot be written")
 
 
 def _write_trace(path: str, lines: List[str]) -> None:

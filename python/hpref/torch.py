@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import operator
 import os
 import time
 import warnings
@@ -76,7 +77,28 @@ def _timeout_option(value: Any, name: str = "timeout_s") -> float:
         seconds = float(value)
     if seconds is None or not math.isfinite(seconds) or seconds <= 0:
         raise _invalid(name, "a finite number of seconds > 0", value)
+    if seconds > _MAX_TIMEOUT_S:  # torch's timedelta conversion overflowed (at ~1e14) later
+        raise _invalid(name, f"at most {_MAX_TIMEOUT_S} seconds", value)
     return seconds
+
+
+_MAX_TIMEOUT_S = 2**31 - 1  # 68 years
+
+
+def _ranks_option(ranks: Any) -> List[int]:
+    """checked()'s ``ranks``: a sequence of ints (operator.index: not a bool, float or str),
+    sorted; else refused naming the value."""
+    if isinstance(ranks, (str, bytes)) or not hasattr(ranks, "__iter__"):
+        raise _invalid("ranks", "a sequence of global ranks (ints)", ranks)
+    out = []
+    for r in ranks:
+        try:
+            if isinstance(r, bool):
+                raise TypeError
+            out.append(operator.index(r))
+        except TypeError:
+            raise _invalid("ranks", "a sequence of global ranks (ints)", ranks) from None
+    return sorted(out)
 
 
 def _log_dir_option(value: Any, name: str = "log_dir") -> str:
@@ -378,6 +400,8 @@ def checked(group: Any = None, *, ranks: Optional[Sequence[int]] = None, timeout
     its first). The keyword options override :func:`configure`'s for this group, validated
     as it validates them."""
     given = _checked_options(timeout_s, log_dir, check_buffers)
+    if ranks is not None:
+        ranks = _ranks_option(ranks)  # refused before anything is made or counted
     outside = group is _c10d.GroupMember.NON_GROUP_MEMBER
     if ranks is None and group is not None:
         if outside:

@@ -297,17 +297,30 @@ struct KeyMaker {
 nb::object KeyMaker::instance(const nb::object& values) const {
   if (!cls.is_valid()) {
     cls = make.attr("type");
-    if (!PyType_Check(cls.ptr())) throw Error(Errc::internal, "KeyClass.type is not a class");
+    if (!PyType_Check(cls.ptr())) {  // hpref.KeyClass.type refuses a non-class itself, first
+      throw Error(Errc::invalid_argument, "the key class's type is not a class");
+    }
     fields = interned_names(make.attr("fields"));
   }
   static PyObject* no_args = PyTuple_New(0);
+  // A class whose instances pickle's NEWOBJ + BUILD cannot make (builtins.int: no fields to
+  // set) is the caller's mistake, named as such, not a bare AttributeError from here.
+  auto unmakeable = [&] {
+    nb::python_error e;
+    throw Error(Errc::invalid_argument,
+                "key class " + utf8_text(cls.attr("__module__")) + "." +
+                    utf8_text(cls.attr("__qualname__")) +
+                    ": its instances cannot be made as pickle makes them (object.__new__, then "
+                    "each field set): " +
+                    e.what());
+  };
   nb::object obj = nb::steal(
       PyBaseObject_Type.tp_new(reinterpret_cast<PyTypeObject*>(cls.ptr()), no_args, nullptr));
-  if (!obj.is_valid()) throw nb::python_error();
+  if (!obj.is_valid()) unmakeable();
   for (std::size_t i = 0; i < fields.size() && i < arity; ++i) {
     if (PyObject_GenericSetAttr(obj.ptr(), fields[i].ptr(),
                                 PyTuple_GET_ITEM(values.ptr(), static_cast<Py_ssize_t>(i))) != 0) {
-      throw nb::python_error();
+      unmakeable();
     }
   }
   return obj;
@@ -761,8 +774,11 @@ struct KeyFields {
   nb::handle type;                 // None: no key class
   std::vector<nb::object> fields;  // interned field names
 
-  KeyFields(nb::handle key_type, nb::handle names)
-      : type(key_type), fields(interned_names(names)) {}
+  KeyFields(nb::handle key_type, nb::handle names) : type(key_type), fields(interned_names(names)) {
+    default_fields = fields.size() == 2 && utf8_text(fields[0]) == "sample_id" &&
+                     utf8_text(fields[1]) == "position";
+  }
+  bool default_fields = false;  // (sample_id, position): an instance must be a valid SampleKey
 
   // True when reading `key`'s fields runs none of the user's code, so the tensors read in
   // place need not be copied first: `key` is exactly of the key class (isinstance answers
@@ -792,7 +808,18 @@ struct KeyFields {
     std::vector<Value> values;
     values.reserve(fields.size());
     for (const nb::object& f : fields) values.push_back(from(get_attr(key, f.ptr()), 1));
-    return Value::tuple(std::move(values));
+    Value tuple = Value::tuple(std::move(values));
+    if (default_fields && !SampleKey::from_value(tuple)) {
+      // The encoder writes only valid SampleKeys in the class's pattern (SPEC 1.4): this
+      // instance reached the receiver as a plain tuple, which its items[K(...)] misses.
+      throw Error(Errc::invalid_sample_key,
+                  "an instance of the key class " + utf8_text(type.attr("__qualname__")) +
+                      " with sample_id " + repr_text(get_attr(key, fields[0].ptr())) +
+                      " and position " + repr_text(get_attr(key, fields[1].ptr())) +
+                      " is not a SampleKey (SPEC 1.4: sample_id a non-negative int or a "
+                      "non-empty str, position a non-negative int), so it has no key-class form");
+    }
+    return tuple;
   }
 };
 
@@ -924,6 +951,19 @@ Tensor tensor_from_python(nb::handle raw) {
 
 void bind_codec(nb::module_& m) {
   m.def(
+      "raw_tensor_checked",
+      [](nb::handle raw) {
+        Tensor t = tensor_from_python(raw);
+        std::string_view name = dtype_name(t.dtype());
+        nb::list shape;
+        for (std::int64_t d : t.shape()) shape.append(d);
+        return nb::make_tuple(nb::str(name.data(), name.size()), nb::tuple(shape));
+      },
+      nb::arg("raw"),
+      "A caller's RawTensor checked as encode checks it (SPEC 1.3 dtype name, aliases "
+      "included; dims >= 0; data a C-contiguous buffer of exactly numel x element size "
+      "bytes): its canonical dtype name and shape, or the error encode raises.");
+  m.def(
       "decode",
       [](nb::handle buffer, bool strict, nb::object key_class, nb::handle make_tensor,
          nb::object make_key, std::size_t key_arity, bool sample_key_rule, bool copy) {
@@ -936,8 +976,9 @@ void bind_codec(nb::module_& m) {
         }
         return items_to_python(items, a.keys, make_tensor, data);
       },
-      nb::arg("buffer"), nb::arg("strict"), nb::arg("key_class").none(), nb::arg("make_tensor"),
-      nb::arg("make_key").none(), nb::arg("key_arity"), nb::arg("sample_key_rule"), nb::arg("copy"),
+      nb::arg("buffer").none(), nb::arg("strict"), nb::arg("key_class").none(),
+      nb::arg("make_tensor"), nb::arg("make_key").none(), nb::arg("key_arity"),
+      nb::arg("sample_key_rule"), nb::arg("copy"),
       "Decodes one HPB1 payload segment (SPEC 2) into a list of (key, value) pairs.");
 
   m.def(
@@ -954,7 +995,7 @@ void bind_codec(nb::module_& m) {
         }
         return items_to_python(items, a.keys, make_tensor, data);
       },
-      nb::arg("buffer"), nb::arg("splits"), nb::arg("strict"), nb::arg("key_class").none(),
+      nb::arg("buffer").none(), nb::arg("splits"), nb::arg("strict"), nb::arg("key_class").none(),
       nb::arg("make_tensor"), nb::arg("make_key").none(), nb::arg("key_arity"),
       nb::arg("sample_key_rule"), nb::arg("copy"),
       "Splits a received buffer by `splits`, decodes each segment and merges the items "
@@ -1040,7 +1081,7 @@ void bind_codec(nb::module_& m) {
         nb::gil_scoped_release release;
         return inspect_segment(data.span(), options, max_output_bytes);
       },
-      nb::arg("buffer"), nb::arg("strict"), nb::arg("key_class").none(),
+      nb::arg("buffer").none(), nb::arg("strict"), nb::arg("key_class").none(),
       nb::arg("max_output_bytes"), "The inspect view of a segment (hpref frame inspect's text).");
 
   m.def(

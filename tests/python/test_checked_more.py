@@ -74,6 +74,8 @@ def init_one(backend="hpref_checked"):
     ({"timeout_s": True}, "timeout_s must be a finite number of seconds > 0, got True"),
     ({"timeout_s": 0}, "timeout_s must be a finite number of seconds > 0, got 0"),
     ({"timeout_s": "5"}, "timeout_s must be a finite number of seconds > 0, got '5'"),
+    # Accepted, then a bare OverflowError from torch's timedelta conversion at the next group.
+    ({"timeout_s": 1e300}, "timeout_s must be at most 2147483647 seconds, got 1e+300"),
     ({"log_dir": 123}, "log_dir must be a directory (a non-empty str or os.PathLike), got 123"),
     ({"log_dir": ""}, "log_dir must be a directory (a non-empty str or os.PathLike), got ''"),
     ({"check_buffers": 1}, "check_buffers must be True, False or 'all', got 1"),
@@ -90,6 +92,17 @@ def test_options_outside_their_values_are_refused_naming_option_and_value(one, k
     assert "original" not in ht._ENABLED
     with pytest.raises(InvalidArgumentError, match=re.escape(want)):
         ht.checked(**kwargs)  # refused before it looks for a group
+
+
+@pytest.mark.parametrize("ranks", [[0.9], "0", [True], 5, [None]])
+def test_checked_ranks_must_be_ints(one, ranks):
+    # [0.9] made a group of rank 0 (int() truncated it), "12" the ranks [1, 2].
+    init_one()
+    before = ht._RUNS["count"]
+    with pytest.raises(InvalidArgumentError) as got:
+        ht.checked(ranks=ranks)
+    assert str(got.value) == f"ranks must be a sequence of global ranks (ints), got {ranks!r}"
+    assert ht._RUNS["count"] == before  # refused before anything is made or counted
 
 
 @pytest.mark.parametrize("var, value, want", [

@@ -336,8 +336,9 @@ def item_lists(draw):
 
 
 # A key-class instance's field values: a SampleKey's (sample_id an int >= 0 or a non-empty
-# str, position an int >= 0), and with `bad`, sometimes not (then it is written as the tuple
-# of its values, or refused when that tuple is no hashable Value).
+# str, position an int >= 0), and with `bad`, sometimes not (then it is refused: a field that
+# is no Value for its reason, else invalid_sample_key; until 2026-12-03 such an instance was
+# written as the plain tuple of its values).
 _ID, _POSITION = st.one_of(st.integers(0, 2 ** 63 - 1), st.text(min_size=1, max_size=4)), \
     st.integers(0, 2 ** 63 - 1)
 _NOT_A_FIELD = st.sampled_from([-1, "", True, 1.5, None, (1, 2), 2 ** 64, "\ud800", [1]])
@@ -377,6 +378,14 @@ def item_key_canon(key, key_class, kinds):
     >= 0) decodes as the key class's instance (hpref.codec.Key without one): "sample_key"."""
     if key_class is not None and isinstance(key, key_class):
         key = (key.sample_id, key.position)
+        mine = set()
+        for field in key:  # each field converted first, as a Value
+            canon(field, mine, 1)
+        if not mine and not _is_sample_key(*key):
+            mine.add("invalid_sample_key")  # no key-class form (SPEC 1.4)
+        if mine:
+            kinds |= mine
+            return None
     c = canon(key, kinds, 0, as_key=True)
     if isinstance(key, tuple) and len(key) == 2 and _is_sample_key(*key):
         return ("sample_key", c[1])
@@ -550,7 +559,8 @@ KIND_OF = {hpref.errors.UnencodableValueError: "unencodable_value",
            hpref.errors.DepthLimitError: "depth_limit",
            hpref.errors.InvalidTensorError: "invalid_tensor",
            hpref.errors.UnsupportedDtypeError: "unsupported_dtype",
-           hpref.errors.UnhashableKeyError: "unhashable_key"}
+           hpref.errors.UnhashableKeyError: "unhashable_key",
+           hpref.errors.InvalidSampleKeyError: "invalid_sample_key"}
 
 
 # ---- the property --------------------------------------------------------------------------
@@ -660,6 +670,8 @@ def test_the_model_is_not_the_encoder():
     # SPEC 1.4: an instance stands for its field values; a SampleKey decodes as the class
     assert expect([(fuzz_keys.Key(3, 0), 1)], fuzz_keys.Key)[0][0][0] == \
         ("sample_key", [("int", 3), ("int", 0)])
-    assert expect([(fuzz_keys.Key(-3, 0), 1)], fuzz_keys.Key)[0][0][0] == \
-        ("tuple", [("int", -3), ("int", 0)])
-    assert expect([(fuzz_keys.Key([1], 0), 1)], fuzz_keys.Key)[1] == {"unhashable_key"}
+    # one that is no SampleKey has no key-class form (until 2026-12-03 it was written as the
+    # plain tuple, and one holding a list refused as unhashable)
+    assert expect([(fuzz_keys.Key(-3, 0), 1)], fuzz_keys.Key)[1] == {"invalid_sample_key"}
+    assert expect([(fuzz_keys.Key([1], 0), 1)], fuzz_keys.Key)[1] == {"invalid_sample_key"}
+    assert expect([(fuzz_keys.Key(2 ** 64, 0), 1)], fuzz_keys.Key)[1] == {"invalid_argument"}
