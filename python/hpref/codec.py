@@ -274,6 +274,9 @@ def encode(items: Any, *, key_class: Union[None, str, type, KeyClass] = None) ->
         # {key: value} (what decode_received gives): its pairs. Iterating it would give the
         # keys alone, and a 2-tuple key would be read as a (key, value) pair.
         items = list(items.items())
+    elif isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
+        raise _from_core("invalid_argument", "items must be a sequence of (key, value) pairs or a mapping, "
+                                             f"got {items!r:.80}")
     return _core.encode(items if isinstance(items, (list, tuple)) else list(items),
                         key_class=None if kc is None else kc._core_spec(),
                         raw_type=RawTensor, convert=_convert_value,

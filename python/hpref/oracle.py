@@ -130,6 +130,8 @@ def dispatch_backward(output_grads: Sequence[Any], routes: Sequence[Any], dim: i
     ``oracle_mismatch`` for gradients whose rows, row shape or dtype do not fit the routes,
     ``unsupported_arithmetic`` for dtypes without addition (quantized, float8, bits)."""
     kind = _output_kind(tensors)
+    if isinstance(output_grads, (str, bytes)) or not hasattr(output_grads, "__iter__"):
+        raise TypeError(f"output_grads must be a sequence of tensors (one per rank), got {output_grads!r:.80}")
     grads = [_array(g, f"output_grads[{i}]") for i, g in enumerate(output_grads)]
     axes = [_axis(dim, g.ndim, f"output_grads[{i}]") for i, g in enumerate(grads)]
     raws = [_to_axis0(g, a) for g, a in zip(grads, axes)]

@@ -497,6 +497,8 @@ def enable(backends: Union[str, Sequence[str]] = ("gloo",), *, timeout_s: Option
     refused at once, naming it."""
     if isinstance(backends, (str, bytes)):
         backends = (backends.decode() if isinstance(backends, bytes) else backends,)
+    elif not hasattr(backends, "__iter__"):
+        raise _invalid("backends", 'a library name or a sequence of them ("gloo", "nccl")', backends)
     names = {str(b).strip().lower() for b in backends}
     for n in sorted(names):
         if n in (BACKEND, BACKEND_NCCL):

@@ -65,6 +65,14 @@ def test_codec_arguments(call, kind, message):
     assert str(e.value).startswith(message), str(e.value)
 
 
+@pytest.mark.parametrize("items", [None, 5, "ab"])
+def test_encode_items_must_be_pairs_or_a_mapping(items):
+    # A bare TypeError ("'NoneType' object is not iterable") naming no parameter.
+    with pytest.raises(hpref.errors.InvalidArgumentError,
+                       match="items must be a sequence of \\(key, value\\) pairs or a mapping, got "):
+        codec.encode(items)
+
+
 def test_a_release_candidate_version_is_its_release():
     # "2.1rc1" was read as 2.11 (every digit of the minor part): all 28 dtypes.
     assert codec.torch_dtypes("2.1rc1") == codec.torch_dtypes("2.1") == codec.torch_dtypes("2.1.0a0+git1")
@@ -144,6 +152,20 @@ def test_oracle_takes_dtype_aliases():
     by_alias = oracle.dispatch_forward(hpref.RawTensor("long", (8,), data), PLAN, tensors="numpy")
     by_name = oracle.dispatch_forward(hpref.RawTensor("int64", (8,), data), PLAN, tensors="numpy")
     assert len(by_alias) == len(PLAN) and [a.tolist() for a in by_alias] == [b.tolist() for b in by_name]
+
+
+def test_oracle_gradients_must_be_a_sequence():
+    with pytest.raises(TypeError, match="output_grads must be a sequence of tensors \\(one per rank\\), got None"):
+        oracle.dispatch_backward(None, PLAN)
+
+
+@pytest.mark.parametrize("backends", [None, 5])
+def test_checked_mode_backends_must_be_names(backends):
+    ht = pytest.importorskip("hpref.torch", reason="hpref.torch needs torch.distributed")
+    with pytest.raises(hpref.errors.InvalidArgumentError) as e:
+        ht.enable(backends)
+    assert str(e.value) == f'backends must be a library name or a sequence of them ("gloo", "nccl"), got {backends!r}'
+    assert "original" not in ht._ENABLED
 
 
 def test_oracle_reads_bytes_without_torch_warning():
