@@ -311,6 +311,9 @@ def _dtype_name(dtype: Any) -> str:
 
 def _field_tuples(layout: Union[BatchLayout, Sequence[Any]]):
     fields = layout.fields if isinstance(layout, BatchLayout) else layout
+    if isinstance(fields, (str, bytes)) or not hasattr(fields, "__iter__"):
+        raise _from_core("batch_spec", "a layout is a BatchLayout or a sequence of Field(name, dtype, "
+                                       f"placement, dims), got {fields!r:.80}")
     out = []
     for f in fields:
         f = Field(*f)
@@ -326,6 +329,9 @@ def _field_tuples(layout: Union[BatchLayout, Sequence[Any]]):
         if isinstance(f.dims, str):
             raise _from_core("batch_spec", f"batch field {f.name!r} has dims given as the str "
                              f"{f.dims!r}: give a tuple of ints and symbol names")
+        if not isinstance(f.dims, (tuple, list)):
+            raise _from_core("batch_spec", f"batch field {f.name!r}: dims must be a tuple of ints and "
+                             f"symbol names, got {f.dims!r:.80}")
         for i, d in enumerate(f.dims):
             if isinstance(d, str) and not _is_utf8(d):
                 raise _from_core("batch_spec", f"batch field {f.name!r} dim {i}: the symbol "
@@ -340,6 +346,8 @@ def _field_tuples(layout: Union[BatchLayout, Sequence[Any]]):
 def _int64s(what: str, values: Any, kind: str) -> list:
     """`values` as a list of int64 (ints, numpy or torch integer scalars), or the error
     `kind` naming the first that is not one."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise _from_core(kind, f"{what} must be a sequence of int64, got {values!r:.80}")
     return [_checked_int(f"{what}[{i}]", v, kind, -1 << 63, 1 << 63) for i, v in enumerate(values)]
 
 
@@ -348,7 +356,7 @@ def batch_layout(fields: Iterable[Any]) -> BatchLayout:
     ``(name, dtype, placement, dims)``). Errors ``batch_spec`` for an empty or repeated
     name, a negative fixed dim, an empty symbol or a placement other than cpu/accelerator,
     ``unsupported_dtype`` for an unknown dtype."""
-    specs = _field_tuples(list(fields))
+    specs = _field_tuples(fields)
     d = _core.batch_layout(specs)
     # Each dtype by its canonical name, as the canonical text writes it (SPEC 1.3: "half"
     # is float16).

@@ -122,6 +122,21 @@ def test_python_equivalent_of_a_misspelt_kind_raises():
     assert hpref.python_equivalent("frame_size_mismatch") is ValueError
 
 
+# ---- planning -------------------------------------------------------------------------------
+
+def test_planning_layouts_and_headers_must_be_sequences():
+    # Bare TypeErrors ("'NoneType' object is not iterable") naming no parameter.
+    from hpref import planning
+    with pytest.raises(hpref.errors.BatchSpecError, match="a layout is a BatchLayout or a sequence of Field"):
+        planning.batch_layout(None)
+    with pytest.raises(hpref.errors.BatchSpecError,
+                       match="batch field 'x': dims must be a tuple of ints and symbol names, got None"):
+        planning.batch_layout([("x", "float32", "cpu", None)])
+    layout = planning.batch_layout(iter([("x", "float32", "cpu", ("B",))]))  # any iterable, read once
+    with pytest.raises(hpref.errors.BatchHeaderError, match="header must be a sequence of int64, got None"):
+        planning.header_status(layout, None)
+
+
 # ---- oracle ---------------------------------------------------------------------------------
 
 PLAN = routes.plan_all("sliding_window", (0, 5, 8), 2, 4, 2)
