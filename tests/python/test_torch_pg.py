@@ -14,6 +14,7 @@ nccl, hccl and the default name, and the refusals; each check is one pytest case
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import time
 from datetime import timedelta
@@ -1041,3 +1042,211 @@ def test_all_gather_object_sends_the_same_bytes_every_run():
     assert all(r.ok for r in runs)
     assert runs[0].values()[0] == ["x" * (50 * i + 1) for i in range(WORLD)]
     assert len({r.trace_hash for r in runs}) == 1, [r.trace_hash for r in runs]
+
+
+# ---- gaps a mutation sample of _torch_pg.py found (2026-12-03): each test kills a mutant ----
+# that every test before it let live (the comment names it: S staging, A address helpers, R
+# split counts, W works, O operations).
+
+# S4 / S12: the index named for a changed piece of an all_to_all list mixing staged and memcpy'd pieces
+def _mixed_change(rank, which):
+    ins = [torch.arange(4.0), (torch.arange(8.0) + 10)[::2], torch.arange(4.0) + 20]  # piece 1 not contiguous
+    outs = [torch.zeros(4) for _ in range(3)]
+    work = dist.all_to_all(outs, ins, async_op=True)
+    if rank == 1:
+        ins[which][1] = -1.0
+    try:
+        work.wait()
+    except CommBufferMutatedError as e:
+        return str(e)
+    return None
+
+
+@pytest.mark.parametrize("which", [1, 2])
+def test_changed_piece_named_by_its_list_index(which):
+    sim = pytest.importorskip("hpref.sim", reason="hpref.sim (the simulator binding) is not built")
+    result = sim.run(3, _mixed_change, which, seed=1, timeout_s=20)
+    assert f"rank 1 changed input tensor {which} between" in result.values()[1], result
+
+
+# S6: staged (non-contiguous) send tensors changed before wait(), per operation
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+@pytest.mark.parametrize("op", ["all_gather", "all_gather_into_tensor", "broadcast", "all_to_all_single"])
+def test_staged_send_tensor_changed_is_refused(loop, op):
+    src = torch.arange(16.0).reshape(4, 4).t()
+    calls = {"all_gather": lambda: dist.all_gather([torch.zeros(4, 4)], src, async_op=True),
+             "all_gather_into_tensor": lambda: dist.all_gather_into_tensor(torch.zeros(4, 4), src, async_op=True),
+             "broadcast": lambda: dist.broadcast(src, src=0, async_op=True),
+             "all_to_all_single": lambda: dist.all_to_all_single(torch.zeros(4, 4), src, async_op=True)}
+    work = calls[op]()
+    src[0, 1] = -1.0
+    with pytest.raises(CommBufferMutatedError, match="input tensor 0"):
+        work.wait()
+
+
+# S8: all_reduce of a non-contiguous tensor changed before wait()
+def test_staged_all_reduce_tensor_changed_is_refused(loop):
+    t = torch.arange(8.0)[::2]
+    work = dist.all_reduce(t, async_op=True)
+    t[0] = 9.0
+    with pytest.raises(CommBufferMutatedError):
+        work.wait()
+
+
+# A2: _extent's last element; an output overlapping only a strided input's last element
+def test_extent_covers_the_last_element(loop):
+    buf = torch.arange(10.0)
+    p = buf.data_ptr()
+    assert _torch_pg._extent(buf[0:8:2]) == (p, p + 28)
+    out, inp = buf[6:10], buf[0:8:2]
+    dist.all_to_all_single(out, inp)
+    assert out.tolist() == [0.0, 2.0, 4.0, 6.0]
+
+
+# A3: memory that only touches is not shared
+def test_touching_tensors_do_not_share_memory():
+    buf = torch.arange(8.0)
+    assert not _torch_pg._share_memory(buf[4:8], buf[0:4])
+    assert not _torch_pg._share_memory(buf[0:4], buf[4:8])
+
+
+# R1-R4: split refusals, before anything moves
+def _bad_splits(rank, case):
+    calls = {"uneven": lambda: dist.all_to_all_single(torch.zeros(3), torch.zeros(3)),
+             "negative": lambda: dist.all_to_all_single(torch.zeros(2), torch.zeros(2), [3, -1], [3, -1]),
+             "length": lambda: dist.all_to_all_single(torch.zeros(2), torch.zeros(2), [1, 1, 0], [1, 1, 0]),
+             "sum": lambda: dist.all_to_all_single(torch.zeros(4), torch.zeros(4), [1, 1], [1, 1])}
+    try:
+        calls[case]()
+    except CommUsageError as e:
+        return str(e)
+    return "not refused"
+
+
+@pytest.mark.parametrize("case, text", [("uneven", "do not split evenly"), ("negative", "non-negative"),
+                                        ("length", "must be 2"), ("sum", "summing to 4")])
+def test_bad_splits_are_refused(case, text):
+    sim = pytest.importorskip("hpref.sim", reason="hpref.sim (the simulator binding) is not built")
+    result = sim.run(2, _bad_splits, case, seed=1, timeout_s=20)
+    assert result.ok, result
+    assert all(text in v for v in result.values()), result.values()
+
+
+# W8: exactly _DROPPED_NAMED dropped works: named, not counted
+def _dropped_four(rank):
+    works = [dist.all_reduce(torch.ones(1), async_op=True) for _ in range(4)]
+    return len(works)
+
+
+def test_four_dropped_works_are_named_not_counted():
+    sim = pytest.importorskip("hpref.sim", reason="hpref.sim (the simulator binding) is not built")
+    result = sim.run(2, _dropped_four, seed=1, timeout_s=30)
+    for r in result.ranks:
+        assert r.error_type == "CommUsageError" and "more" not in r.message.split(": dropped")[0], r.message
+
+
+# W12: dropped works on two groups: grouped by group, then sequence number
+def _dropped_two_groups(rank):
+    sub = dist.new_group([0, 1])
+    works = [dist.all_reduce(torch.ones(1), async_op=True), dist.all_reduce(torch.ones(1), async_op=True),
+             dist.all_reduce(torch.ones(1), group=sub, async_op=True)]
+    return len(works)
+
+
+def test_dropped_works_on_two_groups_are_named_group_by_group():
+    sim = pytest.importorskip("hpref.sim", reason="hpref.sim (the simulator binding) is not built")
+    result = sim.run(2, _dropped_two_groups, seed=1, timeout_s=30)
+    for r in result.ranks:
+        head = r.message.split(": dropped")[0]
+        assert head.index(" seq 1 ") < head.index("group 1 "), head
+
+
+# O1 (and every operation's _report_dropped): found at the next operation, whichever it is
+def _dropped_then(rank, nxt):
+    t = torch.ones(4) * (rank + 1)
+    dist.all_reduce(t, async_op=True)
+    x = torch.ones(2)
+    {"all_reduce": lambda: dist.all_reduce(x), "broadcast": lambda: dist.broadcast(x, src=0),
+     "all_gather": lambda: dist.all_gather([torch.zeros(2), torch.zeros(2)], x),
+     "all_gather_into_tensor": lambda: dist.all_gather_into_tensor(torch.zeros(4), x),
+     "all_to_all_single": lambda: dist.all_to_all_single(torch.zeros(2), x),
+     "all_to_all": lambda: dist.all_to_all([torch.zeros(1), torch.zeros(1)], [torch.ones(1), torch.ones(1)])}[nxt]()
+    return "went on"
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+@pytest.mark.parametrize("nxt", ["all_reduce", "broadcast", "all_gather", "all_gather_into_tensor",
+                                 "all_to_all_single", "all_to_all"])
+def test_a_dropped_work_is_named_at_any_next_operation(nxt):
+    sim = pytest.importorskip("hpref.sim", reason="hpref.sim (the simulator binding) is not built")
+    result = sim.run(2, _dropped_then, nxt, seed=1, timeout_s=20)
+    for r in result.ranks:
+        assert r.error_type == "CommUsageError" and r.message.endswith("(found at this rank's next operation)"), r
+
+
+# O3: a root rank past the group refused by name (the process group called directly)
+def test_broadcast_root_past_the_group_is_refused(loop):
+    opts = dist.BroadcastOptions()
+    opts.rootRank = 1
+    with pytest.raises(CommUsageError, match="root rank 1"):
+        dist.group.WORLD.broadcast([torch.ones(2)], opts)
+
+
+# O4: all_gather outputs of another byte size
+def test_all_gather_outputs_of_another_size_are_refused(loop):
+    with pytest.raises(CommUsageError, match="of 8 bytes each expected"):
+        dist.all_gather([torch.zeros(3)], torch.zeros(2))
+
+
+# O5: all_gather_into_tensor whose output overlaps its input
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_gather_into_an_output_overlapping_the_input_is_staged(recording):
+    buf = torch.arange(8.0)
+    out, inp = buf[2:6], buf[0:4]
+    dist.all_gather_into_tensor(out, inp)
+    assert out.tolist() == [0.0, 1.0, 2.0, 3.0]
+    (sent, received), = recording.handed
+    assert not (sent[0] < received[0] + received[1] and received[0] < sent[0] + sent[1]), (sent, received)
+
+
+# O2: the broadcast root only reads its tensor: an expand()ed root tensor is taken
+def test_an_expanded_root_tensor_is_broadcast(loop):
+    dist.broadcast(torch.tensor([1.0]).expand(4), src=0)
+
+
+# W3 / W10: a communicator whose works can be polled (is_completed only); a dropped work
+# completed at the next wait, its copies made
+class PolledWork(LoopbackWork):
+    ready = False
+
+    def is_completed(self):
+        return PolledWork.ready
+
+
+class PolledComm(LoopbackComm):
+    def all_to_all_v(self, group, in_addr, in_counts, out_addr, out_counts, space="host"):
+        w = super().all_to_all_v(group, in_addr, in_counts, out_addr, out_counts, space)
+        p = PolledWork.__new__(PolledWork)
+        p.__dict__.update(w.__dict__)
+        return p
+
+    def barrier(self, group):
+        return PolledWork()
+
+
+@pytest.fixture
+def polled():
+    PolledWork.ready = False
+    yield from _installed(PolledComm())
+
+
+def test_a_dropped_polled_work_is_finished_at_the_next_wait(polled):
+    src = torch.arange(16.0).reshape(4, 4)
+    out = torch.zeros(4, 4).t()  # not contiguous: staged, copied in when completed
+    work = dist.all_to_all_single(out, src, async_op=True)
+    later = dist.barrier(async_op=True)
+    del work
+    gc.collect()
+    PolledWork.ready = True
+    later.wait()
+    assert torch.equal(out, src)
