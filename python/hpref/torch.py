@@ -403,6 +403,8 @@ def checked(group: Any = None, *, ranks: Optional[Sequence[int]] = None, timeout
     if ranks is not None:
         ranks = _ranks_option(ranks)  # refused before anything is made or counted
     outside = group is _c10d.GroupMember.NON_GROUP_MEMBER
+    if group is not None and not outside and not isinstance(group, dist.ProcessGroup):
+        raise _invalid("group", "a torch.distributed process group or None", group)  # was a bare KeyError
     if ranks is None and group is not None:
         if outside:
             raise _from_core("invalid_argument", "checked(group) on a rank outside the group needs ranks= "

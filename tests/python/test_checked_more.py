@@ -94,6 +94,14 @@ def test_options_outside_their_values_are_refused_naming_option_and_value(one, k
         ht.checked(**kwargs)  # refused before it looks for a group
 
 
+def test_checked_group_must_be_a_process_group(one):
+    # checked(group=5) raised a bare KeyError from torch's group tables.
+    init_one()
+    with pytest.raises(InvalidArgumentError) as got:
+        ht.checked(group=5)
+    assert str(got.value) == "group must be a torch.distributed process group or None, got 5"
+
+
 @pytest.mark.parametrize("ranks", [[0.9], "0", [True], 5, [None]])
 def test_checked_ranks_must_be_ints(one, ranks):
     # [0.9] made a group of rank 0 (int() truncated it), "12" the ranks [1, 2].
