@@ -383,7 +383,7 @@ def batch_header(layout: Union[BatchLayout, Sequence[Any]], batch: Optional[Mapp
             raise ValueError("batch_header needs a batch or a status")
         status = _checked_int("status", status, "batch_header", -1 << 63, 1 << 63)
         return tuple(_core.batch_header(specs, None, status))
-    if status not in (None, BATCH):
+    if status is not None and (isinstance(status, bool) or status != BATCH):  # True == 1 was taken
         raise ValueError(f"a header of a batch has status 1, got status={status!r}")
     items = getattr(batch, "items", None)
     if not callable(items):

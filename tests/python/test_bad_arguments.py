@@ -135,6 +135,10 @@ def test_planning_layouts_and_headers_must_be_sequences():
     layout = planning.batch_layout(iter([("x", "float32", "cpu", ("B",))]))  # any iterable, read once
     with pytest.raises(hpref.errors.BatchHeaderError, match="header must be a sequence of int64, got None"):
         planning.header_status(layout, None)
+    # status=True with a batch was taken (True == 1)
+    with pytest.raises(ValueError, match="a header of a batch has status 1, got status=True"):
+        planning.batch_header(layout, {"x": np.zeros(2, np.float32)}, status=True)
+    assert planning.batch_header(layout, {"x": np.zeros(2, np.float32)}, status=1) == (1, 2)
 
 
 # ---- oracle ---------------------------------------------------------------------------------
