@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import collections
 import functools
-import math
+import itertools
 import sys
 import time
 import warnings
@@ -187,9 +187,11 @@ class _Staging:
         self.checks: List[Tuple[int, torch.Tensor, torch.Tensor]] = []
         self.copies: List[Tuple[torch.Tensor, torch.Tensor]] = []
         # Host pieces: (index, the caller's address, the staged copy's, bytes) compared at
-        # wait(); (the caller's address, the staged buffer's, bytes) copied back.
+        # wait(); (the caller's tensor, the staged buffer's address, bytes) copied back - the
+        # tensor itself held, as a torch copy holds it: a dropped work completed later writes
+        # it then (a freed tensor's address was written into, a crash, until 2026-12-03).
         self.host_checks: List[Tuple[int, int, int, int]] = []
-        self.host_copies: List[Tuple[int, int, int]] = []
+        self.host_copies: List[Tuple[torch.Tensor, int, int]] = []
         self.check = check
 
     def _checked(self, t: torch.Tensor) -> bool:
@@ -217,7 +219,12 @@ class _Staging:
         for dst, src in self.copies:
             _write_bytes(dst, src.reshape(-1).view(torch.uint8))
         if self.host_copies:
-            _core.copy_pieces(*zip(*self.host_copies))
+            dsts = [t for t, _, _ in self.host_copies]
+            _core.copy_pieces([t.data_ptr() for t in dsts], [a for _, a, _ in self.host_copies],
+                              [n for _, _, n in self.host_copies])
+            # As torch's copy_ does (and gloo's copy into list outputs): autograd's in-place
+            # check sees them written.
+            _increment_version(dsts)
 
     def send(self, t: torch.Tensor, index: int = 0) -> torch.Tensor:
         if t.is_contiguous():
@@ -243,7 +250,7 @@ class _Staging:
         if inout and self._checked(t):
             self.checks.append((0, t, staged.clone()))
         if _host(t, staged):  # contiguous, received apart from the operation's input
-            self.host_copies.append((t.data_ptr(), staged.data_ptr(), _nbytes(t)))
+            self.host_copies.append((t, staged.data_ptr(), _nbytes(t)))
         else:
             self.copies.append((t, staged))
         return staged
@@ -295,7 +302,7 @@ class _Staging:
         base, offset = buf.data_ptr(), 0
         for t, n in zip(tensors, counts):
             if _host(t, buf):
-                self.host_copies.append((t.data_ptr(), base + offset, n))
+                self.host_copies.append((t, base + offset, n))
             else:
                 self.copies.append((t, buf[offset:offset + n]))
             offset += n
@@ -305,14 +312,20 @@ class _Staging:
 
 def _host(t: torch.Tensor, staged: torch.Tensor) -> bool:
     """Whether ``t`` and its staged buffer are contiguous host memory (staged, compared and
-    copied back by ``_core``'s memcpy/memcmp)."""
-    return t.is_cpu and staged.is_cpu and t.is_contiguous()
+    copied back by ``_core``'s memcpy/memcmp), on a torch that can mark a tensor written
+    (torch 1.13 cannot: its pieces keep torch's copies)."""
+    return _increment_version is not None and t.is_cpu and staged.is_cpu and t.is_contiguous()
 
 
-# The simulator's works dropped unwaited (HprefWork.__del__): ((group id, sequence number),
-# "op on group ...") each, reported by the rank's next operation in launch order (a list is
-# freed from its end). Appended from __del__ (a deque's append is atomic).
-_DROPPED: Deque[Tuple[Tuple[float, int], str]] = collections.deque()
+# torch.autograd.graph.increment_version (torch 2.x): marks tensors written in place.
+_increment_version = getattr(getattr(torch.autograd, "graph", None), "increment_version", None)
+
+
+# The simulator's works dropped unwaited (HprefWork.__del__): (launch number, "op on group
+# ...") each, reported by the rank's next operation in launch order (a list is freed from its
+# end). Appended from __del__ (a deque's append is atomic).
+_DROPPED: Deque[Tuple[int, str]] = collections.deque()
+_LAUNCHES = itertools.count()  # this process's works, numbered as they are made
 _DROPPED_NAMED = 4  # how many a message names
 
 
@@ -364,6 +377,7 @@ class HprefWork(dist.distributed_c10d.Work):
         rank's world rank, for messages."""
         super().__init__()
         self._op, self._where_of, self._rank = op, where, rank
+        self._launch = next(_LAUNCHES)
         self._comm_work = comm_work
         self._staging: Optional[_Staging] = staging
         self._result = list(result)
@@ -391,9 +405,7 @@ class HprefWork(dist.distributed_c10d.Work):
             # The simulator's: it moves bytes inside wait() only, so the outputs are never
             # written; said at this rank's next operation (_report_dropped).
             try:
-                where = self._where_of  # a coalesced call's whole is a text: named after the others
-                order = (math.inf, 0) if isinstance(where, str) else (where[0][0], where[2])
-                _DROPPED.append((order, f"{self._op} on {self._where}"))
+                _DROPPED.append((self._launch, f"{self._op} on {self._where}"))
             except Exception:  # noqa: BLE001 - interpreter teardown: the module is gone
                 pass
             return

@@ -1148,17 +1148,20 @@ def test_four_dropped_works_are_named_not_counted():
 # W12: dropped works on two groups: grouped by group, then sequence number
 def _dropped_two_groups(rank):
     sub = dist.new_group([0, 1])
-    works = [dist.all_reduce(torch.ones(1), async_op=True), dist.all_reduce(torch.ones(1), async_op=True),
-             dist.all_reduce(torch.ones(1), group=sub, async_op=True)]
+    works = [dist.all_reduce(torch.ones(1), group=sub, async_op=True) for _ in range(3)]
+    works += [dist.all_reduce(torch.ones(1), async_op=True) for _ in range(3)]
     return len(works)
 
 
-def test_dropped_works_on_two_groups_are_named_group_by_group():
+def test_dropped_works_on_two_groups_are_named_in_launch_order():
+    # Three on group 1, then three on group 0: the first four launched are named (they were
+    # sorted by group, then seq: group 0's three came first).
     sim = pytest.importorskip("hpref.sim", reason="hpref.sim (the simulator binding) is not built")
     result = sim.run(2, _dropped_two_groups, seed=1, timeout_s=30)
+    named = [f"all_reduce on group 1 seq {i} [0, 1] (gloo)" for i in range(3)] + \
+        ["all_reduce on group 0 seq 0 [0, 1] (gloo)"]
     for r in result.ranks:
-        head = r.message.split(": dropped")[0]
-        assert head.index(" seq 1 ") < head.index("group 1 "), head
+        assert r.message.startswith("; ".join(named) + "; and 2 more (6 works): dropped"), r.message
 
 
 # O1 (and every operation's _report_dropped): found at the next operation, whichever it is
@@ -1250,3 +1253,73 @@ def test_a_dropped_polled_work_is_finished_at_the_next_wait(polled):
     PolledWork.ready = True
     later.wait()
     assert torch.equal(out, src)
+
+
+# ---- found by a review of the memcpy staging (2026-12-03) ---------------------------------
+
+class PairedGather(LoopbackComm):
+    """Rank 0 of a world of two whose peer sends what rank 0 sends: all_gather writes the
+    send bytes twice; its works say when they are done (PolledWork.ready), as checked
+    groups' do, so a dropped one is completed later, not reported."""
+
+    def size(self):
+        return 2
+
+    def world(self):
+        return CommGroup(0, (0, 1), 0, "loopback", "host")
+
+    def all_gather(self, group, in_addr, in_bytes, out_addr, out_bytes, space="host"):
+        assert out_bytes == 2 * in_bytes
+        work = PolledWork((in_addr, in_bytes), (out_addr, in_bytes))
+        work.twice = out_addr + in_bytes
+        return work
+
+    def barrier(self, group):
+        return PolledWork()
+
+
+@pytest.fixture
+def paired(monkeypatch):
+    PolledWork.ready = False
+    original = PolledWork.wait
+
+    def wait(self):  # the second copy, the peer's
+        done = self.done
+        original(self)
+        if not done and getattr(self, "twice", None):
+            ctypes.memmove(self.twice, self.snapshot, len(self.snapshot))
+    monkeypatch.setattr(PolledWork, "wait", wait)
+    yield from _installed(PairedGather())
+
+
+def test_a_dropped_work_keeps_its_separate_outputs_alive(paired):
+    # The memcpy staging held the outputs' addresses, not the tensors: a dropped work whose
+    # outputs the caller let go wrote into freed memory when it completed (a segfault, or
+    # another tensor's bytes overwritten).
+    import weakref
+    x = torch.full((64,), 7.0)
+    outs = [torch.zeros(64), torch.zeros(64)]  # separate: staged, copied back by memcpy
+    gone = weakref.ref(outs[0])
+    work = dist.all_gather(outs, x, async_op=True)
+    del work, outs
+    gc.collect()
+    assert gone() is not None  # held until the dropped work completes
+    PolledWork.ready = True
+    dist.barrier()  # completes the dropped work: its copies made into the held outputs
+    gc.collect()
+    assert gone() is None  # and then let go
+
+
+def test_separate_outputs_written_by_memcpy_are_marked_written(paired):
+    # torch's copy_ (the staging before the memcpy, and gloo's copy into list outputs) bumps a
+    # tensor's version, so autograd refuses a backward through an output overwritten since
+    # it was saved; the memcpy did not: a silently wrong gradient.
+    x = torch.full((4,), 7.0)
+    w = torch.ones(4, requires_grad=True)
+    outs = [torch.zeros(4), torch.zeros(4)]
+    y = (w * outs[0]).sum()  # outs[0] saved for backward
+    PolledWork.ready = True
+    dist.all_gather(outs, x)
+    assert outs[0].tolist() == outs[1].tolist() == [7.0] * 4
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
