@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import re
 import sys
-import warnings
 from typing import Any, FrozenSet, NamedTuple, Optional, Tuple
 
 from . import _core
@@ -248,12 +247,5 @@ def tensor_maker(tensors: str, dtypes: Optional[FrozenSet[str]] = None,
 
 
 def from_raw(raw: RawTensor, tensors: str = "torch") -> Any:
-    """A RawTensor as a torch tensor, numpy array or itself (sharing its bytes). Read-only
-    bytes (a caller's ``bytes``, read as an oracle input) make a torch tensor without torch's
-    "buffer is not writable" warning: nothing here writes an input."""
-    data = memoryview(raw.data).cast("B")
-    if data.readonly and tensors == "torch":
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="The given buffer is not writable")
-            return tensor_maker(tensors)(raw.dtype, tuple(raw.shape), data)
-    return tensor_maker(tensors)(raw.dtype, tuple(raw.shape), data)
+    """A RawTensor as a torch tensor, numpy array or itself (sharing its bytes)."""
+    return tensor_maker(tensors)(raw.dtype, tuple(raw.shape), memoryview(raw.data).cast("B"))

@@ -52,7 +52,10 @@ def _array(x: Any, what: str):
         # The caller's: checked as encode checks one (a dtype alias, a shape that does not
         # hold the bytes, data that is no buffer), then made by its canonical name.
         dtype, shape = _core.raw_tensor_checked(x)
-        return from_raw(RawTensor(dtype, shape, x.data), "torch" if _import_torch() is not None else "numpy")
+        data = x.data
+        if memoryview(data).readonly:  # torch warns of a tensor over read-only bytes: a copy
+            data = bytearray(data)
+        return from_raw(RawTensor(dtype, shape, data), "torch" if _import_torch() is not None else "numpy")
     if to_raw(x) is None:
         raise TypeError(f"{what} must be a torch tensor, a numpy array or a RawTensor, "
                         f"got a {type(x).__name__}")

@@ -329,7 +329,7 @@ def _field_tuples(layout: Union[BatchLayout, Sequence[Any]]):
         if isinstance(f.dims, str):
             raise _from_core("batch_spec", f"batch field {f.name!r} has dims given as the str "
                              f"{f.dims!r}: give a tuple of ints and symbol names")
-        if not isinstance(f.dims, (tuple, list)):
+        if not hasattr(f.dims, "__iter__"):  # a range or a numpy array of dims is taken
             raise _from_core("batch_spec", f"batch field {f.name!r}: dims must be a tuple of ints and "
                              f"symbol names, got {f.dims!r:.80}")
         for i, d in enumerate(f.dims):

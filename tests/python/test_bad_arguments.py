@@ -132,6 +132,9 @@ def test_planning_layouts_and_headers_must_be_sequences():
     with pytest.raises(hpref.errors.BatchSpecError,
                        match="batch field 'x': dims must be a tuple of ints and symbol names, got None"):
         planning.batch_layout([("x", "float32", "cpu", None)])
+    # dims that are a sequence of another type are taken, as before
+    assert planning.batch_layout([("x", "float32", "cpu", range(2))]).fields[0].dims == (0, 1)
+    assert planning.batch_layout([("x", "float32", "cpu", np.array([4, 2]))]).fields[0].dims == (4, 2)
     layout = planning.batch_layout(iter([("x", "float32", "cpu", ("B",))]))  # any iterable, read once
     with pytest.raises(hpref.errors.BatchHeaderError, match="header must be a sequence of int64, got None"):
         planning.header_status(layout, None)
