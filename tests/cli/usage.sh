@@ -109,6 +109,9 @@ expect_usage "fault delay:1@2 takes the delays of rank 1 past 184467440737095516
   sim run collectives --fault delay:1@18446744073709551615 --fault delay:1@2
 expect_usage "--fault random with delay:1@18446744073709551615: some seeds draw a fault that cannot join it (a delay of rank 1: the delays of one rank add up, past 2^64 - 1 decisions); explore with one of them, or run one seed with both (sim run)" \
   sim explore collectives --seeds 1..3 --fault random --fault delay:1@18446744073709551615
+# ... and beside delays that pass it only with a drawn one added (a pairwise check missed them)
+expect_usage "--fault random with delay:1@5: some seeds draw a fault that cannot join it (a delay of rank 1" \
+  sim explore collectives --seeds 1..3 --fault delay:1@18446744073709551605 --fault delay:1@5 --fault random
 expect_usage "fault crash:9@1 names rank 9 of a 4-rank cluster" sim explore collectives --fault crash:9@1
 [ ! -s "$tmp/out" ] || fail "sim explore --fault crash:9@1 printed before refusing: $(cat "$tmp/out")"
 expect_usage "fault crash:20@1 names rank 20 of a 8-rank cluster" demo --fault crash:20@1

@@ -95,6 +95,11 @@ ln -s made "$tmp/dangling"
 cmp -s "$tmp/made" "$tmp/trace" || fail "--trace through a dangling symlink wrote another trace"
 [ -z "$(ls "$tmp" | grep -E '^(made|dangling)\.')" ] || fail "--trace through a dangling symlink left $(ls "$tmp")"
 rm "$tmp/dangling" "$tmp/made"
+# ... through a chain of links to the missing end (one hop replaced the second link)
+ln -s second "$tmp/first" && ln -s made "$tmp/second"
+"$hpref" sim run collectives --ranks 2 --seed 4 --trace "$tmp/first" > /dev/null || fail "--trace through a chain of links"
+[ -L "$tmp/first" ] && [ -L "$tmp/second" ] && [ -s "$tmp/made" ] || fail "--trace through a chain of links: $(ls -l "$tmp")"
+rm "$tmp/first" "$tmp/second" "$tmp/made"
 # --check-determinism with --trace: FILE.second only when the hashes differ (here they agree).
 "$hpref" sim run collectives --ranks 2 --seed 4 --trace "$tmp/trace" --check-determinism > /dev/null ||
   fail "--trace --check-determinism"

@@ -292,6 +292,27 @@ void check_random_clashes(const std::vector<std::string>& specs, int ranks) {
       return true;
     }
   };
+  // Delays of one rank add up over every given one, not pairwise: the rank's last given delay
+  // is named when the given ones plus a drawable delay pass 2^64 - 1.
+  for (const sim::Fault& d : drawable) {
+    if (d.kind != sim::Fault::Kind::delay) continue;
+    std::vector<sim::Fault> all = given;
+    all.push_back(d);
+    try {
+      sim::check_faults(all, ranks);
+    } catch (const Error&) {
+      auto last = std::find_if(given.rbegin(), given.rend(), [&](const sim::Fault& f) {
+        return f.kind == sim::Fault::Kind::delay && f.rank == d.rank;
+      });
+      if (last == given.rend()) throw;  // (given passed alone, and a drawn delay is short)
+      throw Error(Errc::invalid_argument,
+                  "--fault random with " + last->str() +
+                      ": some seeds draw a fault that cannot join it (a delay of rank " +
+                      std::to_string(d.rank) +
+                      ": the delays of one rank add up, past 2^64 - 1 decisions); explore with one "
+                      "of them, or run one seed with both (sim run)");
+    }
+  }
   for (const sim::Fault& f : given) {
     bool clashes = std::any_of(drawable.begin(), drawable.end(),
                                [&](const sim::Fault& d) { return refused_beside(f, d); });
@@ -301,9 +322,6 @@ void check_random_clashes(const std::vector<std::string>& specs, int ranks) {
                       ": some seeds draw a fault that cannot join it (" +
                       (f.kind == sim::Fault::Kind::crash
                            ? "a crash of rank " + std::to_string(f.rank) + ": a rank dies once"
-                       : f.kind == sim::Fault::Kind::delay
-                           ? "a delay of rank " + std::to_string(f.rank) +
-                                 ": the delays of one rank add up, past 2^64 - 1 decisions"
                            : "a flip of what rank " + std::to_string(f.rank) +
                                  " receives at its collective " + std::to_string(f.at) +
                                  ": one flip per payload") +
@@ -427,19 +445,20 @@ TraceFile::TraceFile(std::string path) : path_(std::move(path)), target_(path_) 
     mode_t mask = ::umask(0);  // read, then put back: a new trace gets what fopen would give
     ::umask(mask);
     mode_ = 0666 & ~mask;
-    // A dangling symlink names the file to make (as a shell's `> link` makes it): the trace
-    // goes there, and the link stays (it was replaced by a regular file until 2026-12-03).
+    // A dangling symlink names the file to make (as a shell's `> link` makes it, through a
+    // chain of links to the missing end): the trace goes there, and the links stay (the link
+    // was replaced by a regular file until 2026-12-03).
     struct stat lst {};
-    if (::lstat(path_.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
+    for (int hops = 0; hops < 40 && ::lstat(target_.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode);
+         ++hops) {
       std::string named(static_cast<std::size_t>(lst.st_size > 0 ? lst.st_size : 4096), '\0');
-      ssize_t n = ::readlink(path_.c_str(), named.data(), named.size());
-      if (n > 0) {
-        named.resize(static_cast<std::size_t>(n));
-        auto slash = path_.rfind('/');
-        target_ = named[0] == '/' || slash == std::string::npos
-                      ? named
-                      : path_.substr(0, slash + 1) + named;
-      }
+      ssize_t n = ::readlink(target_.c_str(), named.data(), named.size());
+      if (n <= 0) break;
+      named.resize(static_cast<std::size_t>(n));
+      auto slash = target_.rfind('/');
+      target_ = named[0] == '/' || slash == std::string::npos
+                    ? named
+                    : target_.substr(0, slash + 1) + named;
     }
   }
   std::string name = target_ + ".XXXXXX";
