@@ -220,11 +220,10 @@ class _Staging:
             _write_bytes(dst, src.reshape(-1).view(torch.uint8))
         if self.host_copies:
             dsts = [t for t, _, _ in self.host_copies]
+            # Marked written (autograd's version) by the work, for the operations gloo marks
+            # (HprefProcessGroup._work), not here.
             _core.copy_pieces([t.data_ptr() for t in dsts], [a for _, a, _ in self.host_copies],
                               [n for _, _, n in self.host_copies])
-            # As torch's copy_ does (and gloo's copy into list outputs): autograd's in-place
-            # check sees them written.
-            _increment_version(dsts)
 
     def send(self, t: torch.Tensor, index: int = 0) -> torch.Tensor:
         if t.is_contiguous():
@@ -313,7 +312,7 @@ class _Staging:
 def _host(t: torch.Tensor, staged: torch.Tensor) -> bool:
     """Whether ``t`` and its staged buffer are contiguous host memory (staged, compared and
     copied back by ``_core``'s memcpy/memcmp), on a torch that can mark a tensor written
-    (torch 1.13 cannot: its pieces keep torch's copies)."""
+    (torch 1.13 cannot: its pieces keep torch's copies, which mark them)."""
     return _increment_version is not None and t.is_cpu and staged.is_cpu and t.is_contiguous()
 
 
@@ -378,6 +377,7 @@ class HprefWork(dist.distributed_c10d.Work):
         super().__init__()
         self._op, self._where_of, self._rank = op, where, rank
         self._launch = next(_LAUNCHES)
+        self._written = False  # mark the outputs written at completion (HprefProcessGroup._work)
         self._comm_work = comm_work
         self._staging: Optional[_Staging] = staging
         self._result = list(result)
@@ -436,6 +436,8 @@ class HprefWork(dist.distributed_c10d.Work):
             # included), as gloo does.
             if staging.pending():
                 self._finish(staging)
+            if self._written:
+                _increment_version(self._result)
         except BaseException as e:
             self._error = e
             # A timeout given to wait() leaves the library moving the bytes: the staged
@@ -657,7 +659,13 @@ class HprefProcessGroup(dist.ProcessGroup):
             raise _usage(f"{op} on {self._where()}: one tensor per call, got {len(tensors)}")
         return tensors[0]
 
-    def _work(self, op: str, comm_work: Any, staging: _Staging, result: Sequence[torch.Tensor]) -> HprefWork:
+    def _work(self, op: str, comm_work: Any, staging: _Staging, result: Sequence[torch.Tensor],
+              written: bool = False) -> HprefWork:
+        """The work of a launched operation; ``written``: its outputs are marked written in
+        place when it completes (autograd's version counter), as gloo's copies into them mark
+        them - all_gather's and all_to_all's lists and all_gather_into_tensor's output (gloo
+        2.13, 1 and 2 ranks; not all_reduce, broadcast or all_to_all_single, which it writes
+        directly)."""
         self._ops += 1
         _prune()  # dropped works that have finished meanwhile
         # Messages name the operation's sequence number on the group: a checked operation
@@ -665,8 +673,10 @@ class HprefProcessGroup(dist.ProcessGroup):
         # Messages are formatted when one is needed (most operations need none).
         seq = getattr(comm_work, "seq", None)
         label = self._label()
-        return HprefWork(op, (label, self._asked, self._ops - 1 if seq is None else seq), comm_work, staging,
+        work = HprefWork(op, (label, self._asked, self._ops - 1 if seq is None else seq), comm_work, staging,
                          result, rank=self._rank(label))
+        work._written = written and _increment_version is not None
+        return work
 
     def _row_counts(self, op: str, what: str, t: torch.Tensor, splits: Sequence[int]) -> List[int]:
         n = self._size
@@ -743,7 +753,7 @@ class HprefProcessGroup(dist.ProcessGroup):
         src = staging.send(t)
         out, _ = staging.unpacked(outs, apart=[t])
         work = self._comm.all_gather(self._group, src.data_ptr(), size, out, n * size, space)
-        return self._work("all_gather", work, staging, outs)
+        return self._work("all_gather", work, staging, outs, written=True)
 
     def _check_gather_into(self, op: str, output: torch.Tensor, input: torch.Tensor) -> str:
         """Refuses what all_gather_into_tensor cannot do, before anything moves; its memory
@@ -765,7 +775,7 @@ class HprefProcessGroup(dist.ProcessGroup):
         src = staging.send(input)
         out = staging.receive(output, apart=[input])  # the in-place idiom: input is a piece of output
         work = self._comm.all_gather(self._group, src.data_ptr(), size, out.data_ptr(), n * size, space)
-        return self._work(op, work, staging, [output])
+        return self._work(op, work, staging, [output], written=True)
 
     def _allgather_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> HprefWork:
         """all_gather_into_tensor (torch 1.13's name)."""
@@ -836,7 +846,7 @@ class HprefProcessGroup(dist.ProcessGroup):
         src, in_counts = staging.packed(input_tensors)
         out, out_counts = staging.unpacked(output_tensors, apart=input_tensors)
         work = self._comm.all_to_all_v(self._group, src, in_counts, out, out_counts, space)
-        return self._work(op, work, staging, output_tensors)
+        return self._work(op, work, staging, output_tensors, written=True)
 
     def barrier(self, opts: Any = None) -> HprefWork:
         """barrier: completes when every member has launched it."""

@@ -1313,7 +1313,8 @@ def test_a_dropped_work_keeps_its_separate_outputs_alive(paired):
 def test_separate_outputs_written_by_memcpy_are_marked_written(paired):
     # torch's copy_ (the staging before the memcpy, and gloo's copy into list outputs) bumps a
     # tensor's version, so autograd refuses a backward through an output overwritten since
-    # it was saved; the memcpy did not: a silently wrong gradient.
+    # it was saved; the memcpy did not: a silently wrong gradient. (On torch 1.13, which
+    # cannot mark a tensor, these pieces keep torch's copies.)
     x = torch.full((4,), 7.0)
     w = torch.ones(4, requires_grad=True)
     outs = [torch.zeros(4), torch.zeros(4)]
@@ -1323,3 +1324,58 @@ def test_separate_outputs_written_by_memcpy_are_marked_written(paired):
     assert outs[0].tolist() == outs[1].tolist() == [7.0] * 4
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.backward()
+
+
+def _versions(rank):
+    """Each operation's outputs' autograd versions after it (gloo 2.13 on 2 ranks: all_reduce
+    0, broadcast 0, all_gather [1, 1], into a chunked buffer 2, all_gather_into_tensor 2,
+    all_to_all_single 0, all_to_all [1, 1]); then a backward through a gathered output
+    overwritten since it was saved."""
+    out = {}
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    out["all_reduce"] = t._version
+    t = torch.ones(4)
+    dist.broadcast(t, 0)
+    out["broadcast"] = t._version
+    o = [torch.zeros(4), torch.zeros(4)]
+    dist.all_gather(o, torch.ones(4))
+    out["all_gather"] = [x._version for x in o]
+    big = torch.zeros(8)
+    dist.all_gather(list(big.chunk(2)), torch.ones(4))  # handed over in place, unstaged
+    out["all_gather in place"] = big._version
+    o = torch.zeros(8)
+    dist.all_gather_into_tensor(o, torch.ones(4))
+    out["all_gather_into_tensor"] = o._version
+    o = torch.zeros(4)
+    dist.all_to_all_single(o, torch.ones(4))
+    out["all_to_all_single"] = o._version
+    o = [torch.zeros(2), torch.zeros(2)]
+    dist.all_to_all(o, [torch.ones(2), torch.ones(2)])
+    out["all_to_all"] = [x._version for x in o]
+    w = torch.ones(4, requires_grad=True)
+    o = list(torch.zeros(8).chunk(2))
+    y = (w * o[0]).sum()
+    dist.all_gather(o, torch.ones(4))
+    try:
+        y.backward()
+        out["backward"] = "ran"
+    except RuntimeError as e:
+        out["backward"] = "refused" if "modified by an inplace operation" in str(e) else str(e)
+    return out
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_outputs_are_marked_written_where_gloo_marks_them():
+    # hpref's unstaged paths never marked an output written, so autograd let a backward
+    # through an all_gather output overwritten since it was saved compute a wrong gradient,
+    # where gloo's copies into list outputs make autograd refuse it.
+    sim = pytest.importorskip("hpref.sim", reason="hpref.sim (the simulator binding) is not built")
+    if _torch_pg._increment_version is None:
+        pytest.skip(f"torch {torch.__version__} has no torch.autograd.graph.increment_version")
+    got = sim.run(2, _versions, seed=1, timeout_s=30).values()
+    for v in got:
+        # gloo's, but all_gather_into_tensor's 1 (gloo copies twice: 2; written is written)
+        assert v == {"all_reduce": 0, "broadcast": 0, "all_gather": [1, 1], "all_gather in place": 2,
+                     "all_gather_into_tensor": 1, "all_to_all_single": 0, "all_to_all": [1, 1],
+                     "backward": "refused"}, v
