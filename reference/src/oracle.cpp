@@ -190,9 +190,20 @@ std::vector<Tensor> oracle_backward(std::span<const Tensor> grads, std::span<con
     bool same_rows = g.dim() == first.dim() && g.dtype() == first.dtype() &&
                      std::equal(g.shape().begin() + 1, g.shape().end(), first.shape().begin() + 1);
     if (!same_rows || rows_of(g) != routes[r].global_end - routes[r].global_start) {
+      // What it is and what rank 0's gradient sets, so the caller sees which part is off.
+      auto dims = [](std::span<const std::int64_t> shape, std::size_t from) {
+        std::string out = "[";
+        for (std::size_t i = from; i < shape.size(); ++i) {
+          out += (i > from ? ", " : "") + std::to_string(shape[i]);
+        }
+        return out + "]";
+      };
       mismatch("rank " + std::to_string(r) + "'s output gradient does not have " +
                std::to_string(routes[r].global_end - routes[r].global_start) +
-               " rows of the common row shape and dtype");
+               " rows of the common row shape and dtype (rank 0's rows: " + dims(first.shape(), 1) +
+               " " + std::string(dtype_name(first.dtype())) + "; rank " + std::to_string(r) +
+               "'s gradient: shape " + dims(g.shape(), 0) + " " +
+               std::string(dtype_name(g.dtype())) + ")");
     }
   }
   auto owners = route_owner_offsets(routes);

@@ -335,6 +335,9 @@ BOOST_AUTO_TEST_CASE(backward_refusals_spec_8_2) {
   std::vector<Tensor> other_dtype = {i64({1}, {1}),
                                      tensor_of<std::int32_t>(DType::int32, {2}, {1, 2})};
   HPREF_CHECK_ERROR(oracle_backward(other_dtype, two), Errc::oracle_mismatch, rank1);
+  // ... naming what it got beside what rank 0's gradient sets (it named neither)
+  HPREF_CHECK_ERROR(oracle_backward(other_dtype, two), Errc::oracle_mismatch,
+                    "(rank 0's rows: [] int64; rank 1's gradient: shape [2] int32)");
   std::vector<Tensor> other_rank = {i64({1}, {1}), i64({2, 1}, {1, 2})};
   HPREF_CHECK_ERROR(oracle_backward(other_rank, two), Errc::oracle_mismatch, rank1);
   std::vector<Tensor> other_rows = {i64({1, 2}, {1, 2}), i64({2, 1}, {1, 2})};
