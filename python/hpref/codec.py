@@ -21,7 +21,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _core
 from ._tensors import RawTensor, tensor_maker, to_raw, torch_dtypes
-from .errors import _checked_int, _from_core, _is_utf8
+from .errors import _checked_int, _from_core, _is_utf8, _iterable
 
 __all__ = ["Key", "KeyClass", "RawTensor", "decode", "decode_received", "encode", "inspect",
            "torch_dtypes", "DEFAULT_KEY_CLASS"]
@@ -230,7 +230,7 @@ def decode_received(buffer: Any, splits: Sequence[int], *, strict: bool = False,
     order) must sum to its length; each segment is decoded as :func:`decode` does and the
     items merged into a dict; a key that arrives twice is refused naming the key (the
     original raises ValueError). Same options as :func:`decode`."""
-    if isinstance(splits, (str, bytes)) or not hasattr(splits, "__iter__"):
+    if not _iterable(splits):
         raise _from_core("invalid_argument", f"splits must be a sequence of byte counts, got {splits!r}")
     splits = [_checked_int(f"splits[{i}]", s, "invalid_argument", 0, 1 << 63)
               for i, s in enumerate(splits)]
@@ -274,7 +274,7 @@ def encode(items: Any, *, key_class: Union[None, str, type, KeyClass] = None) ->
         # {key: value} (what decode_received gives): its pairs. Iterating it would give the
         # keys alone, and a 2-tuple key would be read as a (key, value) pair.
         items = list(items.items())
-    elif isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
+    elif not _iterable(items):
         raise _from_core("invalid_argument", "items must be a sequence of (key, value) pairs or a mapping, "
                                              f"got {items!r:.80}")
     return _core.encode(items if isinstance(items, (list, tuple)) else list(items),

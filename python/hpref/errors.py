@@ -725,6 +725,13 @@ def error_class(kind: str) -> Type[Error]:
     return _CLASSES.get(kind, Error)
 
 
+def _iterable(x: Any) -> bool:
+    """Whether ``x`` can stand for a sequence argument: iterable and not a str or bytes (which
+    would be read character by character). A parameter that must be one is refused naming
+    the value where this answers False."""
+    return not isinstance(x, (str, bytes)) and hasattr(x, "__iter__")
+
+
 def _is_utf8(text: str) -> bool:
     """Whether a str can be written as UTF-8 (no lone surrogate): names that reach C++."""
     try:

@@ -33,7 +33,7 @@ from typing import Any, List, Optional, Sequence
 
 from . import _core
 from ._tensors import RawTensor, _import_torch, from_raw, to_raw
-from .errors import _from_core
+from .errors import _from_core, _iterable
 
 __all__ = ["dispatch_forward", "dispatch_backward"]
 
@@ -133,7 +133,7 @@ def dispatch_backward(output_grads: Sequence[Any], routes: Sequence[Any], dim: i
     ``oracle_mismatch`` for gradients whose rows, row shape or dtype do not fit the routes,
     ``unsupported_arithmetic`` for dtypes without addition (quantized, float8, bits)."""
     kind = _output_kind(tensors)
-    if isinstance(output_grads, (str, bytes)) or not hasattr(output_grads, "__iter__"):
+    if not _iterable(output_grads):
         raise TypeError(f"output_grads must be a sequence of tensors (one per rank), got {output_grads!r:.80}")
     grads = [_array(g, f"output_grads[{i}]") for i, g in enumerate(output_grads)]
     axes = [_axis(dim, g.ndim, f"output_grads[{i}]") for i, g in enumerate(grads)]

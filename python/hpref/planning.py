@@ -24,7 +24,7 @@ from typing import Any, Iterable, List, Mapping, NamedTuple, Optional, Sequence,
 
 from . import _core
 from ._tensors import _import_torch, to_raw
-from .errors import Error, _checked_int, _from_core, _is_utf8
+from .errors import Error, _checked_int, _from_core, _is_utf8, _iterable
 
 __all__ = ["Topology", "topology", "GroupCreation", "GroupPlan", "group_plan", "Field",
            "BatchLayout", "batch_layout", "batch_header", "header_status", "batch_shapes",
@@ -311,7 +311,7 @@ def _dtype_name(dtype: Any) -> str:
 
 def _field_tuples(layout: Union[BatchLayout, Sequence[Any]]):
     fields = layout.fields if isinstance(layout, BatchLayout) else layout
-    if isinstance(fields, (str, bytes)) or not hasattr(fields, "__iter__"):
+    if not _iterable(fields):
         raise _from_core("batch_spec", "a layout is a BatchLayout or a sequence of Field(name, dtype, "
                                        f"placement, dims), got {fields!r:.80}")
     out = []
@@ -346,7 +346,7 @@ def _field_tuples(layout: Union[BatchLayout, Sequence[Any]]):
 def _int64s(what: str, values: Any, kind: str) -> list:
     """`values` as a list of int64 (ints, numpy or torch integer scalars), or the error
     `kind` naming the first that is not one."""
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+    if not _iterable(values):
         raise _from_core(kind, f"{what} must be a sequence of int64, got {values!r:.80}")
     return [_checked_int(f"{what}[{i}]", v, kind, -1 << 63, 1 << 63) for i, v in enumerate(values)]
 

@@ -45,7 +45,7 @@ import torch.distributed.distributed_c10d as _c10d
 from ._checked import CheckedComm, peer_went_away, store_has
 from ._torch_comm import TorchComm
 from ._torch_pg import _TORCH2, HprefProcessGroup, _refuse_ddp_on_torch1, _relabel
-from .errors import _from_core
+from .errors import _from_core, _iterable
 
 __all__ = ["BACKEND", "BACKEND_NCCL", "checked", "configure", "options", "comm_of", "enable", "disable"]
 
@@ -88,7 +88,7 @@ _MAX_TIMEOUT_S = 2**31 - 1  # 68 years
 def _ranks_option(ranks: Any) -> List[int]:
     """checked()'s ``ranks``: a sequence of ints (operator.index: not a bool, float or str),
     sorted; else refused naming the value."""
-    if isinstance(ranks, (str, bytes)) or not hasattr(ranks, "__iter__"):
+    if not _iterable(ranks):
         raise _invalid("ranks", "a sequence of global ranks (ints)", ranks)
     out = []
     for r in ranks:
