@@ -103,10 +103,13 @@ def build(targets, jobs):
 
 def object_of(rel):
     """The ninja output path of the object compiled from source `rel`."""
-    name = re.escape(rel.split("/", 1)[1] if rel.startswith("reference/") else rel)
+    # reference/src/x.cpp compiles to reference/CMakeFiles/<target>.dir/src/x.cpp.o, and
+    # simulator/src/x.cpp to simulator/CMakeFiles/...: the top folder, then the rest.
+    top, rest = rel.split("/", 1)
+    pattern = re.escape(top) + r"/CMakeFiles/[^/\s]+\.dir/" + re.escape(rest) + r"\.o"
     with open(os.path.join(BUILD, "build.ninja")) as f:
         for line in f:
-            m = re.match(r"build (\S*?" + name + r"\.o):", line)
+            m = re.match(r"build (" + pattern + r"):", line)
             if m:
                 return m.group(1)
     sys.exit("mutate: no object file for " + rel)
@@ -175,6 +178,21 @@ def generate(rel, mutant_dir):
     return [os.path.join(mutant_dir, n) for _, n in sorted(found)]
 
 
+SOURCE_DIRS = ("reference/src", "simulator/src")
+
+
+def source_named(base):
+    """The source a mutant name's file part names (`value` -> reference/src/value.cpp),
+    looked for in SOURCE_DIRS; exits naming the places looked at when none or two hold it."""
+    found = [d + "/" + base + ".cpp" for d in SOURCE_DIRS
+             if os.path.isfile(os.path.join(ROOT, d, base + ".cpp"))]
+    if len(found) != 1:
+        where = " and ".join(SOURCE_DIRS)
+        sys.exit(f"mutate: --only {base}.mutant...: {'no' if not found else 'more than one'} "
+                 f"{base}.cpp in {where}; name the file too")
+    return found[0]
+
+
 def whole(least):
     """An argparse type: an int of at least `least`, refused at once (before any build)."""
     def parse(text):
@@ -190,7 +208,8 @@ def whole(least):
 
 def main():
     ap = argparse.ArgumentParser(prog="./dev mutate")
-    ap.add_argument("files", nargs="*", help="sources to mutate (default reference/src/*.cpp)")
+    ap.add_argument("files", nargs="*", help="sources to mutate, e.g. simulator/src/matcher.cpp "
+                    "(default reference/src/*.cpp)")
     ap.add_argument("--sample", type=whole(0), default=0, help="mutants to run (0: all)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--jobs", type=whole(1), default=2)
@@ -212,7 +231,7 @@ def main():
             ap.error(f"--report {args.report!r}: cannot write in {where!r}")
     only = {n if n.endswith(".cpp") else n + ".cpp" for n in args.only}
     if only and not args.files:
-        args.files = sorted({"reference/src/" + n.split(".mutant.")[0] + ".cpp" for n in only})
+        args.files = sorted({source_named(n.split(".mutant.")[0]) for n in only})
     for f in args.files:
         if not os.path.isfile(os.path.join(ROOT, f)):
             sys.exit(f"mutate: no such source file: {f}")
