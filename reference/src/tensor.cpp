@@ -42,6 +42,22 @@ std::optional<std::int64_t> checked_numel(std::span<const std::int64_t> shape) n
   return product;
 }
 
+namespace {
+
+// `shape` as Python writes a tuple ("(2, -1)", "(5,)"), the first 8 dims then a count.
+std::string shape_text(std::span<const std::int64_t> shape) {
+  constexpr std::size_t kShown = 8;
+  std::string out = "(";
+  for (std::size_t i = 0; i < shape.size() && i < kShown; ++i) {
+    out += (i > 0 ? ", " : "") + std::to_string(shape[i]);
+  }
+  if (shape.size() > kShown) out += ", ... " + std::to_string(shape.size()) + " dims";
+  if (shape.size() == 1) out += ",";
+  return out + ")";
+}
+
+}  // namespace
+
 Tensor::Tensor() : Tensor(DType::float32, std::vector<std::int64_t>{0}, SharedBytes()) {}
 
 Tensor::Tensor(DType dtype, std::vector<std::int64_t> shape, SharedBytes data, Device device)
@@ -54,10 +70,18 @@ Tensor::Tensor(DType dtype, std::shared_ptr<const std::vector<std::int64_t>> sha
   HPREF_CHECK(shape_ != nullptr);
   auto numel = checked_numel(*shape_);
   std::int64_t nbytes = 0;
-  if (!numel ||
-      __builtin_mul_overflow(*numel, static_cast<std::int64_t>(element_size(dtype)), &nbytes)) {
-    throw Error(Errc::invalid_tensor,
-                "tensor shape has a negative dim or more elements than int64 can count");
+  if (!numel) {
+    auto negative = std::ranges::find_if(*shape_, [](std::int64_t d) { return d < 0; });
+    throw Error(
+        Errc::invalid_tensor,
+        "tensor shape " + shape_text(*shape_) +
+            (negative != shape_->end() ? " has a negative dim (" + std::to_string(*negative) + ")"
+                                       : std::string(" has more elements than int64 can count")));
+  }
+  if (__builtin_mul_overflow(*numel, static_cast<std::int64_t>(element_size(dtype)), &nbytes)) {
+    throw Error(Errc::invalid_tensor, "tensor shape " + shape_text(*shape_) + " of dtype " +
+                                          std::string(dtype_name(dtype)) +
+                                          " has more bytes than int64 can count");
   }
   if (static_cast<std::uint64_t>(nbytes) != data_.size()) {
     throw Error(Errc::invalid_tensor, "tensor of dtype " + std::string(dtype_name(dtype)) +

@@ -153,7 +153,7 @@ PLAN = routes.plan_all("sliding_window", (0, 5, 8), 2, 4, 2)
     # A 1-d RawTensor's shape was ignored: (4,) over 8 elements' bytes read as 8 rows.
     (hpref.RawTensor("int64", (4,), np.arange(8).tobytes()), hpref.errors.InvalidTensorError,
      "tensor of dtype int64 needs 32 bytes, got 64"),
-    (hpref.RawTensor("int64", (-8,), bytes(64)), hpref.errors.InvalidTensorError, "tensor shape has a negative dim"),
+    (hpref.RawTensor("int64", (-8,), bytes(64)), hpref.errors.InvalidTensorError, "tensor shape (-8,) has a negative dim (-8)"),
     # torch's own RuntimeError ("shape '[8, 2]' is invalid for input of size 8").
     (hpref.RawTensor("int64", (8, 2), np.arange(8).tobytes()), hpref.errors.InvalidTensorError,
      "tensor of dtype int64 needs 128 bytes, got 64"),

@@ -803,23 +803,29 @@ BOOST_AUTO_TEST_CASE(negative_dims_refused_spec_1_2) {
   BOOST_TEST(!checked_numel(Shape{3, -2}).has_value());
   BOOST_TEST(!checked_numel(Shape{std::numeric_limits<std::int64_t>::min()}).has_value());
   BOOST_TEST(*checked_numel(Shape{3, 2}) == 6);
+  // The message names the shape as Python writes it and the negative dim.
   HPREF_CHECK_ERROR(Tensor(DType::int8, Shape{-1}, SharedBytes()), Errc::invalid_tensor,
-                    "tensor shape has a negative dim or more elements than int64 can count");
-  HPREF_CHECK_ERROR(Tensor(DType::int8, Shape{2, -1}, SharedBytes()), Errc::invalid_tensor,
-                    "tensor shape has a negative dim");
+                    "tensor shape (-1,) has a negative dim (-1)");
+  HPREF_CHECK_ERROR(Tensor(DType::int8, Shape{2, -3, -4}, SharedBytes()), Errc::invalid_tensor,
+                    "tensor shape (2, -3, -4) has a negative dim (-3)");
+  HPREF_CHECK_ERROR(Tensor(DType::int8, Shape{1, 2, 3, 4, 5, 6, 7, 8, -9}, SharedBytes()),
+                    Errc::invalid_tensor,
+                    "tensor shape (1, 2, 3, 4, 5, 6, 7, 8, ... 9 dims) has a negative dim (-9)");
 }
 
 BOOST_AUTO_TEST_CASE(byte_count_overflow_refused_spec_2_4) {
   // numel fits int64 but numel * 16 bytes does not.
   HPREF_CHECK_ERROR(Tensor(DType::complex128, Shape{std::int64_t{1} << 60}, SharedBytes()),
                     Errc::invalid_tensor,
-                    "tensor shape has a negative dim or more elements than int64 can count");
+                    "tensor shape (1152921504606846976,) of dtype complex128 has more bytes "
+                    "than int64 can count");
   HPREF_CHECK_ERROR(
       Tensor(DType::int8, Shape{std::numeric_limits<std::int64_t>::max(), 2}, SharedBytes()),
-      Errc::invalid_tensor, "more elements than int64 can count");
+      Errc::invalid_tensor,
+      "tensor shape (9223372036854775807, 2) has more elements than int64 can count");
   // (1 << 59) * 16 = 2^63 also overflows; (1 << 58) * 16 fits and asks for its bytes.
   HPREF_CHECK_ERROR(Tensor(DType::complex128, Shape{std::int64_t{1} << 59}, SharedBytes()),
-                    Errc::invalid_tensor, "more elements than int64 can count");
+                    Errc::invalid_tensor, "has more bytes than int64 can count");
   HPREF_CHECK_ERROR(Tensor(DType::complex128, Shape{std::int64_t{1} << 58}, SharedBytes()),
                     Errc::invalid_tensor,
                     "tensor of dtype complex128 needs 4611686018427387904 bytes, got 0");
