@@ -591,6 +591,8 @@ struct FromPython {
   // subclass's __iter__ or __class__, an ABC or key-class check, a key field's getattr),
   // which could change or free a tensor already read, settle() copies them. A conversion
   // that runs none (dicts, lists, tuples, scalars, torch tensors) keeps every tensor in place.
+  // numpy arrays and RawTensors' data too: the original has none, but a tensor of ours is
+  // encoded as it was when reached, whatever made it.
   mutable std::vector<const Tensor*> pending{};
 
   FromPython(nb::handle raw, nb::handle conv, nb::handle torch, nb::handle mapping)
@@ -693,7 +695,8 @@ struct FromPython {
       if (!PyTuple_CheckExact(p)) settle();  // a subclass's __class__ may be the user's code
       int raw = PyObject_IsInstance(p, raw_type.ptr());
       if (raw < 0) throw nb::python_error();  // a __class__ that raises: the user's error
-      if (raw) return Value::tensor(tensor_from_python(o));
+      // Its data (a numpy array's, through `convert`) is read in place as a torch tensor's.
+      if (raw) return in_place(Value::tensor(tensor_from_python(o)));
     }
     if (PyTuple_Check(p) || PyList_Check(p)) {
       std::vector<Value> items;

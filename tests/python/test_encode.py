@@ -242,6 +242,40 @@ def test_a_tensor_is_encoded_as_it_was_when_reached():
                                      key_class=BumpingKey)
 
 
+def test_a_numpy_array_or_raw_tensor_is_encoded_as_it_was_when_reached():
+    # As torch tensors above: their bytes were read when the segment was written, so a
+    # Mapping's items() that ran in between and changed them was encoded changed (8.0 for 7.0)
+    # until 2026-12-04.
+    import collections.abc
+
+    import numpy as np
+
+    a = np.full(4, 7.0, dtype=np.float32)
+    buffer = bytearray(np.full(4, 7.0, dtype=np.float32).tobytes())
+    raw = hpref.RawTensor("float32", (4,), buffer)
+
+    class Bumps(collections.abc.Mapping):
+        def __getitem__(self, k):
+            return 1
+
+        def __iter__(self):
+            return iter(["x"])
+
+        def __len__(self):
+            return 1
+
+        def items(self):
+            a[:] += 1
+            buffer[:] = np.full(4, 8.0, dtype=np.float32).tobytes()
+            return {"x": 1}.items()
+
+    want = np.full(4, 7.0, dtype=np.float32).tobytes()
+    got = hpref.codec.decode(hpref.codec.encode([((0, 0), {"a": a, "r": raw, "b": Bumps()})]),
+                             tensors="raw")[0][1]
+    assert bytes(got["a"].data) == want and bytes(got["r"].data) == want
+    assert a[0] == 8.0 and buffer == bytearray(np.full(4, 8.0, dtype=np.float32).tobytes())
+
+
 class FallbackKey:
     """A key class whose fields come from __getattr__ (not in the instance's __dict__)."""
 
