@@ -146,14 +146,21 @@ def configure(*, timeout_s: Optional[float] = None, log_dir: Optional[Union[str,
 def options(torch_timeout: Optional[timedelta] = None) -> Dict[str, Any]:
     """The options a checked group made now gets: configure()'s, else the environment's
     (``HPREF_CHECKED_TIMEOUT_S``, ``HPREF_CHECKED_LOG``, ``HPREF_CHECKED_BUFFERS``; empty
-    means unset), else the defaults (``torch_timeout``, no log, buffers checked). An
-    environment value outside the documented ones is refused, naming the variable."""
+    means unset), else the defaults (``torch_timeout``, a timedelta > 0, else 30 minutes; no
+    log; buffers checked). An environment value outside the documented ones is refused,
+    naming the variable, as is a ``torch_timeout`` that is no timedelta > 0."""
     timeout_s = _OPTIONS["timeout_s"]
     env = os.environ.get("HPREF_CHECKED_TIMEOUT_S", "")
     if timeout_s is None and env.strip():
         timeout_s = _timeout_option(env, "HPREF_CHECKED_TIMEOUT_S")
+    if timeout_s is None and torch_timeout is not None:
+        if not isinstance(torch_timeout, timedelta) or torch_timeout <= timedelta(0):
+            # A group made with timeout=timedelta(0) or less would time out every wait at once.
+            raise _invalid("the group's torch timeout (torch_timeout)", "a timedelta > 0",
+                           torch_timeout)
+        timeout_s = torch_timeout.total_seconds()
     if timeout_s is None:
-        timeout_s = torch_timeout.total_seconds() if torch_timeout is not None else 1800.0
+        timeout_s = 1800.0
     log_dir = _OPTIONS["log_dir"]
     env = os.environ.get("HPREF_CHECKED_LOG", "")
     if log_dir is None and env:

@@ -733,6 +733,12 @@ def test_the_default_deadline_is_the_groups_torch_timeout(one):
     deadline is the group's own torch timeout, not a fixed 30 minutes."""
     assert ht.options(timedelta(seconds=7))["timeout_s"] == 7.0
     assert ht.options()["timeout_s"] == 1800.0
+    # A group timeout of zero or less would expire every wait at once; 7 (no timedelta) is
+    # no timeout at all: both named, not taken as a deadline of -5 or 7 seconds.
+    for bad in (timedelta(seconds=-5), timedelta(0), 7):
+        with pytest.raises(hpref.errors.InvalidArgumentError,
+                           match=r"the group's torch timeout \(torch_timeout\) must be a timedelta > 0, got "):
+            ht.options(bad)
     world = init_one()  # timeout=30 s
     assert ht.comm_of(world)._timeout_s == 30.0
 
