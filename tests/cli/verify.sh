@@ -248,7 +248,7 @@ bad sum "\"bytes\" is not the sum of \"counts_in\"" '{"rank":1,"group":5,"ranks"
 bad seqgap "line 2 of rank1.jsonl: group 0 seq 5 follows seq 0 (an edited or truncated log?)" '{"rank":1,"group":0,"ranks":[0,1,2,3],"seq":5,"kind":"barrier"}'
 # The group's first record not seq 0 ("follows seq -1" until 2026-12-03).
 bad seqfirst "line 2 of rank1.jsonl: group 5 seq 1 is the group's first record, not seq 0 (an edited or truncated log?)" '{"rank":1,"group":5,"ranks":[0,1],"seq":1,"kind":"barrier"}'
-bad huge "\"seq\" must be an integer in [0, 9223372036854775807], got" '{"rank":1,"group":5,"ranks":[1],"seq":99999999999999999999,"kind":"barrier"}'
+bad huge "\"seq\" must be an integer in [0, 9223372036854775807], got 99999999999999999999" '{"rank":1,"group":5,"ranks":[1],"seq":99999999999999999999,"kind":"barrier"}'
 bad negrun "\"run\" must be an integer in [0, 2147483647], got -1" '{"rank":1,"run":-1,"group":5,"ranks":[1],"seq":0,"kind":"barrier"}'
 bad members "group 0 has members [0, 1, 2]" '{"rank":1,"group":0,"ranks":[0,1,2],"seq":0,"kind":"barrier"}'
 # Two jobs appended to one log: seq 0 again.

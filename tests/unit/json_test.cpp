@@ -96,6 +96,28 @@ BOOST_AUTO_TEST_CASE(malformed_values_refused) {
                     Errc::invalid_dtype, "float32");
 }
 
+// An integer beyond 64 bits is refused wherever an int is read, and every message shows it
+// as written: nlohmann reads it as a double, and messages said "1e+20" for
+// 99999999999999999999 until 2026-12-04. {"float": ...} still takes it as the double.
+BOOST_AUTO_TEST_CASE(integers_beyond_64_bits_named_as_written) {
+  HPREF_CHECK_ERROR(from("99999999999999999999"), Errc::json_value,
+                    "a bare JSON number must be an int64 JSON integer (no fraction, no exponent): "
+                    "99999999999999999999");
+  HPREF_CHECK_ERROR(from("-18446744073709551617"), Errc::json_value, ": -18446744073709551617");
+  HPREF_CHECK_ERROR(
+      from(R"({"tensor": {"dtype": "torch.int8", "shape": [2, 36893488147419103232], "hex": ""}})"),
+      Errc::json_value,
+      "a tensor dim must be an int64 JSON integer (no fraction, no exponent): "
+      "36893488147419103232");
+  HPREF_CHECK_ERROR(from(R"({"set": [1, 99999999999999999999]})"), Errc::json_value,
+                    R"({"set": [1, 99999999999999999999]})");
+  BOOST_TEST(from(R"({"float": 99999999999999999999})").as_float() == 1e20);
+  BOOST_TEST(from(R"({"float": -99999999999999999999})").as_float() == -1e20);
+  Json j = parse_json(R"([99999999999999999999, 1e20, 18446744073709551615])");
+  BOOST_TEST(!json_as_int64(j[0]).has_value());
+  BOOST_TEST(dump_json(j) == "[99999999999999999999, 1e+20, 18446744073709551615]");
+}
+
 BOOST_AUTO_TEST_CASE(syntax_and_depth) {
   HPREF_CHECK_ERROR(parse_json("{\"a\": "), Errc::json_syntax, "malformed JSON");
   std::string deep(kMaxJsonDepth + 1, '[');

@@ -17,8 +17,22 @@
 namespace hpref::cli {
 namespace {
 
+// parse_json keeps an integer beyond 64 bits as its text: a binary node of this subtype
+// (raw_json's nodes have none), written verbatim by dump_json.
+constexpr std::uint8_t kBigInteger = 64;
+
+Json big_integer(const std::string& text) {
+  return Json::binary(Json::binary_t::container_type(text.begin(), text.end()), kBigInteger);
+}
+
+const Json::binary_t* big_integer_text(const Json& j) {
+  if (!j.is_binary()) return nullptr;
+  const auto& b = j.get_binary();
+  return b.has_subtype() && b.subtype() == kBigInteger ? &b : nullptr;
+}
+
 [[noreturn]] void bad(const std::string& what, const Json& j) {
-  std::string text = j.dump(-1, ' ', false, nlohmann::detail::error_handler_t::replace);
+  std::string text = dump_json(j);
   if (text.size() > 80) text = text.substr(0, 80) + "...";
   throw Error(Errc::json_value, what + ": " + text);
 }
@@ -51,6 +65,12 @@ double json_float(const Json& x) {
     bad("a float string must be \"nan\", \"inf\" or \"-inf\"", x);
   }
   if (x.is_number_float()) return x.get<double>();
+  if (const auto* text = big_integer_text(x)) {  // finite: parse_json refused overflow
+    const char* first = reinterpret_cast<const char*>(text->data());
+    double d = 0;
+    std::from_chars(first, first + text->size(), d);
+    return d;
+  }
   if (x.is_number_unsigned()) return static_cast<double>(x.get<std::uint64_t>());
   if (x.is_number_integer()) return static_cast<double>(x.get<std::int64_t>());
   bad("{\"float\": x} needs a JSON number or \"nan\", \"inf\", \"-inf\"", x);
@@ -188,6 +208,8 @@ class Builder final : public nlohmann::json_sax<Json> {
   bool number_float(number_float_t v, const string_t& text) override {
     if (in_id_ && info_ != nullptr && text != float_repr(v)) info_->id_inexact = true;
     ++numbers_;
+    // No fraction, no exponent: an integer beyond 64 bits, kept as written.
+    if (text.find_first_of(".eE") == string_t::npos) return add(big_integer(text)) != nullptr;
     return add(Json(v)) != nullptr;
   }
   bool string(string_t& v) override { return add(Json(std::move(v))) != nullptr; }
@@ -410,6 +432,9 @@ Value value_from_json(const Json& j) {
     case Json::value_t::number_unsigned:
     case Json::value_t::number_float:
       return Value::integer(json_int(j, "a bare JSON number"));
+    case Json::value_t::binary:  // an integer beyond 64 bits (refused, as written)
+      if (big_integer_text(j)) return Value::integer(json_int(j, "a bare JSON number"));
+      bad("not a Value", j);
     case Json::value_t::string:
       return Value::string(j.get_ref<const std::string&>());
     case Json::value_t::object:

@@ -33,6 +33,9 @@ struct JsonParseInfo {
   // parse_json itself, Error invalid_request, when an info is given.
   bool id_inexact = false;
 };
+// An integer beyond 64 bits (99999999999999999999) is kept as its text, so that messages
+// show it as written, not as the double it rounds to ("1e+20"): json_as_int64 and every
+// integer field refuse it, {"float": ...} reads it as a double, dump_json writes the text.
 Json parse_json(std::string_view text, JsonParseInfo* info = nullptr);
 // Compact JSON text; floats shortest round-trip ("1.0", "1e+300", "-0.0").
 std::string dump_json(const Json& j);
