@@ -5,8 +5,9 @@
         dist.all_reduce(...)          # torch.distributed is on the simulator in each rank
 
 The body runs as ``hpref.sim.run(world_size, body, seed=s, faults=...)`` for each seed in
-turn, stopping at the first failing seed, whose replay line is printed:
-``pytest tests/x.py::test_step --hpref-seed=9 --hpref-fault=flip:3@8``. The ``rank``
+turn, stopping at the first failing seed, whose replay line is printed, a shell command:
+``PYTHONHASHSEED=0 python -m pytest -p hpref.pytest_plugin tests/x.py::test_step --hpref-seed=9
+--hpref-fault=flip:3@8`` (the session's ``-p`` plugins kept). The ``rank``
 argument is this rank's world rank (the ``rank`` fixture is None outside the cluster); other
 fixtures are set up once, in the parent, before the ranks fork. ``seeds`` is any non-empty
 iterable of seeds, read once when the test is collected.
@@ -285,6 +286,37 @@ def _options(pyfuncitem) -> Dict[str, Any]:
     return opts
 
 
+def _replay_line(pyfuncitem, seed: int, faults: List[str], hash_seed: Optional[str]) -> str:
+    """A shell command that reruns the failing seed: the hash seed, pytest as it was started
+    (``pytest`` or ``python -m pytest``) with the session's ``-p`` plugins (``-p
+    hpref.pytest_plugin`` in a source tree, without which --hpref-seed is unknown), the test's
+    node id, the seed and the run's faults, each word quoted for the shell; run from pytest's
+    root directory (a ``cd`` first when it was started elsewhere)."""
+    import shlex
+
+    config = pyfuncitem.config
+    args = [str(a) for a in config.invocation_params.args]
+    plugins: List[str] = []
+    for i, a in enumerate(args):
+        if a == "-p" and i + 1 < len(args):
+            plugins += ["-p", args[i + 1]]
+        elif a.startswith("-p") and len(a) > 2:
+            plugins += ["-p", a[2:]]
+    program = ["pytest"] if os.path.basename(sys.argv[0] if sys.argv else "").startswith(
+        ("pytest", "py.test")) else ["python", "-m", "pytest"]
+    words = [*program, *plugins, pyfuncitem.nodeid, f"--hpref-seed={seed}",
+             *(f"--hpref-fault={f}" for f in faults)]
+    line = " ".join(shlex.quote(w) for w in words)
+    if hash_seed is not None:
+        line = f"PYTHONHASHSEED={hash_seed} {line}"
+    else:
+        line += "  # PYTHONHASHSEED was unset (random): the replay may differ"
+    root = str(config.rootpath)
+    if os.path.abspath(str(config.invocation_params.dir)) != os.path.abspath(root):
+        line = f"cd {shlex.quote(root)} && {line}"
+    return line
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem):
     """Runs a marked test's body on the simulated cluster, seed after seed."""
@@ -321,10 +353,7 @@ def pytest_pyfunc_call(pyfuncitem):
         why = outcome or _verdict(result)
         if why is None:
             continue
-        hash_seed = sim._hash_seed()
-        replay = (f"pytest {pyfuncitem.nodeid} --hpref-seed={seed}"
-                  + "".join(f" --hpref-fault={f}" for f in result.faults)
-                  + f"   (PYTHONHASHSEED={hash_seed if hash_seed is not None else 'unset: random'})")
+        replay = _replay_line(pyfuncitem, seed, result.faults, sim._hash_seed())
         pytest.fail(f"hpref_cluster: seed {seed} of {len(seeds)} failed: {why}\n{_describe(result)}\n"
                     f"replay: {replay}", pytrace=False)
     return True

@@ -63,19 +63,34 @@ def test_passing_body_passes_and_failures_name_seed_class_and_replay(first_run):
     out = run.stdout + run.stderr
     assert "1 passed" in out and "2 failed" in out, out
     assert re.search(r"test_mismatched_sizes.*seed 1 of 1 failed: collective mismatch", out, re.S), out
-    assert "replay: pytest test_generated.py::test_mismatched_sizes --hpref-seed=1" in out
+    # A shell command (the hash seed as a variable, not "(PYTHONHASHSEED=0)" after it), with
+    # the session's -p plugins: without -p hpref.pytest_plugin, --hpref-seed is unknown.
+    assert ("replay: PYTHONHASHSEED=0 python -m pytest -p hpref.pytest_plugin -p no:cacheprovider "
+            "test_generated.py::test_mismatched_sizes --hpref-seed=1\n") in out, out
     m = re.search(r"seed (\d+) of 64 failed: rank \d: AssertionError", out)
     assert m and int(m.group(1)) > 1, out  # found by exploring seeds: seed 1's fault is harmless
 
 
 def test_the_replay_line_reproduces_the_failure(first_run):
+    # Pasted into a shell as printed (from another directory too: it starts with a cd then).
     tmp, run = first_run
     out = run.stdout + run.stderr
-    line = re.search(r"replay: pytest (test_generated.py::test_exchange_checks_nothing [^\n(]*)", out).group(1)
+    line = re.search(r"replay: (.*test_generated.py::test_exchange_checks_nothing .*)", out).group(1)
     assert "--hpref-fault=flip:" in line, line  # the drawn fault, written out
-    again = pytest_run(tmp, *line.split())
-    assert "1 failed" in again.stdout and "AssertionError" in again.stdout, again.stdout
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    env.pop("PYTHONHASHSEED", None)
+    again = subprocess.run(["bash", "-c", line], cwd=tmp, env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert "1 failed" in again.stdout and "AssertionError" in again.stdout, again.stdout + again.stderr
     assert re.search(r"seed \d+ of 1 failed", again.stdout)
+    elsewhere = subprocess.run([sys.executable, "-m", "pytest", "-p", "hpref.pytest_plugin", "-q",
+                                "-p", "no:cacheprovider", "--rootdir", str(tmp),
+                                str(tmp / "test_generated.py") + "::test_mismatched_sizes"],
+                               cwd=tmp.parent, env=dict(os.environ, PYTHONHASHSEED="0"),
+                               capture_output=True, text=True, timeout=300)
+    assert (f"replay: cd {tmp} && PYTHONHASHSEED=0 python -m pytest -p hpref.pytest_plugin "
+            "-p no:cacheprovider test_generated.py::test_mismatched_sizes --hpref-seed=1\n"
+            in elsewhere.stdout), elsewhere.stdout
 
 
 def outcomes(run):
