@@ -97,6 +97,12 @@ expect_usage "hpref: error [invalid_argument]: --local-length is required" \
 expect_usage "the demo runs on 1 to 64 ranks (--ranks, or the MPI job's size), got 65" demo --ranks 65 --dp 1
 expect_usage "the demo runs on 1 to 64 ranks (--ranks, or the MPI job's size), got -3" demo --ranks -3
 expect_usage "--dp 3 must divide --ranks 8" demo --ranks 8 --dp 3
+# One message per option, naming the wrong one ("--steps and --window must be positive and
+# --ratio 1 or 2, got 5, 64 and 3"; "--dp 0 must divide --ranks 8" until 2026-12-04).
+expect_usage "hpref: error [invalid_argument]: --dp must be at least 1, got 0" demo --dp 0
+expect_usage "hpref: error [invalid_argument]: --ratio must be 1 or 2, got 3" demo --ratio 3
+expect_usage "hpref: error [invalid_argument]: --steps must be at least 1, got 0" demo --steps 0
+expect_usage "hpref: error [invalid_argument]: --window must be at least 1, got -2" demo --window -2
 # A fault plan the cluster cannot run is refused before anything is printed.
 expect_usage "fault crash:9@1 names rank 9 of a 4-rank cluster" sim run collectives --fault crash:9@1
 [ ! -s "$tmp/out" ] || fail "sim run --fault crash:9@1 printed before refusing: $(cat "$tmp/out")"

@@ -236,21 +236,31 @@ void header(const DemoArgs& a, const Config& cfg, const std::string& what, std::
   out.flush();
 }
 
-Config configure(DemoArgs a) {
+// `ranks_given`: whether --ranks was given (else the count is mpirun's), for the messages.
+Config configure(DemoArgs a, bool ranks_given = true) {
   if (a.ranks < 1 || a.ranks > 64) {
     throw Error(Errc::invalid_argument,
                 "the demo runs on 1 to 64 ranks (--ranks, or the MPI job's size), got " +
                     std::to_string(a.ranks));
   }
-  if (a.dp < 1 || a.ranks % a.dp != 0) {
+  // One message per option, naming the one that is wrong.
+  auto at_least_1 = [](const char* option, int value) {
+    if (value < 1) {
+      throw Error(Errc::invalid_argument,
+                  std::string(option) + " must be at least 1, got " + std::to_string(value));
+    }
+  };
+  at_least_1("--dp", a.dp);
+  if (a.ranks % a.dp != 0) {
     throw Error(Errc::invalid_argument,
-                "--dp " + std::to_string(a.dp) + " must divide --ranks " + std::to_string(a.ranks));
+                "--dp " + std::to_string(a.dp) + " must divide " +
+                    (ranks_given ? "--ranks " + std::to_string(a.ranks)
+                                 : "the " + std::to_string(a.ranks) + " ranks mpirun started"));
   }
-  if (a.steps < 1 || a.window < 1 || (a.ratio != 1 && a.ratio != 2)) {
-    throw Error(Errc::invalid_argument,
-                "--steps and --window must be positive and --ratio 1 or 2, got " +
-                    std::to_string(a.steps) + ", " + std::to_string(a.window) + " and " +
-                    std::to_string(a.ratio));
+  at_least_1("--steps", a.steps);
+  at_least_1("--window", a.window);
+  if (a.ratio != 1 && a.ratio != 2) {
+    throw Error(Errc::invalid_argument, "--ratio must be 1 or 2, got " + std::to_string(a.ratio));
   }
   prepare_dump(a);
   Config cfg{a, {}};
@@ -374,7 +384,8 @@ void check_world(const DemoArgs& a, int size) {
 
 // The configuration checks of a run under mpirun (Error invalid_argument).
 Config configure_device(DemoArgs& a, int size) {
-  if (a.ranks == 0) a.ranks = size;
+  bool ranks_given = a.ranks != 0;
+  if (!ranks_given) a.ranks = size;
   if (a.ranks != size) {
     throw Error(Errc::invalid_argument, "--ranks " + std::to_string(a.ranks) +
                                             " but mpirun started " + std::to_string(size) +
@@ -387,7 +398,7 @@ Config configure_device(DemoArgs& a, int size) {
                 "--turn-timeout-ms " + std::to_string(a.turn_timeout_ms) +
                     " is the simulator's (--backend sim); under mpirun use --timeout-ms");
   }
-  return configure(a);
+  return configure(a, ranks_given);
 }
 // Under mpirun: every rank runs the step; rank 0 prints.
 int run_on_device(DemoArgs a, std::ostream& out) {

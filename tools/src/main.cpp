@@ -98,10 +98,16 @@ bool json_requested(std::initializer_list<const CLI::App*> json_commands, int ar
 
 // The one line of an error that ended a command: "hpref: error [kind]: message"; returns
 // its exit code (an exception other than hpref::Error is an internal one, exit 1).
-int report_error(const std::exception& e) {
+// The line is written at once (one write): under mpirun every rank may report, and lines
+// written in pieces interleaved ("hpref: error [hpref: error [...").
+int report_error(const std::exception& e, std::string_view after = {}) {
   const auto* error = dynamic_cast<const Error*>(&e);
-  std::cerr << "hpref: error [" << (error != nullptr ? error->kind() : "internal")
-            << "]: " << e.what() << "\n";
+  std::string text = "hpref: error [";
+  text += error != nullptr ? error->kind() : "internal";
+  text = text + "]: " + e.what() + "\n";
+  text += after;
+  std::fwrite(text.data(), 1, text.size(), stderr);
+  std::fflush(stderr);
   return cli::exit_code_for(e);
 }
 
@@ -636,8 +642,7 @@ int run_hpref(int argc, char** argv) {
       cli::Json object = cli::Json::object();
       return cli::json_error(object, usage, std::cout);
     }
-    report_error(usage);
-    std::cerr << "Run with --help for more information.\n";
+    report_error(usage, "Run with --help for more information.\n");
     return kExitBadInput;
   }
   // --json commands answer even an unexpected failure with their JSON object.
