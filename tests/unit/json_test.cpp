@@ -101,8 +101,9 @@ BOOST_AUTO_TEST_CASE(malformed_values_refused) {
 // 99999999999999999999 until 2026-12-04. {"float": ...} still takes it as the double.
 BOOST_AUTO_TEST_CASE(integers_beyond_64_bits_named_as_written) {
   HPREF_CHECK_ERROR(from("99999999999999999999"), Errc::json_value,
-                    "a bare JSON number must be an int64 JSON integer (no fraction, no exponent): "
-                    "99999999999999999999");
+                    "a bare JSON number is an int and must fit in int64 (no fraction, no "
+                    "exponent; a float is written {\"float\": x}): 99999999999999999999");
+  HPREF_CHECK_ERROR(from("1.5"), Errc::json_value, "a float is written {\"float\": x}): 1.5");
   HPREF_CHECK_ERROR(from("-18446744073709551617"), Errc::json_value, ": -18446744073709551617");
   HPREF_CHECK_ERROR(
       from(R"({"tensor": {"dtype": "torch.int8", "shape": [2, 36893488147419103232], "hex": ""}})"),
@@ -179,6 +180,10 @@ BOOST_AUTO_TEST_CASE(item_keys_both_forms) {
                     Errc::invalid_sample_key, "-1");
   HPREF_CHECK_ERROR(items_from_json(parse_json("[[{\"list\": [1]}, 1]]")), Errc::unhashable_key,
                     "[1]");
+  // Three values in the SampleKey form: the message says how another key class's keys are
+  // written.
+  HPREF_CHECK_ERROR(items_from_json(parse_json("[[{\"key\": [3, 0, 1]}, 1]]")), Errc::json_value,
+                    "the keys of a key class with other fields are written {\"tuple\": [...]}");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

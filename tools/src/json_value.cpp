@@ -431,10 +431,11 @@ Value value_from_json(const Json& j) {
     case Json::value_t::number_integer:
     case Json::value_t::number_unsigned:
     case Json::value_t::number_float:
-      return Value::integer(json_int(j, "a bare JSON number"));
-    case Json::value_t::binary:  // an integer beyond 64 bits (refused, as written)
-      if (big_integer_text(j)) return Value::integer(json_int(j, "a bare JSON number"));
-      bad("not a Value", j);
+    case Json::value_t::binary:  // an integer beyond 64 bits, refused as written
+      if (auto v = json_as_int64(j)) return Value::integer(*v);
+      bad("a bare JSON number is an int and must fit in int64 (no fraction, no exponent; a "
+          "float is written {\"float\": x})",
+          j);
     case Json::value_t::string:
       return Value::string(j.get_ref<const std::string&>());
     case Json::value_t::object:
@@ -746,7 +747,11 @@ Value key_from_json(const Json& j) {
   std::string form;
   const Json* body = sole_member(j, form);
   if (body != nullptr && form == "key") {
-    if (!body->is_array() || body->size() != 2) bad("{\"key\": [sample_id, position]}", j);
+    if (!body->is_array() || body->size() != 2) {
+      bad("{\"key\": [sample_id, position]} holds a SampleKey's two fields (the keys of a key "
+          "class with other fields are written {\"tuple\": [...]}, one value per field)",
+          j);
+    }
     const Json& id = (*body)[0];
     std::int64_t position = json_int((*body)[1], "a key position");
     SampleKey k = id.is_string() ? SampleKey::make(id.get<std::string>(), position)
