@@ -18,6 +18,7 @@ or product beyond it is ``route_overflow`` where Python's unbounded ints would g
 """
 from __future__ import annotations
 
+import inspect
 from typing import Any, Optional, Sequence, Tuple
 
 from . import _core
@@ -75,10 +76,18 @@ def _plan_interval(local_length, intervals, *, owner_offsets=None):
     return _core.interval_routes(local_length, intervals, owner_offsets)
 
 
+def _plan_sliding_window(boundaries, local_length, size, window):
+    return _core.sliding_window_routes(boundaries, local_length, size, window)
+
+
+def _plan_document_prefix(boundaries, local_length, size, ratio):
+    return _core.document_prefix_routes(boundaries, local_length, size, ratio)
+
+
 _PLANNERS = {
     "interval": _plan_interval,
-    "sliding_window": _core.sliding_window_routes,
-    "document_prefix": _core.document_prefix_routes,
+    "sliding_window": _plan_sliding_window,
+    "document_prefix": _plan_document_prefix,
 }
 
 
@@ -99,6 +108,12 @@ def plan_all(kind: str, *args: Any, **kwargs: Any) -> Tuple[Route, ...]:
     planner = _PLANNERS.get(kind)
     if planner is None:
         raise ValueError(f"kind must be one of {sorted(_PLANNERS)}, got {kind!r}")
+    signature = inspect.signature(planner)
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as e:  # named here, not as the internal function that takes them
+        raise TypeError(f"plan_all({kind!r}, {str(signature)[1:-1]}) "
+                        f"takes the one-rank function's arguments without rank: {e}") from None
     return planner(*args, **kwargs)
 
 

@@ -441,6 +441,21 @@ def test_plan_all_refusals():
         routes.plan_all("sliding_window", (0, p), 1, p, 1)
     assert e.value.kind == "route_too_large"
     assert len(routes.plan_all("sliding_window", (0, p - 1), 1, p - 1, 1)) == p - 1
+    # A rank passed as to the one-rank function, or an argument missing: plan_all's own
+    # arguments named (nanobind's "sliding_window_routes(): incompatible function arguments"
+    # named an internal function until 2026-12-04).
+    with pytest.raises(TypeError, match=r"plan_all\('sliding_window', boundaries, local_length, size, "
+                                        r"window\) takes the one-rank function's arguments without "
+                                        r"rank: too many positional arguments"):
+        routes.plan_all("sliding_window", (0, 8), 4, 2, 0, 2)
+    with pytest.raises(TypeError, match=r"plan_all\('document_prefix', boundaries, local_length, "
+                                        r"size, ratio\) .*'ratio'"):
+        routes.plan_all("document_prefix", (0, 8), 4, 2)
+    with pytest.raises(TypeError, match=r"plan_all\('interval', local_length, intervals, \*, "
+                                        r"owner_offsets=None\) .*'rank'"):
+        routes.plan_all("interval", 4, [(0, 4)], rank=1)
+    assert routes.plan_all("document_prefix", (0, 8), 4, 2, ratio=1) == \
+        routes.plan_all("document_prefix", (0, 8), 4, 2, 1)
 
 
 def test_a_refusal_the_original_shares_keeps_its_kind_before_the_size_cap():
