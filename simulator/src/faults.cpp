@@ -11,8 +11,13 @@ std::uint64_t parse_number(std::string_view text, std::string_view spec) {
   std::uint64_t v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
-    throw Error(Errc::invalid_argument,
-                "fault '" + std::string(spec) + "' is not crash:R@K, flip:R@K[:B] or delay:R@K");
+    if (spec == "random") {  // the commands and hpref.sim.run draw it before parsing
+      throw Error(Errc::invalid_argument,
+                  "fault 'random' is drawn from the seed (Fault::drawn), not parsed");
+    }
+    throw Error(Errc::invalid_argument, "fault '" + std::string(spec) +
+                                            "' is not crash:R@K, flip:R@K[:B], delay:R@K or "
+                                            "random (one drawn from the seed)");
   }
   return v;
 }

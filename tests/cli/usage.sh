@@ -103,6 +103,10 @@ expect_usage "hpref: error [invalid_argument]: --dp must be at least 1, got 0" d
 expect_usage "hpref: error [invalid_argument]: --ratio must be 1 or 2, got 3" demo --ratio 3
 expect_usage "hpref: error [invalid_argument]: --steps must be at least 1, got 0" demo --steps 0
 expect_usage "hpref: error [invalid_argument]: --window must be at least 1, got -2" demo --window -2
+# A plan that is none names every form, random too (left out until 2026-12-04).
+expect_usage "fault 'bogus' is not crash:R@K, flip:R@K[:B], delay:R@K or random (one drawn from the seed)" \
+  sim run collectives --fault bogus
+expect_usage "fault 'crash:1' is not crash:R@K, flip:R@K[:B], delay:R@K or random" demo --fault crash:1
 # A fault plan the cluster cannot run is refused before anything is printed.
 expect_usage "fault crash:9@1 names rank 9 of a 4-rank cluster" sim run collectives --fault crash:9@1
 [ ! -s "$tmp/out" ] || fail "sim run --fault crash:9@1 printed before refusing: $(cat "$tmp/out")"

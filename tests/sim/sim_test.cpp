@@ -576,6 +576,11 @@ BOOST_AUTO_TEST_CASE(fault_specs) {
   BOOST_CHECK_THROW(Fault::parse("boom:1@2"), Error);
   BOOST_CHECK_THROW(Fault::parse("crash:1@0"), Error);
   BOOST_CHECK_THROW(Fault::parse("delay:1@2:3"), Error);
+  // "random" is drawn (Fault::drawn) by the commands and hpref.sim.run, never parsed: said so.
+  BOOST_CHECK_EXCEPTION(Fault::parse("random"), Error, [](const Error& e) {
+    return std::string(e.what()) ==
+           "fault 'random' is drawn from the seed (Fault::drawn), not parsed";
+  });
   Options o;
   o.faults = {Fault::parse("crash:5@1")};
   BOOST_CHECK_THROW(Cluster::run(2, o, [](Communicator&) { return std::string(); }), Error);
