@@ -185,6 +185,25 @@ def _flags(**flags: Any) -> None:
             raise _from_core("invalid_argument", f"{name} must be True or False, got {value!r}")
 
 
+def _segment(buffer: Any) -> Any:
+    """``buffer`` as the decoder reads it: a torch tensor (what all_to_all_single receives
+    into, which has no buffer protocol) as the numpy view of its bytes when it is a
+    C-contiguous CPU uint8 tensor, refused naming what it is otherwise; anything else as it
+    is (the binding checks it)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(buffer, torch.Tensor):
+        return buffer
+    if buffer.dtype != torch.uint8 or buffer.device.type != "cpu" or buffer.layout != torch.strided \
+            or not buffer.is_contiguous():
+        layout = "" if buffer.layout == torch.strided else f", {buffer.layout}"
+        order = "" if buffer.layout != torch.strided or buffer.is_contiguous() else ", not contiguous"
+        raise _from_core("invalid_argument",
+                         "a segment tensor must be a contiguous CPU torch.uint8 tensor, got "
+                         f"{buffer.dtype} on {buffer.device}{layout}{order} (.view(torch.uint8), "
+                         ".cpu() or .contiguous() first)")
+    return buffer.detach().reshape(-1).numpy()
+
+
 def _decode_args(key_class, tensors, torch_version):
     kc = KeyClass.coerce(key_class)
     tensors = _default_tensors() if tensors is None else tensors
@@ -208,9 +227,10 @@ def decode(buffer: Any, *, strict: bool = False,
            copy: bool = False) -> List[Tuple[Any, Any]]:
     """Decodes one payload segment (SPEC 2.1-2.4) into ``[(key, value), ...]``.
 
-    ``buffer``: bytes or any C-contiguous buffer (bytearray, memoryview, numpy uint8 array).
-    Writable buffers are viewed in place (tensors share them; ``copy=True`` decodes a
-    private copy instead); ``bytes`` are copied once. ``strict`` refuses any binary layout
+    ``buffer``: bytes, any C-contiguous buffer (bytearray, memoryview, numpy uint8 array) or
+    a contiguous CPU ``torch.uint8`` tensor (what ``all_to_all_single`` received into).
+    Writable buffers and tensors are viewed in place (decoded tensors share them;
+    ``copy=True`` decodes a private copy instead); ``bytes`` are copied once. ``strict`` refuses any binary layout
     the encoder would not write (SPEC 2.4). ``key_class``: the user's key class (a class,
     :class:`KeyClass` or dotted name) whose pickle pattern decodes as a key and whose
     instances the keys become; without it keys of the default class come back as
@@ -219,7 +239,7 @@ def decode(buffer: Any, *, strict: bool = False,
     torch's, when tensors are torch tensors). Raises :class:`hpref.Error` naming the kind."""
     a = _decode_args(key_class, tensors, torch_version)
     _flags(strict=strict, copy=copy)
-    return _core.decode(buffer, strict=strict, copy=copy, **a)
+    return _core.decode(_segment(buffer), strict=strict, copy=copy, **a)
 
 
 def decode_received(buffer: Any, splits: Sequence[int], *, strict: bool = False,
@@ -236,7 +256,7 @@ def decode_received(buffer: Any, splits: Sequence[int], *, strict: bool = False,
               for i, s in enumerate(splits)]
     a = _decode_args(key_class, tensors, torch_version)
     _flags(strict=strict, copy=copy)
-    return dict(_core.decode_received(buffer, splits, strict=strict, copy=copy, **a))
+    return dict(_core.decode_received(_segment(buffer), splits, strict=strict, copy=copy, **a))
 
 
 def inspect(buffer: Any, *, strict: bool = False,
@@ -249,7 +269,7 @@ def inspect(buffer: Any, *, strict: bool = False,
     limit = _checked_int("max_output_bytes", max_output_bytes, "invalid_argument", 0, 1 << 64)
     _flags(strict=strict)
     kc = KeyClass.coerce(key_class)
-    return _core.inspect(buffer, strict=strict,
+    return _core.inspect(_segment(buffer), strict=strict,
                          key_class=DEFAULT_KEY_CLASS if kc is None else kc._core_spec(),
                          max_output_bytes=limit)
 

@@ -104,8 +104,8 @@ SharedBytes segment_bytes(nb::handle buffer, bool copy) {
   auto view = view_buffer(buffer, /*writable=*/false);
   if (!view) {
     throw Error(Errc::invalid_argument,
-                "a segment must be bytes or a C-contiguous buffer (bytearray, memoryview, "
-                "numpy uint8 array), got a Python " +
+                "a segment must be bytes, a C-contiguous buffer (bytearray, memoryview, "
+                "numpy uint8 array) or a contiguous CPU torch.uint8 tensor, got a Python " +
                     py_type_name(buffer));
   }
   return SharedBytes::copy_of(view->span());

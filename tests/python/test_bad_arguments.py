@@ -42,8 +42,8 @@ def test_a_nul_in_a_quoted_value_does_not_end_the_message():
     # decode(None) and the flags reached nanobind: "incompatible function arguments" naming
     # internal parameters (make_tensor, key_arity); strict=1 and tensors="" were taken.
     (lambda: codec.decode(None), hpref.errors.InvalidArgumentError,
-     "a segment must be bytes or a C-contiguous buffer (bytearray, memoryview, numpy uint8 array), "
-     "got a Python NoneType"),
+     "a segment must be bytes, a C-contiguous buffer (bytearray, memoryview, numpy uint8 array) or a "
+     "contiguous CPU torch.uint8 tensor, got a Python NoneType"),
     (lambda: codec.decode(SEGMENT, strict=1), hpref.errors.InvalidArgumentError, "strict must be True or False, got 1"),
     (lambda: codec.decode(SEGMENT, copy=None), hpref.errors.InvalidArgumentError, "copy must be True or False, got None"),
     (lambda: codec.inspect(SEGMENT, strict=None), hpref.errors.InvalidArgumentError,
@@ -51,7 +51,7 @@ def test_a_nul_in_a_quoted_value_does_not_end_the_message():
     (lambda: codec.decode_received(SEGMENT, None), hpref.errors.InvalidArgumentError,
      "splits must be a sequence of byte counts, got None"),
     (lambda: codec.decode_received(None, [len(SEGMENT)]), hpref.errors.InvalidArgumentError,
-     "a segment must be bytes or a C-contiguous buffer"),
+     "a segment must be bytes, a C-contiguous buffer"),
     (lambda: codec.decode(SEGMENT, tensors=""), ValueError, "tensors must be 'torch', 'numpy' or 'raw', got ''"),
     (lambda: codec.decode(SEGMENT, tensors=0), ValueError, "tensors must be 'torch', 'numpy' or 'raw', got 0"),
     # torch_version=2: AttributeError ('int' object has no attribute 'split'); "2.x" was 2.0.

@@ -80,6 +80,32 @@ def test_tensors_view_a_writable_segment_in_place():
     assert bytes(buffer) == frame
 
 
+def test_a_received_uint8_tensor_is_decoded_in_place():
+    # What dist.all_to_all_single receives into: a CPU uint8 tensor, which has no buffer
+    # protocol ("got a Python Tensor" until 2026-12-04). Viewed in place like a bytearray.
+    torch = pytest.importorskip("torch")
+    frame = tensor_case()
+    received = torch.frombuffer(bytearray(frame * 2), dtype=torch.uint8)
+    mine = received[:len(frame)]
+    assert hpref.codec.decode(mine, tensors="raw") == hpref.codec.decode(frame, tensors="raw")
+    assert hpref.codec.inspect(mine) == hpref.codec.inspect(frame)
+    a = hpref.codec.encode([((1, 0), torch.arange(3))])
+    b = hpref.codec.encode([((2, 0), b"x")])
+    merged = hpref.codec.decode_received(torch.frombuffer(bytearray(a + b), dtype=torch.uint8),
+                                         [len(a), len(b)])
+    assert merged[(1, 0)].tolist() == [0, 1, 2] and merged[(2, 0)] == b"x"
+    for t in raw_tensors(hpref.codec.decode(mine, tensors="raw")):
+        if len(t.data):
+            t.data[0] ^= 0xFF  # writes through to the received tensor
+    assert bytes(mine.numpy()) != frame and bytes(received[len(frame):].numpy()) == frame
+    for bad, what in ((torch.zeros(8), "torch.float32 on cpu"),
+                      (torch.zeros(16, dtype=torch.uint8)[::2], "torch.uint8 on cpu, not contiguous"),
+                      (torch.zeros(4, dtype=torch.uint8).to_sparse(), "torch.uint8 on cpu, torch.sparse_coo")):
+        with pytest.raises(hpref.errors.InvalidArgumentError,
+                           match="a segment tensor must be a contiguous CPU torch.uint8 tensor, got " + what):
+            hpref.codec.decode(bad)
+
+
 def test_tensors_of_immutable_bytes_are_a_private_writable_copy():
     frame = tensor_case()
     for t in raw_tensors(hpref.codec.decode(frame, tensors="raw")):
