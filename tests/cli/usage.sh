@@ -209,5 +209,15 @@ for want in "--steps INT=5" "--seed UINT=1" "--window INT=64" "--dp INT=2"; do
 done
 "$hpref" frame decode --help > "$tmp/help" || fail "frame decode --help"
 grep -qF -- "--max-output-bytes UINT=1073741824" "$tmp/help" || fail "frame decode --help: $(cat "$tmp/help")"
-echo "--help: defaults shown"
+# A required option shows no default ("--rank INT=0 REQUIRED" until 2026-12-04: never used).
+for cmd in "route interval" "route sliding-window" "route document-prefix" "route plan-all interval" \
+           "route plan-all sliding-window" "route plan-all document-prefix" "frame encode" \
+           "frame decode" "frame inspect" "sim run" "sim explore" "verify" "demo"; do
+  # shellcheck disable=SC2086 # the command's words
+  "$hpref" $cmd --help > "$tmp/help" || fail "$cmd --help"
+  if grep -E "=[^ ]* +REQUIRED" "$tmp/help"; then fail "$cmd --help shows a default of a required option"; fi
+done
+"$hpref" route sliding-window --help > "$tmp/help"
+grep -qE -- "--rank INT REQUIRED +This rank" "$tmp/help" || fail "route sliding-window --help: $(cat "$tmp/help")"
+echo "--help: defaults shown, none for a required option"
 echo PASS

@@ -367,6 +367,15 @@ struct RouteCommands {
   CLI::App* all_prefix;
 };
 
+// A required option has no default: --help would show the variable's initial value
+// ("--rank INT=0 REQUIRED"), which is never used. Cleared in every command.
+void hide_required_defaults(CLI::App& app) {
+  for (CLI::Option* option : app.get_options()) {
+    if (option->get_required()) option->default_str("");
+  }
+  for (CLI::App* sub : app.get_subcommands({})) hide_required_defaults(*sub);
+}
+
 RouteCommands add_route_commands(CLI::App& app, RouteArgs& ra) {
   RouteCommands c{};
   c.route = app.add_subcommand("route",
@@ -379,13 +388,16 @@ RouteCommands add_route_commands(CLI::App& app, RouteArgs& ra) {
                     "With --batch: exit 0 even when some lines were refused (default: exit 2)");
   c.route->require_subcommand(0, 1);
   auto common = [&ra](CLI::App* sub, bool rank) {
-    CLI::Option* length = sub->add_option("--local-length", ra.local_length,
-                                          "Rows each rank owns (L); plan-all interval with "
-                                          "--owner-offsets does not read it (each rank's is its "
-                                          "owner shard's length) and does not need it")
-                              ->check(integer_of(ra.local_length));
     // Only plan-all interval can do without it, when it has --owner-offsets (run_route).
-    if (rank || sub->get_name() != "interval")
+    bool optional = !rank && sub->get_name() == "interval";
+    CLI::Option* length = sub->add_option("--local-length", ra.local_length,
+                                          optional ? "Rows each rank owns (L); with "
+                                                     "--owner-offsets it is not read (each "
+                                                     "rank's is its owner shard's length) and "
+                                                     "not needed"
+                                                   : "Rows each rank owns (L)")
+                              ->check(integer_of(ra.local_length));
+    if (!optional)
       length->required();
     else
       length->default_str("");  // not "=0": no length is assumed
@@ -611,6 +623,8 @@ int run_hpref(int argc, char** argv) {
 
   cli::VerifyArgs va;
   CLI::App* verify = cli::add_verify_command(app, va);  // verify.cpp
+
+  hide_required_defaults(app);
 
   // verify, demo, sim run and sim explore print JSON whatever happens under --json.
   auto json_commands = {static_cast<const CLI::App*>(verify), static_cast<const CLI::App*>(demo),
