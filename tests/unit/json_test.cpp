@@ -232,6 +232,18 @@ BOOST_AUTO_TEST_CASE(ids_echoed_exactly) {
     BOOST_TEST(a["kind"].get<std::string>() == "invalid_request", id << " -> " << line(id));
     BOOST_TEST(!a.contains("id"), id);
   }
+  // The message quotes the number as written ("the \"id\" 1.5 holds a number ..." showed the
+  // parsed value, the very thing that differs, until 2026-12-04).
+  for (auto [id, number] : {std::pair{"1.50", "1.50"},
+                            {"[1, 2.50]", "2.50"},
+                            {"-0", "-0"},
+                            {"{\"x\": 1E5}", "1E5"},
+                            {"18446744073709551616", "18446744073709551616"}}) {
+    std::string error = parse_json(line(id))["error"].get<std::string>();
+    BOOST_TEST(error.find("the \"id\" holds the number "s + number + ", which cannot be echoed") !=
+                   std::string::npos,
+               id << " -> " << error);
+  }
   // A float in another field is not an id; nor is a -0 or a 1e400 elsewhere.
   BOOST_TEST(parse_json(line("1, \"x\": 1.50"))["ok"].get<bool>());
   BOOST_TEST(parse_json(line("0, \"x\": -0"))["ok"].get<bool>());

@@ -196,7 +196,7 @@ class Builder final : public nlohmann::json_sax<Json> {
     // SAX reports "-0" as the integer 0, which would be echoed as "0".
     if (v == 0 && in_id_ && info_ != nullptr &&
         std::binary_search(negative_zeros_.begin(), negative_zeros_.end(), numbers_)) {
-      info_->id_inexact = true;
+      inexact_id("-0");
     }
     ++numbers_;
     return add(Json(v)) != nullptr;
@@ -206,7 +206,7 @@ class Builder final : public nlohmann::json_sax<Json> {
     return add(Json(v)) != nullptr;
   }
   bool number_float(number_float_t v, const string_t& text) override {
-    if (in_id_ && info_ != nullptr && text != float_repr(v)) info_->id_inexact = true;
+    if (in_id_ && info_ != nullptr && text != float_repr(v)) inexact_id(text);
     ++numbers_;
     // No fraction, no exponent: an integer beyond 64 bits, kept as written.
     if (text.find_first_of(".eE") == string_t::npos) return add(big_integer(text)) != nullptr;
@@ -240,6 +240,11 @@ class Builder final : public nlohmann::json_sax<Json> {
   }
 
  private:
+  void inexact_id(const std::string& text) {
+    if (!info_->id_inexact) info_->id_inexact_number = text;
+    info_->id_inexact = true;
+  }
+
   struct Frame {
     Json* node;
     std::string key;

@@ -32,6 +32,7 @@ struct JsonParseInfo {
   // (1.50, -0, an integer beyond 64 bits). One beyond a double (1e400) is refused by
   // parse_json itself, Error invalid_request, when an info is given.
   bool id_inexact = false;
+  std::string id_inexact_number;  // the first such number, as written ("1.50", "-0")
 };
 // An integer beyond 64 bits (99999999999999999999) is kept as its text, so that messages
 // show it as written, not as the double it rounds to ("1e+20"): json_as_int64 and every
