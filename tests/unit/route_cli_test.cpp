@@ -119,6 +119,16 @@ BOOST_AUTO_TEST_CASE(tables_have_no_trailing_spaces) {
   }
   BOOST_TEST(route_table(routes[1], 1).find("\n2     2       2               0\n(* = this rank") !=
              std::string::npos);
+  BOOST_TEST(route_table(routes[1], 1).rfind("rank 1 of 3: owns 4 rows", 0) == 0);
+  // A document-prefix table says first that its rows are compressed blocks ("owns 1 rows"
+  // for 4 tokens of ratio 2 read as a mistake).
+  auto prefix = document_prefix_routes(std::vector<std::int64_t>{0, 5, 12, 16}, 4, 4, 2);
+  for (const std::string& table : {route_table(prefix[1], 1, 2), send_matrix_table(prefix, 2)}) {
+    BOOST_TEST(table.rfind("rows are compressed blocks of 2 tokens (SPEC 7.3): every count below "
+                           "is in blocks\n",
+                           0) == 0,
+               table);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(send_matrix_shows_who_sends_what) {

@@ -474,7 +474,7 @@ int run_route(const RouteCommands& c, const RouteArgs& ra) {
       for (const auto& r : routes) all.push_back(cli::route_to_json(r));
       std::cout << cli::dump_json(all) << "\n";
     } else {
-      std::cout << cli::send_matrix_table(routes);
+      std::cout << cli::send_matrix_table(routes, c.all_prefix->parsed() ? ra.ratio : 0);
     }
     return 0;
   }
@@ -490,7 +490,7 @@ int run_route(const RouteCommands& c, const RouteArgs& ra) {
   if (ra.json) {
     std::cout << cli::dump_json(cli::route_to_json(route)) << "\n";
   } else {
-    std::cout << cli::route_table(route, ra.rank);
+    std::cout << cli::route_table(route, ra.rank, c.prefix->parsed() ? ra.ratio : 0);
   }
   return 0;
 }

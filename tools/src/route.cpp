@@ -119,8 +119,20 @@ Json handle_route_request(const Json& request) {
   return Json{{"ok", true}, {"route", route_to_json(route)}};
 }
 
-std::string route_table(const Route& r, std::int64_t rank) {
+namespace {
+
+// The first line of a document-prefix table (ratio > 0): its rows are compressed blocks.
+std::string block_note(std::int64_t ratio) {
+  if (ratio <= 0) return {};
+  return "rows are compressed blocks of " + std::to_string(ratio) +
+         (ratio == 1 ? " token" : " tokens") + " (SPEC 7.3): every count below is in blocks\n";
+}
+
+}  // namespace
+
+std::string route_table(const Route& r, std::int64_t rank, std::int64_t ratio) {
   std::ostringstream out;
+  out << block_note(ratio);
   out << "rank " << rank << " of " << r.send_offsets.size() << ": owns " << r.local_length
       << " rows; assembles interval [" << r.global_start << ", " << r.global_end
       << ") = " << (r.global_end - r.global_start) << " rows, own shard at output row "
@@ -140,13 +152,14 @@ std::string route_table(const Route& r, std::int64_t rank) {
   return without_trailing_spaces(out.str());
 }
 
-std::string send_matrix_table(const std::vector<Route>& routes) {
+std::string send_matrix_table(const std::vector<Route>& routes, std::int64_t ratio) {
   std::size_t peers = routes.size();
   std::size_t width = 6;
   for (const Route& r : routes) {
     for (std::int64_t n : r.input_splits) width = std::max(width, std::to_string(n).size() + 2);
   }
   std::ostringstream out;
+  out << block_note(ratio);
   out << "rows sent: row = sender, column = receiver (" << peers << " ranks; needs_exchange "
       << (peers && routes[0].needs_exchange ? "true" : "false") << ")\n";
   out << pad("from\\to", 9);
