@@ -151,16 +151,16 @@ class CheckedWork(OnceWork):
         self._launched = time.monotonic() if launched is None else launched
 
     def _complete(self, timeout_s: Optional[float]) -> None:
-        # The send buffer is read before the inner wait, while the backend's threads still
-        # move it: the caller is in wait(), so it has made every change it will make before
-        # wait, and backends only read send buffers.
-        after = None if self._send is None else self._comm._checksum(*self._send[:3])
+        # The send buffer is compared once the backend has finished with it, as the C++
+        # checked mode does (device/src/core/communicator.cpp): a change made while wait()
+        # runs - by a later in-place operation of this rank or by another thread - may be
+        # read by the backend too, and was missed when compared before the inner wait.
         self._comm._wait(self._inner, self._what, self._launched, timeout_s)
-        if self._send is not None and after != self._send[3]:
+        if self._send is not None and self._comm._checksum(*self._send[:3]) != self._send[3]:
             raise _from_core("comm_buffer_mutated",
                              f"{self._what}: rank {self._comm._world_rank()} changed its send buffer of "
                              f"{self._send[1]} bytes between launch and wait() (the backend may read it at any "
-                             "time before wait)")
+                             "time before wait() returns)")
 
     def _finished(self) -> bool:
         poll = getattr(self._inner, "is_completed", None)

@@ -408,7 +408,7 @@ def test_subgroup_errors_name_torchs_group_and_the_world_rank(tmp_path):
                            "launch and wait() (a real backend may read it at any time before wait)")
         assert seen[2] == ("CommBufferMutatedError",
                            f"all_to_all_v on group 1 seq 1 [1, 2]: rank {r} changed its send buffer of 16 bytes "
-                           "between launch and wait() (the backend may read it at any time before wait)")
+                           "between launch and wait() (the backend may read it at any time before wait() returns)")
     kind, message = res[1]["value"][3]  # rank 2 comes 7 s late to the 4 s deadline
     assert kind == "CommTimeoutError", message
     assert re.match(r"the signature exchange of all_reduce on group 1 seq 3 \[1, 2\]: rank 1 waited (\d+\.\d) s "
@@ -724,6 +724,58 @@ def test_an_unchanged_accelerator_send_buffer_is_no_buffer_mutated():
         src, out = torch.arange(64, dtype=torch.uint8), torch.zeros(64, dtype=torch.uint8)
         comm.all_gather(inner.world(), src.data_ptr(), 64, out.data_ptr(), 64, "accelerator").wait()
         assert out.tolist() == list(range(64))
+
+
+class _ReadAtWaitWork:
+    """A host work whose backend reads the send buffer only inside wait(), after ``during``
+    (another thread of the caller's, or a later in-place operation, changing the buffer
+    while wait() runs)."""
+
+    def __init__(self, comm, in_addr, out_addr, nbytes):
+        self.comm, self.args = comm, (out_addr, in_addr, nbytes)
+
+    def wait(self, *args):
+        if self.comm.during is not None:
+            self.comm.during()
+        ctypes.memmove(*self.args)
+
+    def is_completed(self):
+        return True
+
+
+class _OneRankReadAtWaitComm(_OneRankAcceleratorComm):
+    """A world of one in host memory whose all_to_all_v reads its send buffer at wait()."""
+
+    during = None
+
+    def world(self):
+        return CommGroup(0, (0,), 0, "gloo", "host")
+
+    def world_backend(self):
+        return "gloo"
+
+    def all_to_all_v(self, group, in_addr, in_counts, out_addr, out_counts, space="host"):
+        return _ReadAtWaitWork(self, in_addr, out_addr, int(in_counts[0]))
+
+
+def test_a_send_buffer_changed_while_wait_runs_is_named():
+    """A change made while wait() runs - before the backend has read the buffer - was missed:
+    the wait-side checksum was taken before the backend's wait (a checked-mode audit: an
+    async all_to_all_single whose send buffer a later in-place all_reduce, or a prefetch
+    thread, wrote gave silently wrong bytes on real gloo). Compared after it now, as the C++
+    checked mode does; the bytes the backend moved are the changed ones, so this is no false
+    alarm."""
+    inner = _OneRankReadAtWaitComm()
+    comm = _checked.CheckedComm(inner, timeout_s=10)
+    src, out = torch.arange(16, dtype=torch.uint8), torch.zeros(16, dtype=torch.uint8)
+    comm.all_to_all_v(inner.world(), src.data_ptr(), [16], out.data_ptr(), [16], "host").wait()
+    assert out.tolist() == list(range(16))  # unchanged: no error
+    work = comm.all_to_all_v(inner.world(), src.data_ptr(), [16], out.data_ptr(), [16], "host")
+    inner.during = lambda: src.fill_(7)
+    with pytest.raises(CommBufferMutatedError, match=r"all_to_all_v on group 0 seq 1 \[0\]: rank 0 changed "
+                                                     r"its send buffer of 16 bytes between launch and wait\(\)"):
+        work.wait()
+    assert out.tolist() == [7] * 16
 
 
 # ---- test_checked_more.py ("11: options", "2: enable()'s backend names") --------------------------
