@@ -451,7 +451,8 @@ def _agree_new_group(ranks: Sequence[int], backend: str) -> None:
     """new_group as a world collective of the checked world order (SPEC 9.1): when the
     default group is a checked one, every world rank agrees the request (member ranks, the
     backend name the code asked for) over it before torch makes the group — torch calls its
-    group helper on every world rank, members or not (docs/python.md). A rank that skipped
+    group helper on every world rank, members or not (docs/python.md); ``backend``: the
+    libraries the name asked for resolves to ("gloo", "gloo,nccl"). A rank that skipped
     this new_group meets it with its next world operation or new_group: ``CommMismatch`` on
     every rank instead of a hang. The default group's own creation (no world yet) is not
     agreed."""
@@ -524,7 +525,10 @@ def enable(backends: Union[str, Sequence[str]] = ("gloo",), *, timeout_s: Option
     def helper(group_size: int, group_rank: Any, ranks: Sequence[int], backend: Any, store: Any,
                *args: Any, **kwargs: Any) -> Any:
         name = str(backend)
-        _agree_new_group(ranks, name)
+        # Agreed by the libraries it resolves to, not the name asked for: new_group() and
+        # new_group(backend="gloo") make the same gloo group on a machine without an
+        # accelerator (a "new_group mismatch ... on undefined but ... on gloo" until 2026-12-04).
+        _agree_new_group(ranks, ",".join(_libraries(name)))
         library = _enabled_library(name)
         if library is None:
             return original(group_size, group_rank, ranks, backend, store, *args, **kwargs)

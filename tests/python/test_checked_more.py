@@ -624,6 +624,27 @@ def test_the_functional_all_gather_runs_checked(tmp_path):
     res = runn(tmp_path, "functional", 2, _functional)
     assert [r.get("value") for r in res] == [[[0.0, 0.0, 1.0, 1.0], [1.0, 1.0]]] * 2, res
 
+def _new_group_default_vs_gloo(rank, world, store_path):
+    ht.enable(["gloo"])
+    dist.init_process_group(store=dist.FileStore(store_path, world), rank=rank, world_size=world,
+                            timeout=timedelta(seconds=30))  # no backend: torch's default
+    group = dist.new_group([0, 1]) if rank == 0 else dist.new_group([0, 1], backend="gloo")
+    t = torch.ones(2)
+    dist.all_reduce(t, group=group)
+    return t.tolist()
+
+
+@pytest.mark.skipif(not TORCH2, reason="torch 1.13's init_process_group requires a backend name")
+def test_new_group_with_the_default_backend_agrees_with_one_naming_its_library(tmp_path):
+    """With init_process_group() naming no backend, new_group(ranks) on one rank and
+    new_group(ranks, backend="gloo") on another make the same gloo group on a machine
+    without an accelerator (plain gloo runs it); the checked world agreed the names asked for
+    and refused it ("rank 0 asked for [0, 1] on undefined but rank 1 asked for [0, 1] on
+    gloo", a checked-mode audit). Agreed by the libraries the names resolve to now."""
+    res = runn(tmp_path, "default_vs_gloo", 2, _new_group_default_vs_gloo)
+    assert [r.get("value") for r in res] == [[2.0, 2.0]] * 2, res
+
+
 # ---- gaps a mutation sample found (2026-12-03): each test fails with its mutant -------------
 # (C = hpref/_checked.py, T = hpref/_torch_comm.py, H = hpref/torch.py; docs/verification.md)
 
