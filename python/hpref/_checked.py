@@ -24,9 +24,11 @@ and ranks as the code knows them (``names``: torch's group id and global ranks).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import struct
+import threading
 import time
 import zlib
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -131,6 +133,14 @@ def _u8(nbytes: int, device: Any = None):
     return torch.empty(nbytes, dtype=torch.uint8, device=device)
 
 
+# Said when a signature exchange times out: plain gloo would have queued the operation and
+# returned, so a program whose ranks reach two groups' operations in different orders runs
+# there and waits here (a checked-mode audit).
+_LAUNCH_HINT = (" (a checked launch, async_op=True too, returns only once every member has "
+                "launched the operation: a member that reaches it only after an operation of "
+                "another group, which this rank has not launched yet, is still on its way)")
+
+
 class CheckedWork(OnceWork):
     """A checked operation: ``wait()`` completes the inner operation within the deadline
     (``CommTimeout``/``PeerFailed`` otherwise), then compares the send buffer with its
@@ -216,6 +226,9 @@ class CheckedComm:
         self._log = None
         self._log_dir = log_dir
         self._me = inner.rank()  # the inner communicator's world rank (roots are given in it)
+        # group id -> (thread name, operation) of a launch in progress (see _alone).
+        self._launching: Dict[int, Tuple[str, str]] = {}
+        self._launching_lock = threading.Lock()
 
     @property
     def check_buffers(self) -> Any:
@@ -257,7 +270,8 @@ class CheckedComm:
         group = self._inner.world()
         members = sorted({int(r) for r in ranks})
         sig = _new_group_signature(group.size, members, str(backend))
-        self._agree(group, "new_group", dict(members=members, backend=str(backend)), sig, "host")
+        with self._alone(group, "new_group"):
+            self._agree(group, "new_group", dict(members=members, backend=str(backend)), sig, "host")
 
     def all_gather(self, group: Any, in_addr: int, in_bytes: int, out_addr: int, out_bytes: int,
                    space: str = "host") -> CheckedWork:
@@ -320,6 +334,31 @@ class CheckedComm:
         ranks = self._label(world)[1]
         return ranks[world.index] if 0 <= world.index < len(ranks) else self._me
 
+    @contextlib.contextmanager
+    def _alone(self, group: Any, kind: str):
+        """Marks a launch on ``group`` as in progress; a second thread launching on the same
+        group meanwhile is ``comm_usage`` at once, naming both threads. A checked operation
+        is two operations of the library underneath (the signatures, then the operation),
+        which two threads on one group interleave differently on each rank: plain gloo runs
+        such a program, and here every rank waited out its deadline (SPEC 9.1: a group is
+        driven by one thread at a time)."""
+        me = threading.current_thread().name
+        with self._launching_lock:
+            other = self._launching.get(group.id)
+            if other is not None:
+                gid, _ = self._label(group)
+                raise _from_core("comm_usage",
+                                 f"{kind} on group {gid}: launched by thread {me!r} while thread {other[0]!r} "
+                                 f"is launching {other[1]} on the same group; a group is driven by one thread "
+                                 "at a time (SPEC 9.1): each checked operation is two operations of the library "
+                                 "underneath, which two threads interleave differently on each rank")
+            self._launching[group.id] = (me, kind)
+        try:
+            yield
+        finally:
+            with self._launching_lock:
+                self._launching.pop(group.id, None)
+
     def _agree(self, group: Any, kind: str, fields: Dict[str, Any], sig: bytes, space: str,
                log: bool = True, meanwhile: Optional[Callable[[], Any]] = None) -> Tuple[str, Any]:
         """Numbers, records and agrees one operation's signature over ``group``; returns the
@@ -347,7 +386,7 @@ class CheckedComm:
         extra = meanwhile() if meanwhile is not None else None
         # A hang here is a hang of the group: it times out like any wait.
         try:
-            self._wait(work, f"the signature exchange of {what}", launched)
+            self._wait(work, f"the signature exchange of {what}", launched, hint=_LAUNCH_HINT)
         except BaseException:
             _park(work, (src, out))  # kept while the library may still write them
             raise
@@ -361,9 +400,10 @@ class CheckedComm:
         if send is not None and (self._check_buffers == "all" or (self._check_buffers and space == "host")):
             addr, nbytes = send
             checksum = lambda: (addr, nbytes, space, self._checksum(addr, nbytes, space))  # noqa: E731
-        what, checked = self._agree(group, kind, fields, sig, space, meanwhile=checksum)
-        launched = time.monotonic()
-        work = CheckedWork(self, run(), what, checked, launched)
+        with self._alone(group, kind):
+            what, checked = self._agree(group, kind, fields, sig, space, meanwhile=checksum)
+            launched = time.monotonic()
+            work = CheckedWork(self, run(), what, checked, launched)
         work.seq = self._seq[group.id] - 1
         return work
 
@@ -375,7 +415,8 @@ class CheckedComm:
         host = self._to_host(addr, nbytes)  # kept alive while it is read: a temporary's
         return _core.buffer_checksum(host.data_ptr(), nbytes)  # memory was freed before the read
 
-    def _wait(self, work: Any, what: str, launched: float, timeout_s: Optional[float] = None) -> None:
+    def _wait(self, work: Any, what: str, launched: float, timeout_s: Optional[float] = None,
+              hint: str = "") -> None:
         """Completes ``work`` (launched at ``launched``, time.monotonic()) within the deadline,
         or within ``timeout_s`` when the caller's wait() gave one that ends sooner; a timeout
         or a peer gone is raised naming what every member last launched."""
@@ -394,7 +435,7 @@ class CheckedComm:
                 limit = f"the {timeout_s:g} s given to wait()" if mine else f"the {self._timeout_s:g} s deadline"
                 raise _from_core("comm_timeout",
                                  f"{what}: rank {self._world_rank()} waited {waited:.1f} s since the launch, "
-                                 f"{limit}; last launches: {self.last_launches(what)}") from e
+                                 f"{limit}; last launches: {self.last_launches(what)}{hint}") from e
             if peer_went_away(text):
                 raise _from_core("comm_peer_failed", f"{what}: a peer went away ({text.strip()}); "
                                                      f"last launches: {self.last_launches(what)}") from e
@@ -436,6 +477,9 @@ class CheckedComm:
                 entry = json.loads(bytes(self._store.get(key)).decode())
             except Exception as e:  # noqa: BLE001 - the store may have died with its host
                 parts.append(f"rank {rank}: unreadable ({type(e).__name__})")
+                continue
+            if entry.get("run", 0) != self._run:  # an earlier default group's, on a reused store
+                parts.append(f"rank {rank}: nothing")
                 continue
             detail = ", ".join(f"{k} {v}" for k, v in entry.items()
                                if k not in ("rank", "run", "group", "ranks", "seq", "kind"))

@@ -413,7 +413,8 @@ def test_subgroup_errors_name_torchs_group_and_the_world_rank(tmp_path):
     assert kind == "CommTimeoutError", message
     assert re.match(r"the signature exchange of all_reduce on group 1 seq 3 \[1, 2\]: rank 1 waited (\d+\.\d) s "
                     r"since the launch, the 4 s deadline; last launches: rank 1: all_reduce seq 3 .*; "
-                    r"rank 2: barrier seq 2", message), message
+                    r"rank 2: barrier seq 2 .*\(a checked launch, async_op=True too, returns only once every "
+                    r"member has launched the operation: ", message), message
     assert 3.5 <= float(re.search(r"waited (\S+) s", message).group(1)) < 7.0, message
     # Rank 1 has given the group up after its own timeout (its gloo pair to rank 2 may be
     # closed by then, or not yet): a peer failure or a timeout.
@@ -778,6 +779,9 @@ class _OneRankReadAtWaitComm(_OneRankAcceleratorComm):
     def all_to_all_v(self, group, in_addr, in_counts, out_addr, out_counts, space="host"):
         return _ReadAtWaitWork(self, in_addr, out_addr, int(in_counts[0]))
 
+    def barrier(self, group):
+        return _CopyWork()
+
 
 def test_a_send_buffer_changed_while_wait_runs_is_named():
     """A change made while wait() runs - before the backend has read the buffer - was missed:
@@ -797,6 +801,62 @@ def test_a_send_buffer_changed_while_wait_runs_is_named():
                                                      r"its send buffer of 16 bytes between launch and wait\(\)"):
         work.wait()
     assert out.tolist() == [7] * 16
+
+
+def test_a_second_thread_launching_on_a_group_mid_launch_is_named_at_once():
+    """Two threads calling one checked group: each checked operation is two operations of
+    gloo underneath, which the threads interleaved differently on each rank, and every rank
+    waited out its deadline (30 minutes by default; a checked-mode audit). A launch while
+    another thread's launch on the same group is in progress is comm_usage at once, naming
+    both threads; the first launch goes on."""
+    import threading
+
+    inner = _OneRankReadAtWaitComm()
+    comm = _checked.CheckedComm(inner, timeout_s=10)
+    src, out = torch.arange(4, dtype=torch.uint8), torch.zeros(4, dtype=torch.uint8)
+    seen = []
+
+    def second():
+        try:
+            comm.barrier(inner.world())
+            seen.append("launched")
+        except hpref.Error as e:
+            seen.append((type(e).__name__, str(e)))
+
+    def during():  # the first launch's signature exchange is in flight
+        inner.during = None
+        t = threading.Thread(target=second, name="prefetch")
+        t.start()
+        t.join(10)
+
+    inner.during = during
+    comm.all_to_all_v(inner.world(), src.data_ptr(), [4], out.data_ptr(), [4], "host").wait()
+    assert out.tolist() == [0, 1, 2, 3]
+    assert seen == [("CommUsageError",
+                     f"barrier on group 0: launched by thread 'prefetch' while thread "
+                     f"{threading.current_thread().name!r} is launching all_to_all_v on the same group; a group is "
+                     "driven by one thread at a time (SPEC 9.1): each checked operation is two operations of the "
+                     "library underneath, which two threads interleave differently on each rank")], seen
+    comm.barrier(inner.world()).wait()  # the group goes on: seq 1 (the refused launch took none)
+    assert comm.last_launches() == "unknown (no store)" and comm._seq[inner.world().id] == 2
+
+
+def test_last_launches_of_an_earlier_default_group_are_not_shown_as_this_runs():
+    """A job that destroys its default group and makes it again over the same store (torch
+    allows it) found the first run's "last launch" keys: a timeout in run 1 said "rank 1:
+    all_reduce seq 5" for a rank that had launched nothing in it (a checked-mode audit).
+    An entry of another run reads as nothing."""
+    inner = _OneRankReadAtWaitComm()
+    store = dist.HashStore()
+    first = _checked.CheckedComm(inner, store=store, timeout_s=10)  # run 0
+    src, out = torch.arange(4, dtype=torch.uint8), torch.zeros(4, dtype=torch.uint8)
+    for _ in range(3):
+        first.all_to_all_v(inner.world(), src.data_ptr(), [4], out.data_ptr(), [4], "host").wait()
+    assert first.last_launches().startswith("rank 0: all_to_all_v seq 2")
+    second = _checked.CheckedComm(inner, store=store, timeout_s=10, run=1)
+    assert second.last_launches() == "rank 0: nothing"
+    second.all_to_all_v(inner.world(), src.data_ptr(), [4], out.data_ptr(), [4], "host").wait()
+    assert second.last_launches().startswith("rank 0: all_to_all_v seq 0")
 
 
 # ---- test_checked_more.py ("11: options", "2: enable()'s backend names") --------------------------
