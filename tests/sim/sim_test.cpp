@@ -14,11 +14,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <numeric>
 #include <random>
@@ -26,6 +28,7 @@
 #include <thread>
 
 #include "hpref/scenarios/scenario.hpp"
+#include "hpref/sim/chrome_trace.hpp"
 #include "hpref/sim/cluster.hpp"
 #include "hpref/splitmix64.hpp"
 #include "support.hpp"
@@ -316,6 +319,29 @@ BOOST_AUTO_TEST_CASE(mutated_send_buffer_caught_at_wait) {
   BOOST_TEST(r.outcomes[1].status == RankOutcome::Status::ok);
 }
 
+// all_to_all_v's own block is copied to the output by the pass that checks the send buffer
+// (docs/simulator.md, Passes over the data: one read, not a check and then a memmove), so a
+// wait that finds the buffer changed fails with the block already written: the changed bytes.
+BOOST_AUTO_TEST_CASE(the_own_block_is_copied_in_the_pass_that_checks_the_send_buffer_spec_9_3) {
+  auto r = Cluster::run(1, {}, [](Communicator& c) {
+    std::vector<char> in(64), out(64, '.');
+    std::iota(in.begin(), in.end(), 'A');
+    std::size_t counts[] = {64};
+    Work w =
+        c.all_to_all_v(c.world(), {in.data(), in.size()}, counts, {out.data(), out.size()}, counts);
+    in[5] = '!';
+    try {
+      w.wait();
+      return std::string("no error");
+    } catch (const CommError& e) {
+      if (e.code() != Errc::comm_buffer_mutated) return std::string(e.what());
+    }
+    if (out == in) return std::string("written");
+    return "not written: " + std::string(out.begin(), out.end());
+  });
+  BOOST_TEST(r.outcomes[0].value == "written", describe(r));
+}
+
 BOOST_AUTO_TEST_CASE(host_buffer_on_an_nccl_group_refused) {
   auto r = run_scenario("host_buffer_on_accelerator", 2, 1);
   expect_everyone(r, "comm_memory_space", {"group 1 (backend nccl) refuses a host buffer"});
@@ -567,6 +593,51 @@ BOOST_AUTO_TEST_CASE(delay_changes_the_schedule_not_the_results) {
   expect_all_ok(delayed);
   BOOST_TEST(plain.trace_hash != delayed.trace_hash);
   for (int i = 0; i < 4; ++i) BOOST_TEST(plain.outcomes[i].value == delayed.outcomes[i].value);
+}
+
+// The delays of one rank add up, and a total past 2^64 - 1 is refused; a crash or a flip at a
+// large call number is no delay and does not count toward it.
+BOOST_AUTO_TEST_CASE(only_delays_count_toward_a_ranks_delay_total_spec_9_3) {
+  constexpr std::uint64_t kMost = std::numeric_limits<std::uint64_t>::max();
+  const Fault one_delay{Fault::Kind::delay, 0, 1, -1};
+  for (Fault::Kind kind : {Fault::Kind::crash, Fault::Kind::flip}) {
+    std::vector<Fault> plan = {{kind, 0, kMost, -1}, one_delay};
+    BOOST_CHECK_NO_THROW(check_faults(plan, 1));
+  }
+  std::vector<Fault> delays = {{Fault::Kind::delay, 0, kMost, -1}, one_delay};
+  BOOST_CHECK_THROW(check_faults(delays, 1), Error);
+}
+
+// A caller that ignores SIGCHLD, or sets SA_NOCLDWAIT, has its children reaped by the kernel:
+// waitpid would find no rank, and a crash would be noticed only at the turn timeout ("held
+// the baton"). The run gives SIGCHLD its default action for its length and then restores the
+// caller's.
+BOOST_AUTO_TEST_CASE(a_caller_whose_children_the_kernel_reaps_still_sees_a_crash_spec_9_3) {
+  struct sigaction before {};
+  BOOST_REQUIRE(sigaction(SIGCHLD, nullptr, &before) == 0);
+  for (bool ignore : {true, false}) {
+    struct sigaction caller {};
+    sigemptyset(&caller.sa_mask);
+    caller.sa_handler = ignore ? SIG_IGN : SIG_DFL;
+    caller.sa_flags = ignore ? 0 : SA_NOCLDWAIT;
+    BOOST_REQUIRE(sigaction(SIGCHLD, &caller, nullptr) == 0);
+    Options o;
+    o.faults = {Fault::parse("crash:1@2")};
+    o.turn_timeout_ms = 30000;  // the crash is found at the first 20 ms tick, not at this
+    auto r = Cluster::run(2, o, [](Communicator& c) {
+      for (int i = 0; i < 3; ++i) c.barrier(c.world()).wait();
+      return std::string("done");
+    });
+    struct sigaction after {};
+    sigaction(SIGCHLD, nullptr, &after);
+    sigaction(SIGCHLD, &before, nullptr);
+    BOOST_TEST_CONTEXT((ignore ? "SIG_IGN" : "SA_NOCLDWAIT")) {
+      BOOST_TEST(r.outcomes[1].message == "rank 1 killed by signal 9", describe(r));
+      BOOST_TEST(r.unfired_faults.empty());
+      BOOST_TEST((after.sa_handler == caller.sa_handler &&
+                  (after.sa_flags & SA_NOCLDWAIT) == caller.sa_flags));
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(fault_specs) {
@@ -866,6 +937,43 @@ BOOST_AUTO_TEST_CASE(ranks_keep_the_callers_policy_and_nice_value) {
              "child status " << status << " (1: a rank's nice or policy differed, 2: setup)");
 }
 
+// The monitor and the ranks share one CPU (Options::pin_to_one_cpu, docs/simulator.md): every
+// rank runs on the same single CPU, one of the caller's; without the option, on the caller's
+// set. The caller's set is restored when the run ends. (A caller with one CPU cannot tell.)
+BOOST_AUTO_TEST_CASE(ranks_share_one_cpu_unless_told_otherwise) {
+  cpu_set_t mine;
+  BOOST_REQUIRE(sched_getaffinity(0, sizeof mine, &mine) == 0);
+  auto cpus = [](const cpu_set_t& set) {
+    std::string out;
+    for (int i = 0; i < CPU_SETSIZE; ++i) {
+      if (CPU_ISSET(i, &set)) out += (out.empty() ? "" : " ") + std::to_string(i);
+    }
+    return out;
+  };
+  auto on = [&](Communicator& c) {
+    c.barrier(c.world()).wait();
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return std::string("sched_getaffinity failed");
+    return cpus(set);
+  };
+  Options pinned;
+  auto r = Cluster::run(3, pinned, on);
+  std::string one = r.outcomes[0].value;
+  BOOST_TEST(CPU_COUNT(&mine) >= 1);
+  BOOST_REQUIRE_MESSAGE(!one.empty() && std::isdigit(static_cast<unsigned char>(one[0])),
+                        describe(r));
+  BOOST_TEST(one.find(' ') == std::string::npos, describe(r));
+  BOOST_TEST(CPU_ISSET(std::stoi(one), &mine), one << " is not among " << cpus(mine));
+  for (const RankOutcome& o : r.outcomes) BOOST_TEST(o.value == one, describe(r));
+  Options unpinned;
+  unpinned.pin_to_one_cpu = false;
+  auto u = Cluster::run(3, unpinned, on);
+  for (const RankOutcome& o : u.outcomes) BOOST_TEST(o.value == cpus(mine), describe(u));
+  cpu_set_t after;
+  BOOST_REQUIRE(sched_getaffinity(0, sizeof after, &after) == 0);
+  BOOST_TEST(CPU_EQUAL(&mine, &after));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(sim_determinism)
@@ -920,6 +1028,56 @@ BOOST_AUTO_TEST_CASE(pinned_trace_hash) {
   BOOST_TEST(r.decisions == 60u);
   SplitMix64 g(0);
   BOOST_TEST(g.next() == 0xe220a8397b1dcdafULL);  // splitmix64's published first output for seed 0
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(sim_chrome_trace)
+
+// A trace as Chrome trace-event JSON (docs/simulator.md, Trace and exit codes): a track per
+// rank, named; a slice per launch, to the step its last member launched it, or, when some
+// member of its group (a new_group line's ranks; the world's otherwise) never launched it,
+// to its rank's exit, marked with the deadlock its rank was in; instant events for the rest.
+BOOST_AUTO_TEST_CASE(slices_end_when_their_operation_completes_or_are_marked_spec_9_3) {
+  const std::string zero = " sum=0000000000000000";
+  std::vector<std::string> lines = {
+      "new_group 1 ranks=[0, 2] backend=sim",                      // step 0
+      "r0 g0 s0 barrier bytes=0/0" + zero,                         // 1
+      "r1 g0 s0 barrier bytes=0/0" + zero,                         // 2
+      "r2 g0 s0 barrier bytes=0/0" + zero,                         // 3: the barrier completes
+      "r0 g1 s0 broadcast bytes=8/0 root=0 sum=00000000000000ff",  // 4: rank 2 never joins
+      "r1 g0 s1 barrier bytes=0/0" + zero,                         // 5: rank 0 never joins
+      "r2 g0 s1 barrier bytes=0/0" + zero,                         // 6
+      "deadlock [0, 1, 2]",                                        // 7
+      "r0 exit error comm_deadlock",                               // 8
+      "r1 exit error comm_deadlock",                               // 9
+      "r2 exit error comm_deadlock"};                              // 10
+  std::string json = chrome_trace(lines);
+  std::set<std::string> events;  // one event a line, its separating comma dropped
+  for (std::size_t at = 0, end; at < json.size(); at = end + 1) {
+    end = json.find('\n', at);
+    if (end == std::string::npos) end = json.size();
+    std::string event = json.substr(at, end - at);
+    if (!event.empty() && event.back() == ',') event.pop_back();
+    events.insert(event);
+  }
+  auto expect = [&](const std::string& event) {
+    BOOST_TEST(events.count(event) == 1u, event << " in " << json);
+  };
+  for (int r = 0; r < 3; ++r) {
+    expect(R"({"ph":"M","name":"thread_name","pid":0,"tid":)" + std::to_string(r) +
+           R"(,"args":{"name":"rank )" + std::to_string(r) + R"("}})");
+  }
+  expect(R"({"ph":"X","name":"barrier","cat":"g0","pid":0,"tid":0,"ts":1,"dur":3,"args":)"
+         R"({"group":0,"seq":0,"launch_step":1,"detail":"bytes=0/0 sum=0000000000000000"}})");
+  expect(R"({"ph":"X","name":"broadcast","cat":"g1","pid":0,"tid":0,"ts":4,"dur":5,"args":)"
+         R"({"group":1,"seq":0,"launch_step":4,"detail":"bytes=8/0 root=0 )"
+         R"(sum=00000000000000ff","problem":"deadlock"},"cname":"terrible"})");
+  expect(R"({"ph":"X","name":"barrier","cat":"g0","pid":0,"tid":1,"ts":5,"dur":5,"args":)"
+         R"({"group":0,"seq":1,"launch_step":5,"detail":"bytes=0/0 sum=0000000000000000",)"
+         R"("problem":"deadlock"},"cname":"terrible"})");
+  expect(R"({"ph":"i","name":"deadlock [0, 1, 2]","pid":0,"ts":7,"tid":0,"s":"g"})");
+  expect(R"({"ph":"i","name":"exit error comm_deadlock","pid":0,"ts":10,"tid":2,"s":"t"})");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
