@@ -1,6 +1,7 @@
 """hpref.codec.encode: the golden vectors (tests/vectors/golden.jsonl, the bytes SPEC 2's
 writer must produce, also checked by the C++ unit suite golden_vectors) byte for byte, and
 decode(encode(items)) == items for every case the original answered (SPEC 2)."""
+import collections.abc
 import dataclasses
 import json
 import pathlib
@@ -190,32 +191,40 @@ class BumpingKey:
         return self._i
 
 
+class MappingRunning(collections.abc.Mapping):
+    """The mapping {"x": 1} whose items() first runs ``code`` (the user's code that encode
+    runs between two values it reads)."""
+
+    def __init__(self, code):
+        self.code = code
+
+    def __getitem__(self, k):
+        return 1
+
+    def __iter__(self):
+        return iter(["x"])
+
+    def __len__(self):
+        return 1
+
+    def items(self):
+        self.code()
+        return {"x": 1}.items()
+
+
 def test_a_tensor_is_encoded_as_it_was_when_reached():
     # The original copies each tensor's bytes as it reaches it; ours are read in place when
     # the segment is written, so the user's code that runs in between (a Mapping's items(),
     # a list subclass's __iter__, a key field's property) must not reach them: it changed
     # the bytes (8.0 written for 7.0) or freed them (garbage) until 2026-12-02.
-    import collections.abc
-
     import torch
 
     t = torch.full((4,), 7.0)
     big = torch.full((1 << 16,), 7.0)
 
-    class Bumps(collections.abc.Mapping):
-        def __getitem__(self, k):
-            return 1
-
-        def __iter__(self):
-            return iter(["x"])
-
-        def __len__(self):
-            return 1
-
-        def items(self):
-            t.add_(1)
-            big.set_(torch.empty(0))  # frees the 256 KiB it had
-            return {"x": 1}.items()
+    def bump():
+        t.add_(1)
+        big.set_(torch.empty(0))  # frees the 256 KiB it had
 
     class BumpingList(list):
         def __iter__(self):
@@ -225,7 +234,7 @@ def test_a_tensor_is_encoded_as_it_was_when_reached():
     def first_values(segment):
         return [v for _, v in hpref.codec.decode(segment, tensors="raw")]
 
-    for value in ({"a": t, "big": big, "b": Bumps()}, [t, BumpingList([1])]):
+    for value in ({"a": t, "big": big, "b": MappingRunning(bump)}, [t, BumpingList([1])]):
         t.fill_(7.0)
         big.set_(torch.full((1 << 16,), 7.0))
         decoded_value = first_values(hpref.codec.encode([((0, 0), value)]))[0]
@@ -246,31 +255,18 @@ def test_a_numpy_array_or_raw_tensor_is_encoded_as_it_was_when_reached():
     # As torch tensors above: their bytes were read when the segment was written, so a
     # Mapping's items() that ran in between and changed them was encoded changed (8.0 for 7.0)
     # until 2026-12-04.
-    import collections.abc
-
     import numpy as np
 
     a = np.full(4, 7.0, dtype=np.float32)
     buffer = bytearray(np.full(4, 7.0, dtype=np.float32).tobytes())
     raw = hpref.RawTensor("float32", (4,), buffer)
 
-    class Bumps(collections.abc.Mapping):
-        def __getitem__(self, k):
-            return 1
-
-        def __iter__(self):
-            return iter(["x"])
-
-        def __len__(self):
-            return 1
-
-        def items(self):
-            a[:] += 1
-            buffer[:] = np.full(4, 8.0, dtype=np.float32).tobytes()
-            return {"x": 1}.items()
+    def bump():
+        a[:] += 1
+        buffer[:] = np.full(4, 8.0, dtype=np.float32).tobytes()
 
     want = np.full(4, 7.0, dtype=np.float32).tobytes()
-    got = hpref.codec.decode(hpref.codec.encode([((0, 0), {"a": a, "r": raw, "b": Bumps()})]),
+    got = hpref.codec.decode(hpref.codec.encode([((0, 0), {"a": a, "r": raw, "b": MappingRunning(bump)})]),
                              tensors="raw")[0][1]
     assert bytes(got["a"].data) == want and bytes(got["r"].data) == want
     assert a[0] == 8.0 and buffer == bytearray(np.full(4, 8.0, dtype=np.float32).tobytes())
