@@ -461,8 +461,11 @@ class CheckedComm:
             self._log.write(line + "\n")
 
     def last_launches(self, what: str = "") -> str:
-        """What every member of the world group last launched, as its store keys say
-        ("rank 0: all_to_all_v seq 3 (...); rank 2: nothing"), or why they cannot be read."""
+        """What every member of this communicator's group (a checked process group's own
+        members) last launched on it in this run, as its store keys say ("rank 0:
+        all_to_all_v seq 3 (...); rank 2: nothing"), or why they cannot be read. Launches on
+        other groups are not seen: a member blocked in another group's operation reads as
+        nothing or as its last launch here."""
         if self._store is None:
             return "unknown (no store)"
         group = self._inner.world()
