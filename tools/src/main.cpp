@@ -501,7 +501,8 @@ int run_hpref(int argc, char** argv) {
       "hpref: a verification-focused reference of a distributed data plane and "
       "context-parallel sequence dispatch.\nExit codes: 0 success, 1 a check failed, "
       "2 bad usage or bad input, 3 collective mismatch, 4 deadlock, 5 peer failure, "
-      "6 determinism violation (the last four from hpref sim)."};
+      "6 determinism violation (3 to 5 from hpref sim and hpref demo, 6 from hpref sim "
+      "--check-determinism)."};
   app.set_version_flag("--version", std::string("hpref ") + hpref::kVersion + " (wire format " +
                                         hpref::kWireFormat + ")");
   app.require_subcommand(1);
