@@ -226,8 +226,8 @@ class CheckedComm:
         self._log = None
         self._log_dir = log_dir
         self._me = inner.rank()  # the inner communicator's world rank (roots are given in it)
-        # group id -> (thread name, operation) of a launch in progress (see _alone).
-        self._launching: Dict[int, Tuple[str, str]] = {}
+        # group id -> (thread id, thread name, operation) of a launch in progress (_alone).
+        self._launching: Dict[int, Tuple[int, str, str]] = {}
         self._launching_lock = threading.Lock()
 
     @property
@@ -340,24 +340,26 @@ class CheckedComm:
         group meanwhile is ``comm_usage`` at once, naming both threads. A checked operation
         is two operations of the library underneath (the signatures, then the operation),
         which two threads on one group interleave differently on each rank: plain gloo runs
-        such a program, and here every rank waited out its deadline (SPEC 9.1: a group is
-        driven by one thread at a time)."""
-        me = threading.current_thread().name
-        with self._launching_lock:
-            other = self._launching.get(group.id)
-            if other is not None:
+        such a program, and here every rank waited out its deadline (SPEC 9.1: a
+        Communicator is driven by one thread at a time; a checked group is one)."""
+        mine = (threading.get_ident(), threading.current_thread().name, kind)  # its identity marks it
+        try:  # entered first: whatever interrupts, only this launch's own marker is removed
+            with self._launching_lock:
+                other = self._launching.setdefault(group.id, mine)
+            if other is not mine:
                 gid, _ = self._label(group)
+                who = ("while launching" if other[0] == mine[0]  # a launch inside a launch
+                       else f"while thread {other[1]!r} is launching")
                 raise _from_core("comm_usage",
-                                 f"{kind} on group {gid}: launched by thread {me!r} while thread {other[0]!r} "
-                                 f"is launching {other[1]} on the same group; a group is driven by one thread "
-                                 "at a time (SPEC 9.1): each checked operation is two operations of the library "
+                                 f"{kind} on group {gid}: launched by thread {mine[1]!r} {who} {other[2]} on "
+                                 "the same group; a Communicator, here the group's, is driven by one thread at "
+                                 "a time (SPEC 9.1): each checked operation is two operations of the library "
                                  "underneath, which two threads interleave differently on each rank")
-            self._launching[group.id] = (me, kind)
-        try:
             yield
         finally:
             with self._launching_lock:
-                self._launching.pop(group.id, None)
+                if self._launching.get(group.id) is mine:
+                    del self._launching[group.id]
 
     def _agree(self, group: Any, kind: str, fields: Dict[str, Any], sig: bytes, space: str,
                log: bool = True, meanwhile: Optional[Callable[[], Any]] = None) -> Tuple[str, Any]:
@@ -404,7 +406,7 @@ class CheckedComm:
             what, checked = self._agree(group, kind, fields, sig, space, meanwhile=checksum)
             launched = time.monotonic()
             work = CheckedWork(self, run(), what, checked, launched)
-        work.seq = self._seq[group.id] - 1
+            work.seq = self._seq[group.id] - 1
         return work
 
     def _checksum(self, addr: int, nbytes: int, space: str) -> int:

@@ -6,8 +6,8 @@
 
 The body runs as ``hpref.sim.run(world_size, body, seed=s, faults=...)`` for each seed in
 turn, stopping at the first failing seed, whose replay line is printed, a shell command:
-``PYTHONHASHSEED=0 python -m pytest -p hpref.pytest_plugin tests/x.py::test_step --hpref-seed=9
---hpref-fault=flip:3@8`` (the session's ``-p`` plugins kept). The ``rank``
+``PYTHONHASHSEED=0 /usr/bin/python3 -m pytest -p hpref.pytest_plugin tests/x.py::test_step
+--hpref-seed=9 --hpref-fault=flip:3@8`` (this interpreter; the session's ``-p`` plugins kept). The ``rank``
 argument is this rank's world rank (the ``rank`` fixture is None outside the cluster); other
 fixtures are set up once, in the parent, before the ranks fork. ``seeds`` is any non-empty
 iterable of seeds, read once when the test is collected.
@@ -287,8 +287,8 @@ def _options(pyfuncitem) -> Dict[str, Any]:
 
 
 def _replay_line(pyfuncitem, seed: int, faults: List[str], hash_seed: Optional[str]) -> str:
-    """A shell command that reruns the failing seed: the hash seed, pytest as it was started
-    (``pytest`` or ``python -m pytest``) with the session's ``-p`` plugins (``-p
+    """A shell command that reruns the failing seed: the hash seed, this interpreter's
+    ``-m pytest`` with the session's ``-p`` plugins (``-p
     hpref.pytest_plugin`` in a source tree, without which --hpref-seed is unknown), the test's
     node id, the seed and the run's faults, each word quoted for the shell; run from pytest's
     root directory (a ``cd`` first when it was started elsewhere)."""
@@ -302,9 +302,9 @@ def _replay_line(pyfuncitem, seed: int, faults: List[str], hash_seed: Optional[s
             plugins += ["-p", args[i + 1]]
         elif a.startswith("-p") and len(a) > 2:
             plugins += ["-p", a[2:]]
-    program = ["pytest"] if os.path.basename(sys.argv[0] if sys.argv else "").startswith(
-        ("pytest", "py.test")) else ["python", "-m", "pytest"]
-    words = [*program, *plugins, pyfuncitem.nodeid, f"--hpref-seed={seed}",
+    # This interpreter, not a `python` or `pytest` looked up on PATH (another Python, or
+    # none: Debian has no `python`), as the PYTHONHASHSEED re-run does.
+    words = [sys.executable, "-m", "pytest", *plugins, pyfuncitem.nodeid, f"--hpref-seed={seed}",
              *(f"--hpref-fault={f}" for f in faults)]
     line = " ".join(shlex.quote(w) for w in words)
     if hash_seed is not None:

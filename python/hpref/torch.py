@@ -148,7 +148,8 @@ def options(torch_timeout: Optional[timedelta] = None) -> Dict[str, Any]:
     (``HPREF_CHECKED_TIMEOUT_S``, ``HPREF_CHECKED_LOG``, ``HPREF_CHECKED_BUFFERS``; empty
     means unset), else the defaults (``torch_timeout``, a timedelta > 0, else 30 minutes; no
     log; buffers checked). An environment value outside the documented ones is refused,
-    naming the variable, as is a ``torch_timeout`` that is no timedelta > 0."""
+    naming the variable, as is a ``torch_timeout`` that is no timedelta > 0 where it is used
+    (neither configure() nor the environment set the timeout)."""
     timeout_s = _OPTIONS["timeout_s"]
     env = os.environ.get("HPREF_CHECKED_TIMEOUT_S", "")
     if timeout_s is None and env.strip():
@@ -449,13 +450,12 @@ def _checked_world() -> Optional[CheckedComm]:
 
 def _agree_new_group(ranks: Sequence[int], backend: str) -> None:
     """new_group as a world collective of the checked world order (SPEC 9.1): when the
-    default group is a checked one, every world rank agrees the request (member ranks, the
-    backend name the code asked for) over it before torch makes the group — torch calls its
-    group helper on every world rank, members or not (docs/python.md); ``backend``: the
-    libraries the name asked for resolves to ("gloo", "gloo,nccl"). A rank that skipped
-    this new_group meets it with its next world operation or new_group: ``CommMismatch`` on
-    every rank instead of a hang. The default group's own creation (no world yet) is not
-    agreed."""
+    default group is a checked one, every world rank agrees the request (member ranks and
+    ``backend``, the libraries the backend name asked for resolves to: "gloo",
+    "gloo,nccl") over it before torch makes the group — torch calls its group helper on
+    every world rank, members or not (docs/python.md). A rank that skipped this new_group
+    meets it with its next world operation or new_group: ``CommMismatch`` on every rank
+    instead of a hang. The default group's own creation (no world yet) is not agreed."""
     comm = _checked_world()
     if comm is None:
         return

@@ -834,11 +834,22 @@ def test_a_second_thread_launching_on_a_group_mid_launch_is_named_at_once():
     assert out.tolist() == [0, 1, 2, 3]
     assert seen == [("CommUsageError",
                      f"barrier on group 0: launched by thread 'prefetch' while thread "
-                     f"{threading.current_thread().name!r} is launching all_to_all_v on the same group; a group is "
-                     "driven by one thread at a time (SPEC 9.1): each checked operation is two operations of the "
-                     "library underneath, which two threads interleave differently on each rank")], seen
-    comm.barrier(inner.world()).wait()  # the group goes on: seq 1 (the refused launch took none)
-    assert comm.last_launches() == "unknown (no store)" and comm._seq[inner.world().id] == 2
+                     f"{threading.current_thread().name!r} is launching all_to_all_v on the same group; a "
+                     "Communicator, here the group's, is driven by one thread at a time (SPEC 9.1): each checked "
+                     "operation is two operations of the library underneath, which two threads interleave "
+                     "differently on each rank")], seen
+    assert comm._launching == {}  # the first launch's marker went with it
+
+    def interrupted():  # a KeyboardInterrupt inside a launch leaves no marker behind
+        inner.during = None
+        raise KeyboardInterrupt
+
+    inner.during = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        comm.all_to_all_v(inner.world(), src.data_ptr(), [4], out.data_ptr(), [4], "host")
+    assert comm._launching == {}
+    comm.barrier(inner.world()).wait()  # the group goes on: seq 2 (the refused launch took none)
+    assert comm.last_launches() == "unknown (no store)" and comm._seq[inner.world().id] == 3
 
 
 def test_last_launches_of_an_earlier_default_group_are_not_shown_as_this_runs():

@@ -7,6 +7,7 @@ pytest.main() from another program). Runs pytest on generated test files in a su
 (-p hpref.pytest_plugin, as in a source tree)."""
 import os
 import re
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -65,8 +66,8 @@ def test_passing_body_passes_and_failures_name_seed_class_and_replay(first_run):
     assert re.search(r"test_mismatched_sizes.*seed 1 of 1 failed: collective mismatch", out, re.S), out
     # A shell command (the hash seed as a variable, not "(PYTHONHASHSEED=0)" after it), with
     # the session's -p plugins: without -p hpref.pytest_plugin, --hpref-seed is unknown.
-    assert ("replay: PYTHONHASHSEED=0 python -m pytest -p hpref.pytest_plugin -p no:cacheprovider "
-            "test_generated.py::test_mismatched_sizes --hpref-seed=1\n") in out, out
+    assert (f"replay: PYTHONHASHSEED=0 {shlex.quote(sys.executable)} -m pytest -p hpref.pytest_plugin "
+            "-p no:cacheprovider test_generated.py::test_mismatched_sizes --hpref-seed=1\n") in out, out
     m = re.search(r"seed (\d+) of 64 failed: rank \d: AssertionError", out)
     assert m and int(m.group(1)) > 1, out  # found by exploring seeds: seed 1's fault is harmless
 
@@ -77,8 +78,8 @@ def test_the_replay_line_reproduces_the_failure(first_run):
     out = run.stdout + run.stderr
     line = re.search(r"replay: (.*test_generated.py::test_exchange_checks_nothing .*)", out).group(1)
     assert "--hpref-fault=flip:" in line, line  # the drawn fault, written out
-    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
-    env.pop("PYTHONHASHSEED", None)
+    env = dict(os.environ)  # PATH as it is: the line names its interpreter (a bare `python`
+    env.pop("PYTHONHASHSEED", None)  # found another one, without torch, until 2026-12-04)
     again = subprocess.run(["bash", "-c", line], cwd=tmp, env=env, capture_output=True, text=True,
                            timeout=300)
     assert "1 failed" in again.stdout and "AssertionError" in again.stdout, again.stdout + again.stderr
@@ -88,7 +89,7 @@ def test_the_replay_line_reproduces_the_failure(first_run):
                                 str(tmp / "test_generated.py") + "::test_mismatched_sizes"],
                                cwd=tmp.parent, env=dict(os.environ, PYTHONHASHSEED="0"),
                                capture_output=True, text=True, timeout=300)
-    assert (f"replay: cd {tmp} && PYTHONHASHSEED=0 python -m pytest -p hpref.pytest_plugin "
+    assert (f"replay: cd {tmp} && PYTHONHASHSEED=0 {shlex.quote(sys.executable)} -m pytest -p hpref.pytest_plugin "
             "-p no:cacheprovider test_generated.py::test_mismatched_sizes --hpref-seed=1\n"
             in elsewhere.stdout), elsewhere.stdout
 
