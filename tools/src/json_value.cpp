@@ -236,6 +236,14 @@ class Builder final : public nlohmann::json_sax<Json> {
                                              "an integer within 64 bits, or a float in its "
                                              "shortest form)");
     }
+    if (e.id == kNumberOverflow) {  // valid JSON, a value no field takes: named, not "malformed"
+      std::string shown = token.size() > 40 ? token.substr(0, 24) + "... (" +
+                                                  std::to_string(token.size()) + " characters)"
+                                            : token;
+      throw Error(Errc::json_value, "the number " + shown +
+                                        " is beyond a double's range: no field takes it (ints "
+                                        "are int64, floats doubles)");
+    }
     throw Error(Errc::json_syntax, std::string("malformed JSON: ") + e.what());
   }
 
