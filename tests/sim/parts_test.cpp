@@ -10,11 +10,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <boost/interprocess/managed_shared_memory.hpp>
 #include <boost/test/unit_test.hpp>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <ctime>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -143,10 +147,12 @@ BOOST_AUTO_TEST_SUITE(sim_monitor_requests)
 // and the run goes on.
 BOOST_AUTO_TEST_CASE(a_wait_on_an_unknown_work_is_comm_usage_spec_9_1) {
   std::fflush(nullptr);
+  pid_t parent = getpid();
   pid_t child = fork();
   BOOST_REQUIRE(child >= 0);
   if (child == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(0);  // the parent died before prctl: no signal will come
     for (;;) pause();
   }
   Options o;
@@ -158,15 +164,22 @@ BOOST_AUTO_TEST_CASE(a_wait_on_an_unknown_work_is_comm_usage_spec_9_1) {
   control->nranks = 1;
   Slot& s = control->slots[0];
   std::vector<std::string> answers;
+  bool lost = false;  // the monitor stopped answering: the script gives up (a failure, not a hang)
   std::thread rank([&] {
     auto turn = [&] {
-      while (sem_wait(&s.go) != 0) {
+      timespec deadline{};
+      clock_gettime(CLOCK_REALTIME, &deadline);
+      deadline.tv_sec += 30;
+      while (!lost && sem_timedwait(&s.go, &deadline) != 0) {
+        if (errno != EINTR) lost = true;
       }
     };
     auto request = [&](Req q) {
+      if (lost) return;
       s.req = q;
       sem_post(&control->wake);
       turn();
+      if (lost) return;
       answers.push_back(s.status == 0 ? std::string("ok")
                                       : std::string(errc_name(static_cast<Errc>(s.status))) + ": " +
                                             s.message);
@@ -191,8 +204,15 @@ BOOST_AUTO_TEST_CASE(a_wait_on_an_unknown_work_is_comm_usage_spec_9_1) {
     s.req = Req::finish_staged;
     sem_post(&control->wake);
   });
-  RunResult r = Scheduler(control.get(), segment.memory, 1, o, {child}).run();
-  rank.join();
+  std::optional<RunResult> run;
+  try {
+    run = Scheduler(control.get(), segment.memory, 1, o, {child}).run();
+  } catch (const std::exception& e) {
+    BOOST_ERROR("the monitor threw: " << e.what());
+  }
+  rank.join();  // within 30 s of the monitor's last answer
+  BOOST_REQUIRE(run.has_value());
+  RunResult& r = *run;
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
   std::string unknown = "comm_usage: rank 0 waited on an unknown work";
@@ -221,10 +241,12 @@ BOOST_AUTO_TEST_CASE(a_launch_that_fits_the_spare_takes_one_round_trip_spec_9_3)
   s.spare = kSpare;
   s.spare_bytes = kSpareSize;
   std::vector<int> requests;
-  std::thread monitor([&] {
-    for (std::uint64_t launches = 0; launches < 2;) {
+  std::atomic<bool> stop{false};
+  std::thread monitor([&] {  // answers every request until told to stop: never a hang
+    for (std::uint64_t launches = 0;;) {
       while (sem_wait(&control->wake) != 0) {
       }
+      if (stop) break;
       requests.push_back(static_cast<int>(s.req));
       s.status = 0;
       if (s.req == Req::launch) s.handle = kStaging;
@@ -237,6 +259,8 @@ BOOST_AUTO_TEST_CASE(a_launch_that_fits_the_spare_takes_one_round_trip_spec_9_3)
   Work a = comm.broadcast(comm.world(), {fits.data(), fits.size()}, 0);
   std::vector<int> first = requests;
   Work b = comm.broadcast(comm.world(), {larger.data(), larger.size()}, 0);
+  stop = true;  // every request was answered: the monitor waits for the next one
+  sem_post(&control->wake);
   monitor.join();
   const int launch = static_cast<int>(Req::launch), staged = static_cast<int>(Req::launch_staged);
   BOOST_TEST(first == (std::vector<int>{staged}), boost::test_tools::per_element());

@@ -615,6 +615,10 @@ BOOST_AUTO_TEST_CASE(only_delays_count_toward_a_ranks_delay_total_spec_9_3) {
 BOOST_AUTO_TEST_CASE(a_caller_whose_children_the_kernel_reaps_still_sees_a_crash_spec_9_3) {
   struct sigaction before {};
   BOOST_REQUIRE(sigaction(SIGCHLD, nullptr, &before) == 0);
+  struct Restore {  // the test process's own disposition back, however the test ends
+    struct sigaction& saved;
+    ~Restore() { sigaction(SIGCHLD, &saved, nullptr); }
+  } restore{before};
   for (bool ignore : {true, false}) {
     struct sigaction caller {};
     sigemptyset(&caller.sa_mask);
