@@ -256,7 +256,9 @@ std::string subcommand_required(CLI::App& command, const std::string& alternativ
 // `hpref frame` or `hpref route` alone: the usage error, then the command's help (exit 2).
 int missing_subcommand(CLI::App& command, const std::string& alternative) {
   int code = report_error(Error(Errc::invalid_argument, subcommand_required(command, alternative)));
-  std::cerr << command.help();
+  // Its usage line as --help writes it ("Usage: hpref route", not "Usage: route").
+  const CLI::App* parent = command.get_parent();
+  std::cerr << command.help(parent != nullptr ? parent->get_name() : std::string());
   return code;
 }
 
