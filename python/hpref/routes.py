@@ -108,13 +108,18 @@ def plan_all(kind: str, *args: Any, **kwargs: Any) -> Tuple[Route, ...]:
     planner = _PLANNERS.get(kind)
     if planner is None:
         raise ValueError(f"kind must be one of {sorted(_PLANNERS)}, got {kind!r}")
-    signature = inspect.signature(planner)
     try:
-        signature.bind(*args, **kwargs)
-    except TypeError as e:  # named here, not as the internal function that takes them
-        raise TypeError(f"plan_all({kind!r}, {str(signature)[1:-1]}) "
-                        f"takes the one-rank function's arguments without rank: {e}") from None
-    return planner(*args, **kwargs)
+        return planner(*args, **kwargs)
+    except TypeError:
+        # Only now is the argument list checked (a call that plans pays nothing for it): a
+        # wrong one is named as plan_all's, not as the internal function that takes them.
+        signature = inspect.signature(planner)
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"plan_all({kind!r}, {str(signature)[1:-1]}) "
+                            f"takes the one-rank function's arguments without rank: {e}") from None
+        raise
 
 
 def compressed_document_offsets(boundaries: Sequence[int], ratio: int) -> Tuple[int, ...]:

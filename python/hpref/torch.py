@@ -463,12 +463,12 @@ def _agree_new_group(ranks: Sequence[int], backend: str) -> None:
     comm.agree_new_group(members, backend)
 
 
-def _enabled_library(name: str) -> Optional[str]:
-    """The library enable() checks a group of backend ``name`` on: the first of torch's
-    libraries for it (_libraries: the default resolved, "cpu:gloo,cuda:nccl" per device)
-    that enable() lists, or None."""
+def _enabled_library(libraries: Sequence[str]) -> Optional[str]:
+    """The library enable() checks a group on: the first of torch's ``libraries`` for its
+    backend name (_libraries: the default resolved, "cpu:gloo,cuda:nccl" per device) that
+    enable() lists, or None."""
     listed = _ENABLED.get("names", ())
-    return next((lib for lib in _libraries(name) if lib in listed), None)
+    return next((lib for lib in libraries if lib in listed), None)
 
 
 def _local_synchronization_refused(original: Any) -> Any:
@@ -528,8 +528,9 @@ def enable(backends: Union[str, Sequence[str]] = ("gloo",), *, timeout_s: Option
         # Agreed by the libraries it resolves to, not the name asked for: new_group() and
         # new_group(backend="gloo") make the same gloo group on a machine without an
         # accelerator (a "new_group mismatch ... on undefined but ... on gloo" until 2026-12-04).
-        _agree_new_group(ranks, ",".join(_libraries(name)))
-        library = _enabled_library(name)
+        libraries = _libraries(name)  # resolved once, for the agreement and the choice
+        _agree_new_group(ranks, ",".join(libraries))
+        library = _enabled_library(libraries)
         if library is None:
             return original(group_size, group_rank, ranks, backend, store, *args, **kwargs)
         _MAKING["ranks"] = [int(r) for r in ranks] or None
