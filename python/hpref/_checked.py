@@ -19,7 +19,8 @@ Python: hpref.torch's checked process groups").
    ``wait()`` compares it again: a change is ``BufferMutated``.
 
 Every wait has a deadline (``timeout_s``): past it, ``CommTimeout`` names what each member
-last launched. A peer that went away is ``PeerFailed``, naming the same. Messages name groups
+last launched on the group, and where a member's latest launch is on another group, that one
+too ("rank 1: nothing (latest: all_reduce on group 2 seq 0 [0, 1])": the member waits there). A peer that went away is ``PeerFailed``, naming the same. Messages name groups
 and ranks as the code knows them (``names``: torch's group id and global ranks).
 """
 from __future__ import annotations
@@ -37,10 +38,14 @@ from . import _core
 from ._torch_comm import OnceWork, _park, _settled
 from .errors import _from_core
 
-__all__ = ["CheckedComm", "CheckedWork", "LAST_KEY", "NEW_GROUP_KIND", "check_signatures", "peer_went_away"]
+__all__ = ["CheckedComm", "CheckedWork", "LAST_KEY", "LATEST_KEY", "NEW_GROUP_KIND", "check_signatures",
+           "peer_went_away"]
 
-# The store key each member sets at every launch: LAST_KEY + str(group index).
+# The store key each member sets at every launch: LAST_KEY + str(group index), in its group's store.
 LAST_KEY = "hpref_checked/last/"
+# And LATEST_KEY + str(world rank), in the store every group of the job shares (``latest_store``):
+# where a rank that a group waits for launched last, whichever group that is.
+LATEST_KEY = "hpref_checked/latest/"
 
 
 def store_has(store: Any, key: str, wait_s: float = 0.5) -> bool:
@@ -200,12 +205,15 @@ class CheckedComm:
     accelerator buffer costs a device sync and a copy to the host at launch and at wait, so
     it is checked only with ``"all"``. ``run``: which default process group of the job the
     group belongs to (0, 1, ... for a job that destroys its default group and makes it again:
-    torch restarts group ids and seqs); logged as ``"run"`` when > 0.
+    torch restarts group ids and seqs); logged as ``"run"`` when > 0. ``latest_store``: a
+    function returning the store every group of the job shares (torch's default store), or
+    None while there is none: each launch is also kept there under the rank's world rank, so
+    that a timeout on one group names a member's latest launch on another; None: not kept.
     """
 
     def __init__(self, inner: Any, *, names: Optional[Callable[[Any], Tuple[int, Sequence[int]]]] = None,
                  store: Any = None, timeout_s: float = 1800.0, log_dir: Optional[str] = None,
-                 check_buffers: Any = True, run: int = 0):
+                 check_buffers: Any = True, run: int = 0, latest_store: Optional[Callable[[], Any]] = None):
         """See the class docstring."""
         self._inner = inner
         if isinstance(run, bool) or not isinstance(run, int) or not 0 <= run <= 0x7FFFFFFF:
@@ -213,6 +221,8 @@ class CheckedComm:
         self._run = run
         self._names = names
         self._store = store
+        self._find_latest_store = latest_store
+        self._latest_store: Any = None  # found at the first launch after the job's store exists
         self._timeout_s = float(timeout_s)
         if check_buffers not in (True, False, "all"):
             raise _from_core("invalid_argument", f"check_buffers must be True, False or 'all', got {check_buffers!r}")
@@ -454,6 +464,9 @@ class CheckedComm:
         if self._store is not None:
             try:
                 self._store.set(f"{LAST_KEY}{group.index}", line)
+                latest = self._latest()
+                if latest is not None:
+                    latest.set(f"{LATEST_KEY}{me}", line)
             except Exception:  # noqa: BLE001 - a store gone with a peer: the operation says so
                 pass
         if self._log_dir is not None and log:
@@ -462,37 +475,51 @@ class CheckedComm:
                 self._log = open(os.path.join(self._log_dir, f"rank{me}.jsonl"), "a", buffering=1)
             self._log.write(line + "\n")
 
+    def _latest(self) -> Any:
+        """The store every group shares (``latest_store``), once there is one."""
+        if self._latest_store is None and self._find_latest_store is not None:
+            self._latest_store = self._find_latest_store()
+        return self._latest_store
+
     def last_launches(self, what: str = "") -> str:
         """What every member of this communicator's group (a checked process group's own
         members) last launched on it in this run, as its store keys say ("rank 0:
-        all_to_all_v seq 3 (...); rank 2: nothing"), or why they cannot be read. Launches on
-        other groups are not seen: a member blocked in another group's operation reads as
-        nothing or as its last launch here."""
+        all_to_all_v seq 3 (...); rank 2: nothing"), or why they cannot be read; where a
+        member's latest launch of all is on another group (``latest_store``), that one follows
+        ("rank 2: nothing (latest: barrier on group 2 seq 0 [1, 2])"): the member waits there."""
         if self._store is None:
             return "unknown (no store)"
         group = self._inner.world()
         gid, ranks = self._label(group)
         parts: List[str] = []
         for index, rank in enumerate(ranks):
-            key = f"{LAST_KEY}{index}"
-            try:
-                if not self._has(key):
-                    parts.append(f"rank {rank}: nothing")
-                    continue
-                entry = json.loads(bytes(self._store.get(key)).decode())
-            except Exception as e:  # noqa: BLE001 - the store may have died with its host
-                parts.append(f"rank {rank}: unreadable ({type(e).__name__})")
-                continue
-            if entry.get("run", 0) != self._run:  # an earlier default group's, on a reused store
-                parts.append(f"rank {rank}: nothing")
-                continue
-            detail = ", ".join(f"{k} {v}" for k, v in entry.items()
-                               if k not in ("rank", "run", "group", "ranks", "seq", "kind"))
-            parts.append(f"rank {rank}: {entry['kind']} seq {entry['seq']}" + (f" ({detail})" if detail else ""))
+            entry = self._entry(self._store, f"{LAST_KEY}{index}")
+            if isinstance(entry, str):
+                part = f"rank {rank}: {entry}"
+            else:
+                detail = ", ".join(f"{k} {v}" for k, v in entry.items()
+                                   if k not in ("rank", "run", "group", "ranks", "seq", "kind"))
+                part = f"rank {rank}: {entry['kind']} seq {entry['seq']}" + (f" ({detail})" if detail else "")
+            latest = self._entry(self._latest(), f"{LATEST_KEY}{rank}") if self._latest() is not None else None
+            if isinstance(latest, dict) and latest.get("group") != gid:
+                part += (f" (latest: {latest.get('kind')} on group {latest.get('group')} seq {latest.get('seq')} "
+                         f"{latest.get('ranks')})")
+            parts.append(part)
         return "; ".join(parts)
 
-    def _has(self, key: str) -> bool:
-        return store_has(self._store, key)
+    def _entry(self, store: Any, key: str) -> Any:
+        """The launch kept under ``key`` in ``store`` in this run (a dict), or what to say
+        instead: "nothing" (absent, or an earlier default group's on a reused store), or
+        "unreadable (...)" (the store may have died with its host)."""
+        try:
+            if not store_has(store, key):
+                return "nothing"
+            entry = json.loads(bytes(store.get(key)).decode())
+        except Exception as e:  # noqa: BLE001 - the store may have died with its host
+            return f"unreadable ({type(e).__name__})"
+        if entry.get("run", 0) != self._run:  # an earlier default group's, on a reused store
+            return "nothing"
+        return entry
 
     def close(self) -> None:
         """Closes the log file."""

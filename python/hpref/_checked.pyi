@@ -3,11 +3,12 @@ from typing import Any, Callable, Literal, Optional, Sequence, Tuple, Union
 from ._torch_comm import OnceWork
 
 __all__ = [
-    "CheckedComm", "CheckedWork", "LAST_KEY", "NEW_GROUP_KIND", "check_signatures",
+    "CheckedComm", "CheckedWork", "LAST_KEY", "LATEST_KEY", "NEW_GROUP_KIND", "check_signatures",
     "peer_went_away",
 ]
 
 LAST_KEY: str
+LATEST_KEY: str
 NEW_GROUP_KIND: int
 
 def check_signatures(gathered: bytes, gid: int, ranks: Sequence[int], seq: int) -> None: ...
@@ -22,7 +23,8 @@ class CheckedWork(OnceWork):
 class CheckedComm:
     def __init__(self, inner: Any, *, names: Optional[Callable[[Any], Tuple[int, Sequence[int]]]] = ...,
                  store: Any = ..., timeout_s: float = ..., log_dir: Optional[str] = ...,
-                 check_buffers: Union[bool, Literal["all"]] = ..., run: int = ...) -> None: ...
+                 check_buffers: Union[bool, Literal["all"]] = ..., run: int = ...,
+                 latest_store: Optional[Callable[[], Any]] = ...) -> None: ...
     @property
     def check_buffers(self) -> Union[bool, Literal["all"]]: ...
     def rank(self) -> int: ...

@@ -296,6 +296,15 @@ def _run_index(library: Optional[str] = None) -> int:
     return _RUNS["count"] - 1
 
 
+def _default_store() -> Any:
+    """The store every group of the job is made over (torch's default store), or None while
+    the default group is being made."""
+    try:
+        return _c10d._get_default_store()
+    except Exception:  # noqa: BLE001 - no default group yet (RuntimeError, ValueError by version)
+        return None
+
+
 def _make(store: Any, rank: int, size: int, timeout: Any, library: str) -> HprefProcessGroup:
     """A process group of the same ranks on ``library`` ("gloo" or "nccl") over ``store``,
     served through a CheckedComm; registered as the creator of BACKEND and BACKEND_NCCL."""
@@ -325,7 +334,8 @@ def _make(store: Any, rank: int, size: int, timeout: Any, library: str) -> Hpref
         inner = _inner_gloo(prefixed, rank, size, deadline, torch_timeout or timedelta(minutes=30))
         comm = TorchComm(inner, store=store, timeout=deadline, names=names)
     checked_comm = CheckedComm(comm, names=names, store=store, timeout_s=opts["timeout_s"], log_dir=opts["log_dir"],
-                               check_buffers=opts["check_buffers"], run=_run_index(library))
+                               check_buffers=opts["check_buffers"], run=_run_index(library),
+                               latest_store=_default_store)
     name = BACKEND_NCCL if library == "nccl" else BACKEND
     pg = HprefProcessGroup(checked_comm, comm.world(), name, device_tensors="cuda" if library == "nccl" else "cpu")
     holder["pg"] = weakref.ref(pg)

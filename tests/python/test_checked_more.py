@@ -1023,6 +1023,31 @@ def test_a_subgroup_member_that_never_comes_is_named_by_its_world_rank(tmp_path)
                     res[1]["message"]), res[1]
 
 
+def _crossed_groups(rank, world, store_path):
+    ht.enable(["gloo"], timeout_s=2)
+    _init(rank, world, store_path)
+    a, b = dist.new_group([0, 1]), dist.new_group([0, 1])
+    # Rank 0 waits on group a, rank 1 on group b: each is in the other's "nothing".
+    return _each([lambda: dist.all_reduce(torch.ones(1), group=a if rank == 0 else b)])
+
+
+def test_a_member_waiting_on_another_group_is_named_with_its_latest_launch(tmp_path):
+    """A checked-mode audit: a member blocked in another group's operation read as "rank 1:
+    nothing" in this group's timeout, which sent the reader looking for a rank that never
+    came. Each launch is also kept under the rank's world rank in the job's default store,
+    and the timeout names a member's latest launch where it is on another group."""
+    res = runn(tmp_path, "crossed", 2, _crossed_groups)
+    for r, (mine, other) in ((0, (1, 2)), (1, (2, 1))):
+        assert res[r]["status"] == "ok", res[r]
+        [(kind, message)] = res[r]["value"]
+        assert kind == "CommTimeoutError", message
+        peer = 1 - r
+        want = (f"the signature exchange of all_reduce on group {mine} seq 0 [0, 1]: rank {r} waited ")
+        assert message.startswith(want), message
+        assert (f"rank {peer}: nothing (latest: all_reduce on group {other} seq 0 [0, 1])" in message), message
+        assert f"rank {r}: all_reduce seq 0 (op sum, dtype float32, bytes 4)" in message, message
+
+
 # ---- test_checked_more.py ("polling a work") / test_torch_pg.py: a Work completes once -------------
 
 def test_a_work_whose_wait_timed_out_stays_failed_with_the_same_error():
