@@ -20,8 +20,10 @@ Python: hpref.torch's checked process groups").
 
 Every wait has a deadline (``timeout_s``): past it, ``CommTimeout`` names what each member
 last launched on the group, and where a member's latest launch is on another group, that one
-too ("rank 1: nothing (latest: all_reduce on group 2 seq 0 [0, 1])": the member waits there). A peer that went away is ``PeerFailed``, naming the same. Messages name groups
-and ranks as the code knows them (``names``: torch's group id and global ranks).
+too ("rank 1: nothing (latest: all_reduce on group 2 seq 0 [0, 1])": the member waits there),
+and what a member's wait raised (", which raised comm_timeout at ...": it gave up). A peer
+that went away is ``PeerFailed``, naming the same. Messages name groups and ranks as the
+code knows them (``names``: torch's group id and global ranks).
 """
 from __future__ import annotations
 
@@ -172,10 +174,10 @@ class CheckedWork(OnceWork):
         # read by the backend too, and was missed when compared before the inner wait.
         self._comm._wait(self._inner, self._what, self._launched, timeout_s)
         if self._send is not None and self._comm._checksum(*self._send[:3]) != self._send[3]:
-            raise _from_core("comm_buffer_mutated",
-                             f"{self._what}: rank {self._comm._world_rank()} changed its send buffer of "
-                             f"{self._send[1]} bytes between launch and wait() (the backend may read it at any "
-                             "time before wait() returns)")
+            self._comm._raise("comm_buffer_mutated", self._what,
+                              f"rank {self._comm._world_rank()} changed its send buffer of "
+                              f"{self._send[1]} bytes between launch and wait() (the backend may read it at any "
+                              "time before wait() returns)")
 
     def _finished(self) -> bool:
         poll = getattr(self._inner, "is_completed", None)
@@ -223,6 +225,8 @@ class CheckedComm:
         self._store = store
         self._find_latest_store = latest_store
         self._latest_store: Any = None  # found at the first launch after the job's store exists
+        self._latest_line: Optional[Dict[str, Any]] = None  # this rank's latest launch, as kept there
+        self._raised: Optional[str] = None  # the last error a wait raised here, kept with it
         self._timeout_s = float(timeout_s)
         if check_buffers not in (True, False, "all"):
             raise _from_core("invalid_argument", f"check_buffers must be True, False or 'all', got {check_buffers!r}")
@@ -445,13 +449,19 @@ class CheckedComm:
             if "timed out" in lowered or "timeout" in lowered:
                 waited = time.monotonic() - launched
                 limit = f"the {timeout_s:g} s given to wait()" if mine else f"the {self._timeout_s:g} s deadline"
-                raise _from_core("comm_timeout",
-                                 f"{what}: rank {self._world_rank()} waited {waited:.1f} s since the launch, "
-                                 f"{limit}; last launches: {self.last_launches(what)}{hint}") from e
+                self._raise("comm_timeout", what,
+                            f"rank {self._world_rank()} waited {waited:.1f} s since the launch, "
+                            f"{limit}; last launches: {self.last_launches(what)}{hint}", e)
             if peer_went_away(text):
-                raise _from_core("comm_peer_failed", f"{what}: a peer went away ({text.strip()}); "
-                                                     f"last launches: {self.last_launches(what)}") from e
+                self._raise("comm_peer_failed", what,
+                            f"a peer went away ({text.strip()}); last launches: {self.last_launches(what)}", e)
             raise
+        if self._raised is not None:  # an operation completed since: the program went on
+            self._raised = None
+            try:
+                self._keep_latest()
+            except Exception:  # noqa: BLE001 - a store gone with a peer: the next operation says so
+                pass
 
     def _record(self, group: Any, gid: int, ranks: Tuple[int, ...], me: int, seq: int, kind: str,
                 fields: Dict[str, Any], log: bool = True) -> None:
@@ -464,9 +474,8 @@ class CheckedComm:
         if self._store is not None:
             try:
                 self._store.set(f"{LAST_KEY}{group.index}", line)
-                latest = self._latest()
-                if latest is not None:
-                    latest.set(f"{LATEST_KEY}{me}", line)
+                self._latest_line = entry
+                self._keep_latest()
             except Exception:  # noqa: BLE001 - a store gone with a peer: the operation says so
                 pass
         if self._log_dir is not None and log:
@@ -474,6 +483,30 @@ class CheckedComm:
                 os.makedirs(self._log_dir, exist_ok=True)
                 self._log = open(os.path.join(self._log_dir, f"rank{me}.jsonl"), "a", buffering=1)
             self._log.write(line + "\n")
+
+    def _keep_latest(self) -> None:
+        """Writes this rank's latest launch, with the last error a wait raised here, under its
+        world rank in the store every group shares."""
+        latest = self._latest()
+        if latest is None or self._latest_line is None:
+            return
+        entry = dict(self._latest_line)
+        if self._raised is not None:
+            entry["raised"] = self._raised
+        latest.set(f"{LATEST_KEY}{entry['rank']}", json.dumps(entry, separators=(",", ":")))
+
+    def _raise(self, kind: str, what: str, detail: str, cause: Optional[BaseException] = None) -> None:
+        """Raises the comm error ``kind``, "``what``: ``detail``", after keeping "``kind`` at
+        ``what``" beside this rank's latest launch until one of its operations completes: a
+        member whose peer gave up (a timeout) or raised and left reads which rank raised
+        what, where it read only "a peer went away" (the detail is in that rank's own
+        message); a program that caught the error and went on reads as it is."""
+        self._raised = f"{kind} at {what}"
+        try:
+            self._keep_latest()
+        except Exception:  # noqa: BLE001 - a store gone with a peer: the error is raised anyway
+            pass
+        raise _from_core(kind, f"{what}: {detail}") from cause
 
     def _latest(self) -> Any:
         """The store every group shares (``latest_store``), once there is one."""
@@ -486,7 +519,10 @@ class CheckedComm:
         members) last launched on it in this run, as its store keys say ("rank 0:
         all_to_all_v seq 3 (...); rank 2: nothing"), or why they cannot be read; where a
         member's latest launch of all is on another group (``latest_store``), that one follows
-        ("rank 2: nothing (latest: barrier on group 2 seq 0 [1, 2])"): the member waits there."""
+        ("rank 2: nothing (latest: barrier on group 2 seq 0 [1, 2])"): the member waits there;
+        where the member's wait raised and none of its operations completed since, what and
+        where (", which raised comm_timeout at all_reduce on group 1 seq 3 [0, 1]"): the
+        member gave up or left."""
         if self._store is None:
             return "unknown (no store)"
         group = self._inner.world()
@@ -498,12 +534,14 @@ class CheckedComm:
                 part = f"rank {rank}: {entry}"
             else:
                 detail = ", ".join(f"{k} {v}" for k, v in entry.items()
-                                   if k not in ("rank", "run", "group", "ranks", "seq", "kind"))
+                                   if k not in ("rank", "run", "group", "ranks", "seq", "kind", "raised"))
                 part = f"rank {rank}: {entry['kind']} seq {entry['seq']}" + (f" ({detail})" if detail else "")
             latest = self._entry(self._latest(), f"{LATEST_KEY}{rank}") if self._latest() is not None else None
             if isinstance(latest, dict) and latest.get("group") != gid:
                 part += (f" (latest: {latest.get('kind')} on group {latest.get('group')} seq {latest.get('seq')} "
                          f"{latest.get('ranks')})")
+            if isinstance(latest, dict) and latest.get("raised"):
+                part += f", which raised {latest['raised']}"
             parts.append(part)
         return "; ".join(parts)
 

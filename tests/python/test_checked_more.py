@@ -1048,6 +1048,56 @@ def test_a_member_waiting_on_another_group_is_named_with_its_latest_launch(tmp_p
         assert f"rank {r}: all_reduce seq 0 (op sum, dtype float32, bytes 4)" in message, message
 
 
+def _raises_and_leaves(rank, world, store_path):
+    ht.enable(["gloo"], timeout_s=10)
+    _init(rank, world, store_path)
+    src, out = torch.ones(world), torch.empty(world)
+    work = dist.all_to_all_single(out, src, async_op=True)
+    if rank == 2:
+        src.add_(1)
+        try:
+            work.wait()
+        except hpref.BufferMutated:
+            # Leaves at once, as a job whose rank raised does, with its result where runn
+            # reads it (the others wait for every result before they leave).
+            torch.save({"rank": rank, "status": "ok", "value": "left"},
+                       os.path.join(os.path.dirname(store_path), f"rank{rank}.pt"))
+            os._exit(0)
+    work.wait()
+    return _each([lambda: dist.all_reduce(torch.ones(1))])
+
+
+def _gives_up(rank, world, store_path):
+    ht.enable(["gloo"], timeout_s=2)
+    _init(rank, world, store_path)
+    dist.barrier()
+    if rank == 1:
+        time.sleep(3)  # past rank 0's deadline: rank 0 has given the all_reduce up
+    return _each([lambda: dist.all_reduce(torch.ones(1))])
+
+
+def test_a_peer_that_raised_is_named_with_what_it_raised(tmp_path):
+    """A checked-mode audit: the members of a rank that raised (a send buffer changed) and
+    left read "a peer went away" naming no rank, and a straggler whose peer had timed out
+    and given up read the same. A wait that raises keeps "<kind> at <operation>" beside the
+    rank's latest launch in the job's store, and the others' messages name it."""
+    res = runn(tmp_path, "left", 3, _raises_and_leaves)
+    assert res[2]["value"] == "left", res[2]
+    for r in (0, 1):
+        [(kind, message)] = res[r]["value"]
+        assert kind in ("CommPeerFailedError", "CommTimeoutError"), message
+        # (the other survivor may have raised first: "rank 1: ..., which raised comm_peer_failed at ...")
+        assert ("rank 2: all_to_all_v seq 0 (bytes 12, counts_in [4, 4, 4], counts_out [4, 4, 4]), which raised "
+                "comm_buffer_mutated at all_to_all_v on group 0 seq 0 [0, 1, 2]") in message, message
+    res = runn(tmp_path, "late", 2, _gives_up)
+    [(kind, message)] = res[0]["value"]
+    assert kind == "CommTimeoutError" and "rank 1: barrier seq 0" in message, message
+    [(kind, message)] = res[1]["value"]
+    assert kind in ("CommPeerFailedError", "CommTimeoutError"), message
+    assert ("rank 0: all_reduce seq 1 (op sum, dtype float32, bytes 4), which raised comm_timeout at the signature "
+            "exchange of all_reduce on group 0 seq 1 [0, 1]") in message, message
+
+
 # ---- test_checked_more.py ("polling a work") / test_torch_pg.py: a Work completes once -------------
 
 def test_a_work_whose_wait_timed_out_stays_failed_with_the_same_error():
