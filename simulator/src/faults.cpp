@@ -11,10 +11,6 @@ std::uint64_t parse_number(std::string_view text, std::string_view spec) {
   std::uint64_t v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
-    if (spec == "random") {  // the commands and hpref.sim.run draw it before parsing
-      throw Error(Errc::invalid_argument,
-                  "fault 'random' is drawn from the seed (Fault::drawn), not parsed");
-    }
     throw Error(Errc::invalid_argument, "fault '" + std::string(spec) +
                                             "' is not crash:R@K, flip:R@K[:B], delay:R@K or "
                                             "random (one drawn from the seed)");
@@ -25,6 +21,10 @@ std::uint64_t parse_number(std::string_view text, std::string_view spec) {
 }  // namespace
 
 Fault Fault::parse(std::string_view spec) {
+  if (spec == "random") {  // the commands and hpref.sim.run draw it before parsing
+    throw Error(Errc::invalid_argument,
+                "fault 'random' is drawn from the seed (Fault::drawn), not parsed");
+  }
   Fault f;
   auto colon = spec.find(':');
   auto at = spec.find('@');

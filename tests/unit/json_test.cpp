@@ -115,8 +115,9 @@ BOOST_AUTO_TEST_CASE(integers_beyond_64_bits_named_as_written) {
   BOOST_TEST(from(R"({"float": 99999999999999999999})").as_float() == 1e20);
   // Beyond a double too: valid JSON, refused as a value (it read "malformed JSON" before).
   HPREF_CHECK_ERROR(parse_json("[1" + std::string(400, '0') + "]"), Errc::json_value,
-                    "the number 100000000000000000000000... (401 characters) is beyond a double's "
-                    "range: no field takes it (ints are int64, floats doubles)");
+                    "the number 1" + std::string(39, '0') +
+                        "... (401 characters) is beyond a double's "
+                        "range: no field takes it (ints are int64, floats doubles)");
   HPREF_CHECK_ERROR(parse_json("[-1e400]"), Errc::json_value,
                     "the number -1e400 is beyond a double's range");
   BOOST_TEST(from(R"({"float": -99999999999999999999})").as_float() == -1e20);
@@ -170,6 +171,21 @@ BOOST_AUTO_TEST_CASE(nul_bytes_and_utf8) {
   BOOST_TEST(
       dump_json(Json("\xc0\xaf|\xed\xa0\x80|\xf4\x90\x80\x80|\xe2\x82")) ==
       "\"\\ufffd\\ufffd|\\ufffd\\ufffd\\ufffd|\\ufffd\\ufffd\\ufffd\\ufffd|\\ufffd\\ufffd\"");
+}
+
+// Messages quote long text shortened, never cutting a UTF-8 character in two.
+BOOST_AUTO_TEST_CASE(quoted_text_shortened) {
+  BOOST_TEST(shortened("abc", 3) == "abc");
+  BOOST_TEST(shortened("abcd", 3) == "abc... (4 characters)");
+  // "\xc3\xa9" is one character: cut before it, not inside it.
+  BOOST_TEST(shortened("ab\xc3\xa9z", 3) == "ab... (4 characters)");
+  BOOST_TEST(shortened("ab\xc3\xa9z", 4) == "ab\xc3\xa9... (4 characters)");
+  BOOST_TEST(shortened("\xe2\x82\xac\xe2\x82\xac", 2) == "... (2 characters)");
+  // A malformed value is quoted shortened at 80.
+  std::string long_key(200, 'k');
+  HPREF_CHECK_ERROR(value_from_json(parse_json(R"({"mystery": ")" + long_key + R"("})")),
+                    Errc::json_value,
+                    "{\"mystery\": \"" + std::string(67, 'k') + "... (215 characters)");
 }
 
 BOOST_AUTO_TEST_CASE(item_keys_both_forms) {
@@ -249,6 +265,15 @@ BOOST_AUTO_TEST_CASE(ids_echoed_exactly) {
     BOOST_TEST(error.find("the \"id\" holds the number "s + number + ", which cannot be echoed") !=
                    std::string::npos,
                id << " -> " << error);
+  }
+  // A long number is quoted shortened, however it is refused (a 1e400 id was quoted whole).
+  for (std::string id : {"1" + std::string(500, '0') + ".5", "1" + std::string(500, '0'),
+                         "1" + std::string(500, '0') + "e400"}) {
+    std::string error = parse_json(line(id))["error"].get<std::string>();
+    BOOST_TEST(error.find("the \"id\" holds the number 1" + std::string(39, '0') + "... (" +
+                          std::to_string(id.size()) + " characters), which cannot be echoed") !=
+                   std::string::npos,
+               error);
   }
   // A float in another field is not an id; nor is a -0 or a 1e400 elsewhere.
   BOOST_TEST(parse_json(line("1, \"x\": 1.50"))["ok"].get<bool>());

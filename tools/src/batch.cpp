@@ -47,10 +47,8 @@ Json answer_line(std::string_view line, const RequestHandler& handle) {
       if (auto it = request.find("id"); it != request.end()) {
         if (info.id_inexact) {
           // The number as written: the parsed one ("1.5" for 1.50) is what would change.
-          std::string number = info.id_inexact_number;
-          if (number.size() > 40) number = number.substr(0, 40) + "...";
           throw Error(Errc::invalid_request,
-                      "the \"id\" holds the number " + number +
+                      "the \"id\" holds the number " + shortened(info.id_inexact_number, 40) +
                           ", which cannot be echoed exactly (use a string, an integer within "
                           "64 bits, or a float in its shortest form)");
         }

@@ -32,9 +32,7 @@ const Json::binary_t* big_integer_text(const Json& j) {
 }
 
 [[noreturn]] void bad(const std::string& what, const Json& j) {
-  std::string text = dump_json(j);
-  if (text.size() > 80) text = text.substr(0, 80) + "...";
-  throw Error(Errc::json_value, what + ": " + text);
+  throw Error(Errc::json_value, what + ": " + shortened(dump_json(j), 80));
 }
 
 int hex_digit(char c) {
@@ -164,6 +162,15 @@ void dump_to(std::string& out, const Json& j) {
 
 }  // namespace
 
+std::string shortened(std::string_view text, std::size_t keep) {
+  if (text.size() <= keep) return std::string(text);
+  auto continuation = [](char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; };
+  while (keep > 0 && continuation(text[keep])) --keep;
+  auto characters =
+      std::count_if(text.begin(), text.end(), [&](char c) { return !continuation(c); });
+  return std::string(text.substr(0, keep)) + "... (" + std::to_string(characters) + " characters)";
+}
+
 std::optional<std::int64_t> json_as_int64(const Json& j) {
   if (j.is_number_integer() && !j.is_number_unsigned()) return j.get<std::int64_t>();
   if (j.is_number_unsigned()) {
@@ -231,16 +238,13 @@ class Builder final : public nlohmann::json_sax<Json> {
     // cannot be echoed exactly, as 1.50 is.
     constexpr int kNumberOverflow = 406;
     if (e.id == kNumberOverflow && in_id_ && info_ != nullptr) {
-      throw Error(Errc::invalid_request, "the \"id\" holds the number " + token +
+      throw Error(Errc::invalid_request, "the \"id\" holds the number " + shortened(token, 40) +
                                              ", which cannot be echoed exactly (use a string, "
                                              "an integer within 64 bits, or a float in its "
                                              "shortest form)");
     }
     if (e.id == kNumberOverflow) {  // valid JSON, a value no field takes: named, not "malformed"
-      std::string shown = token.size() > 40 ? token.substr(0, 24) + "... (" +
-                                                  std::to_string(token.size()) + " characters)"
-                                            : token;
-      throw Error(Errc::json_value, "the number " + shown +
+      throw Error(Errc::json_value, "the number " + shortened(token, 40) +
                                         " is beyond a double's range: no field takes it (ints "
                                         "are int64, floats doubles)");
     }

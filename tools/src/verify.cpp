@@ -84,8 +84,7 @@ std::int64_t int_field(const RankLog& log, std::size_t line, const Json& obj, co
   if (it == obj.end()) bad_line(log, line, std::string("no \"") + name + "\" field");
   auto v = json_as_int64(*it);
   if (!v || *v < lo || *v > hi) {
-    std::string text = dump_json(*it);
-    if (text.size() > 80) text = text.substr(0, 80) + "...";
+    std::string text = shortened(dump_json(*it), 80);
     bad_line(log, line,
              std::string("\"") + name + "\" must be an integer in [" + std::to_string(lo) + ", " +
                  std::to_string(hi) + "], got " + text);
@@ -125,7 +124,7 @@ OpKind kind_named(const RankLog& log, std::size_t line, const std::string& name)
                  OpKind::barrier}) {
     if (name == op_kind_name(k)) return k;
   }
-  std::string shown = name.size() > 40 ? name.substr(0, 40) + "..." : name;
+  std::string shown = shortened(name, 40);
   bad_line(log, line,
            "\"kind\" '" + shown +
                "' is not all_gather, broadcast, all_reduce, all_to_all_v, barrier or new_group");

@@ -54,6 +54,11 @@ Value key_from_json(const Json& j);
 Json items_to_json(std::span<const Item> items);
 std::vector<Item> items_from_json(const Json& j);
 
+// ``text`` (UTF-8) as a message shows it: whole up to ``keep`` bytes, else its first ``keep``
+// bytes (cut back to a character's start) and "... (N characters)", N its whole length in
+// characters, so that no message grows with what it quotes.
+std::string shortened(std::string_view text, std::size_t keep);
+
 // The JSON integer as an int64: nullopt for anything else (floats, integers beyond int64,
 // non-numbers).
 std::optional<std::int64_t> json_as_int64(const Json& j);
