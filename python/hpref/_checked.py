@@ -227,6 +227,9 @@ class CheckedComm:
         self._latest_store: Any = None  # found at the first launch after the job's store exists
         self._latest_line: Optional[Dict[str, Any]] = None  # this rank's latest launch, as kept there
         self._raised: Optional[str] = None  # the last error a wait raised here, kept with it
+        # Why the job's store failed, once a call to it has (its server gone with its rank):
+        # no call is made after, as each failed one printed a page of torch's C++ stack trace.
+        self._store_gone: Optional[str] = None
         self._timeout_s = float(timeout_s)
         if check_buffers not in (True, False, "all"):
             raise _from_core("invalid_argument", f"check_buffers must be True, False or 'all', got {check_buffers!r}")
@@ -460,8 +463,8 @@ class CheckedComm:
             self._raised = None
             try:
                 self._keep_latest()
-            except Exception:  # noqa: BLE001 - a store gone with a peer: the next operation says so
-                pass
+            except Exception as e:  # noqa: BLE001 - a store gone with a peer: the next operation says so
+                self._lost(e)
 
     def _record(self, group: Any, gid: int, ranks: Tuple[int, ...], me: int, seq: int, kind: str,
                 fields: Dict[str, Any], log: bool = True) -> None:
@@ -471,13 +474,13 @@ class CheckedComm:
         entry.update(group=gid, ranks=list(ranks), seq=seq, kind=kind)
         entry.update(fields)
         line = json.dumps(entry, separators=(",", ":"))
-        if self._store is not None:
+        if self._store is not None and self._store_gone is None:
             try:
                 self._store.set(f"{LAST_KEY}{group.index}", line)
                 self._latest_line = entry
                 self._keep_latest()
-            except Exception:  # noqa: BLE001 - a store gone with a peer: the operation says so
-                pass
+            except Exception as e:  # noqa: BLE001 - a store gone with a peer: the operation says so
+                self._lost(e)
         if self._log_dir is not None and log:
             if self._log is None:
                 os.makedirs(self._log_dir, exist_ok=True)
@@ -488,7 +491,7 @@ class CheckedComm:
         """Writes this rank's latest launch, with the last error a wait raised here, under its
         world rank in the store every group shares."""
         latest = self._latest()
-        if latest is None or self._latest_line is None:
+        if latest is None or self._latest_line is None or self._store_gone is not None:
             return
         entry = dict(self._latest_line)
         if self._raised is not None:
@@ -504,9 +507,16 @@ class CheckedComm:
         self._raised = f"{kind} at {what}"
         try:
             self._keep_latest()
-        except Exception:  # noqa: BLE001 - a store gone with a peer: the error is raised anyway
-            pass
+        except Exception as e:  # noqa: BLE001 - a store gone with a peer: the error is raised anyway
+            self._lost(e)
         raise _from_core(kind, f"{what}: {detail}") from cause
+
+    def _lost(self, error: BaseException) -> None:
+        """Notes that a call to the job's store failed (the first reason is kept)."""
+        if self._store_gone is None:
+            lines = str(error).strip().splitlines()
+            text = lines[0] if lines else ""
+            self._store_gone = f"{type(error).__name__}: {text[:200]}" if text else type(error).__name__
 
     def _latest(self) -> Any:
         """The store every group shares (``latest_store``), once there is one."""
@@ -530,6 +540,8 @@ class CheckedComm:
         parts: List[str] = []
         for index, rank in enumerate(ranks):
             entry = self._entry(self._store, f"{LAST_KEY}{index}")
+            if entry is None:
+                break
             if isinstance(entry, str):
                 part = f"rank {rank}: {entry}"
             else:
@@ -537,24 +549,39 @@ class CheckedComm:
                                    if k not in ("rank", "run", "group", "ranks", "seq", "kind", "raised"))
                 part = f"rank {rank}: {entry['kind']} seq {entry['seq']}" + (f" ({detail})" if detail else "")
             latest = self._entry(self._latest(), f"{LATEST_KEY}{rank}") if self._latest() is not None else None
+            if self._store_gone is not None:
+                break
             if isinstance(latest, dict) and latest.get("group") != gid:
                 part += (f" (latest: {latest.get('kind')} on group {latest.get('group')} seq {latest.get('seq')} "
                          f"{latest.get('ranks')})")
             if isinstance(latest, dict) and latest.get("raised"):
                 part += f", which raised {latest['raised']}"
             parts.append(part)
+        if self._store_gone is not None:  # nothing more is asked of it
+            parts = [f"unknown: the job's store is unreachable ({self._store_gone}), as when the process "
+                     "serving it (rank 0's, with env:// or torchrun) is gone"]
         return "; ".join(parts)
 
     def _entry(self, store: Any, key: str) -> Any:
         """The launch kept under ``key`` in ``store`` in this run (a dict), or what to say
         instead: "nothing" (absent, or an earlier default group's on a reused store), or
-        "unreadable (...)" (the store may have died with its host)."""
+        "unreadable (...)" (not a launch's JSON); None once a call to the store has failed
+        (the store may have died with its host: ``_store_gone``)."""
+        if self._store_gone is not None:
+            return None
         try:
             if not store_has(store, key):
                 return "nothing"
-            entry = json.loads(bytes(store.get(key)).decode())
+            raw = bytes(store.get(key))
         except Exception as e:  # noqa: BLE001 - the store may have died with its host
+            self._lost(e)
+            return None
+        try:
+            entry = json.loads(raw.decode())
+        except ValueError as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
             return f"unreadable ({type(e).__name__})"
+        if not isinstance(entry, dict):
+            return "unreadable (not a JSON object)"
         if entry.get("run", 0) != self._run:  # an earlier default group's, on a reused store
             return "nothing"
         return entry

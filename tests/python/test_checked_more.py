@@ -20,6 +20,7 @@ import gc
 import json
 import os
 import re
+import socket
 import time
 import traceback
 from datetime import timedelta
@@ -870,6 +871,20 @@ def test_last_launches_of_an_earlier_default_group_are_not_shown_as_this_runs():
     assert second.last_launches().startswith("rank 0: all_to_all_v seq 0")
 
 
+def test_a_launch_entry_that_is_not_a_launch_reads_as_unreadable_and_the_store_stays_in_use():
+    """A key holding something other than a launch's JSON object is named unreadable, with
+    why; unlike a failed store call it does not stop the store's use."""
+    inner = _OneRankReadAtWaitComm()
+    store = dist.HashStore()
+    comm = _checked.CheckedComm(inner, store=store, timeout_s=10, latest_store=lambda: store)
+    for value, why in ((b"\xff", "UnicodeDecodeError"), (b"{", "JSONDecodeError"), (b"[1]", "not a JSON object")):
+        store.set(f"{_checked.LAST_KEY}0", value)
+        assert comm.last_launches() == f"rank 0: unreadable ({why})"
+    src, out = torch.arange(4, dtype=torch.uint8), torch.zeros(4, dtype=torch.uint8)
+    comm.all_to_all_v(inner.world(), src.data_ptr(), [4], out.data_ptr(), [4], "host").wait()
+    assert comm.last_launches().startswith("rank 0: all_to_all_v seq 0")
+
+
 # ---- test_checked_more.py ("11: options", "2: enable()'s backend names") --------------------------
 
 def test_the_default_deadline_is_the_groups_torch_timeout(one):
@@ -1096,6 +1111,44 @@ def test_a_peer_that_raised_is_named_with_what_it_raised(tmp_path):
     assert kind in ("CommPeerFailedError", "CommTimeoutError"), message
     assert ("rank 0: all_reduce seq 1 (op sum, dtype float32, bytes 4), which raised comm_timeout at the signature "
             "exchange of all_reduce on group 0 seq 1 [0, 1]") in message, message
+
+
+def _store_host_leaves(rank, world, store_path, port):
+    tmp = os.path.dirname(store_path)
+    err = os.open(os.path.join(tmp, f"stderr{rank}"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(err, 2)  # torch's C++ warnings, counted below
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    ht.enable(["gloo"], timeout_s=10)
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=30))  # env://
+    dist.barrier()
+    if rank == 0:  # the TCPStore's server goes with it
+        torch.save({"rank": rank, "status": "ok", "value": "left"}, os.path.join(tmp, f"rank{rank}.pt"))
+        os._exit(0)
+    time.sleep(0.5)
+    seen = _each([lambda: dist.all_reduce(torch.ones(1))])
+    with open(os.path.join(tmp, f"stderr{rank}")) as f:
+        warnings = f.read().count("sendBytes failed")
+    return seen, warnings
+
+
+def test_a_store_gone_with_its_host_is_said_once_not_asked_again(tmp_path):
+    """A checked-mode audit: when the rank serving the job's TCPStore (rank 0, env://) went,
+    each survivor's peer failure read every member's keys from the dead store, and torch
+    printed a page of C++ stack trace for each failed call (8 or 9 per rank, 280 lines for
+    two ranks). The first failed call is kept; the message says the store is unreachable
+    and why, and no call is made after it."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    res = runn(tmp_path, "host", 3, _store_host_leaves, port)
+    assert res[0]["value"] == "left", res[0]
+    for r in (1, 2):
+        assert res[r]["status"] == "ok", res[r]
+        [(kind, message)], warnings = res[r]["value"]
+        assert kind in ("CommPeerFailedError", "CommTimeoutError"), message
+        assert re.search(r"; last launches: unknown: the job's store is unreachable \(\w+: .+\), as when the "
+                         r"process serving it \(rank 0's, with env:// or torchrun\) is gone$", message), message
+        assert warnings <= 1, (warnings, message)
 
 
 # ---- test_checked_more.py ("polling a work") / test_torch_pg.py: a Work completes once -------------
