@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <numeric>
 #include <optional>
 
@@ -46,6 +47,10 @@ struct RankComm::SimWork final : Work::State {
   std::vector<hpref::detail::ByteRun> runs;
   std::size_t own_src = 0;
   MutableBuffer recv;
+  // Held for a whole wait: a second thread waiting on the same Work waits for the first to
+  // finish and then finds it done (it found it not done yet, then asked the monitor about a
+  // work already answered: comm_usage "waited on an unknown work").
+  std::mutex waiting;
   bool done = false;
   std::optional<CommError> error;
   void wait() override { comm->wait_work(*this); }
@@ -220,6 +225,7 @@ std::uint64_t RankComm::stage_blocks(char* stage, const Launch& l, SimWork& w) {
 }
 
 void RankComm::wait_work(SimWork& w) {
+  std::lock_guard<std::mutex> one_wait(w.waiting);
   if (w.done) {
     if (w.error) throw *w.error;
     return;

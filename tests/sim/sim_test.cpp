@@ -587,6 +587,40 @@ BOOST_AUTO_TEST_CASE(calls_from_two_threads_at_once_are_comm_usage) {
   BOOST_TEST(overlapped > 0, "no seed of 1-8 overlapped the two calls");
 }
 
+// Two threads waiting on one Work: the second waits for the first and finds it done. It
+// found the work not done yet, then asked the monitor about a work already answered, and got
+// comm_usage "waited on an unknown work" (or, mid-wait, "called from two threads at once").
+BOOST_AUTO_TEST_CASE(two_threads_waiting_on_one_work_both_return_it) {
+  for (std::uint64_t seed = 1; seed <= 8; ++seed) {
+    Options o;
+    o.seed = seed;
+    auto r = Cluster::run(2, o, [](Communicator& c) {
+      std::int64_t v = c.rank() + 1;
+      if (c.rank() == 1) {  // late: rank 0's two waits overlap
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        c.all_reduce(c.world(), {&v, 8}, DType::int64, ReduceOp::sum).wait();
+        return std::to_string(v);
+      }
+      Work w = c.all_reduce(c.world(), {&v, 8}, DType::int64, ReduceOp::sum);
+      std::string seen[2];
+      auto wait = [&](int i) {
+        try {
+          w.wait();
+          seen[i] = "ok";
+        } catch (const CommError& e) {
+          seen[i] = std::string(errc_name(e.code())) + ": " + e.what();
+        }
+      };
+      std::thread t(wait, 1);
+      wait(0);
+      t.join();
+      return seen[0] + " " + seen[1] + " " + std::to_string(v);
+    });
+    BOOST_TEST(r.outcomes[0].value == "ok ok 3", "seed " << seed << ": " << describe(r));
+    BOOST_TEST(r.outcomes[1].value == "3", "seed " << seed << ": " << describe(r));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(delay_changes_the_schedule_not_the_results) {
   auto plain = run_scenario("free_interleaving", 4, 1);
   auto delayed = run_scenario("free_interleaving", 4, 1, {Fault::parse("delay:0@30")});
