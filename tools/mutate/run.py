@@ -15,6 +15,10 @@ RelWithDebInfo build with _GLIBCXX_ASSERTIONS (no bench, no fuzzers) in build/mu
      or a timeout = killed;
   5. the original source is restored.
 Results go to build/mutate/report.txt; score = killed / (killed + survived).
+
+Python modules (python/hpref/x.py named as files, or their mutants named by --only) are run
+by python_run.py, beside this file: same options, same report format (its docstring says
+how).
 """
 
 import argparse
@@ -193,6 +197,30 @@ def source_named(base):
     return found[0]
 
 
+def is_python_run(args):
+    """Whether the files named, or else the mutants --only names, are Python modules
+    (python/hpref/x.py); exits when both kinds are named."""
+    if args.files:
+        for f in args.files:  # a .hpp or .pyi would be built and run with no mutant to show
+            if not f.endswith((".cpp", ".py")):
+                sys.exit(f"mutate: {f}: name C++ sources (.cpp) or Python modules "
+                         "(python/hpref/x.py)")
+        kinds = {f.endswith(".py") for f in args.files}
+    else:
+        kinds = set()
+        for n in args.only:
+            base = n.split(".mutant.")[0]
+            if n.endswith((".py", ".cpp")):
+                kinds.add(n.endswith(".py"))
+            else:  # a bare name is C++ where SOURCE_DIRS has it, as before Python runs
+                kinds.add(not any(os.path.isfile(os.path.join(ROOT, d, base + ".cpp"))
+                                  for d in SOURCE_DIRS) and
+                          os.path.isfile(os.path.join(ROOT, "python", "hpref", base + ".py")))
+    if len(kinds) > 1:
+        sys.exit("mutate: name C++ sources or Python modules (python/hpref/x.py), not both")
+    return kinds == {True}
+
+
 def whole(least):
     """An argparse type: an int of at least `least`, refused at once (before any build)."""
     def parse(text):
@@ -209,15 +237,22 @@ def whole(least):
 def main():
     ap = argparse.ArgumentParser(prog="./dev mutate")
     ap.add_argument("files", nargs="*", help="sources to mutate, e.g. simulator/src/matcher.cpp "
-                    "(default reference/src/*.cpp)")
+                    "(default reference/src/*.cpp), or Python modules, python/hpref/x.py "
+                    "(tools/mutate/python_run.py; not both kinds in one run)")
     ap.add_argument("--sample", type=whole(0), default=0, help="mutants to run (0: all)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--jobs", type=whole(1), default=2)
-    ap.add_argument("--timeout", type=whole(1), default=120,
-                    help="limit on one test run (all labels), seconds")
+    ap.add_argument("--jobs", type=whole(1), default=2, help="C++: build parallelism "
+                    "(default 2); Python mutants run one at a time")
+    ap.add_argument("--timeout", type=whole(1), default=None,
+                    help="limit on one mutant's tests, seconds (C++: all labels, default 120; "
+                         "Python: stubtest and the module's test files, default twice the "
+                         "unmutated run's time plus 60)")
     ap.add_argument("--only", action="append", default=[], metavar="NAME",
-                    help="run only the named mutants (e.g. value.mutant.425; repeatable; "
-                         "the file is inferred when no files are given); --sample is ignored")
+                    help="run only the named mutants (e.g. value.mutant.425 or "
+                         "_checked.mutant.123; repeatable; the file is inferred when no files "
+                         "are given: a bare name is C++ where reference/src or simulator/src "
+                         "has its .cpp, else python/hpref's .py; add .py to choose Python); "
+                         "--sample is ignored")
     ap.add_argument("--report", default=os.path.join(OUT, "report.txt"),
                     help="where to write the report (default build/mutate/report.txt)")
     args = ap.parse_args()
@@ -229,6 +264,12 @@ def main():
             ap.error(f"--report {args.report!r}: no directory {where!r}")
         if not os.access(where, os.W_OK):
             ap.error(f"--report {args.report!r}: cannot write in {where!r}")
+    if is_python_run(args):
+        import python_run  # tools/mutate/python_run.py, beside this file
+        python_run.main(args, write_report)
+        return
+    if args.timeout is None:
+        args.timeout = 120
     only = {n if n.endswith(".cpp") else n + ".cpp" for n in args.only}
     if only and not args.files:
         args.files = sorted({source_named(n.split(".mutant.")[0]) for n in only})
@@ -332,31 +373,37 @@ def main():
     print(open(report).read().split("\n\nLog\n")[0])
 
 
-def write_report(path, args, files, stats, survivors, log, elapsed):
-    tot = {k: sum(s[k] for s in stats.values()) for k in
-           ("killed", "survived", "tce", "uncompilable")}
-    run = sum(tot.values())
+CPP_KINDS = (("killed", "killed"), ("survived", "survived"), ("tce", "TCE"),
+             ("uncompilable", "uncompilable"))
+
+
+def write_report(path, args, files, stats, survivors, log, elapsed, kinds=CPP_KINDS,
+                 run_kinds=None, extra=()):
+    """`kinds`: (key in stats, label) in report order; `run_kinds`: the keys counted as run
+    (default all); `extra`: lines after the header (the Python runner's)."""
+    keys = [k for k, _ in kinds]
+    tot = {k: sum(s[k] for s in stats.values()) for k in keys}
+    run = sum(tot[k] for k in (run_kinds or keys))
     denom = tot["killed"] + tot["survived"]
     score = f"{100.0 * tot['killed'] / denom:.1f}%" if denom else "n/a"
     out = [f"hpref mutation testing (universalmutator 1.14.1), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
            f"files: {' '.join(files) if len(files) < 6 else str(len(files)) + ' files'}",
            (f"only: {' '.join(sorted(args.only))}; run so far: {run}" if args.only else
             f"sample: {args.sample or 'all'}, seed {args.seed}; run so far: {run}"),
-           f"killed {tot['killed']}  survived {tot['survived']}  TCE {tot['tce']}  "
-           f"uncompilable {tot['uncompilable']}",
+           "  ".join(f"{label} {tot[k]}" for k, label in kinds),
            f"score = killed / (killed + survived) = {score}",
-           f"time: {elapsed:.0f}s, {elapsed / run if run else 0:.1f}s per mutant",
-           "", "Per file (killed/survived/TCE/uncompilable)"]
+           f"time: {elapsed:.0f}s, {elapsed / run if run else 0:.1f}s per mutant"]
+    out += list(extra)
+    out += ["", f"Per file ({'/'.join(label for _, label in kinds)})"]
     for rel in sorted(stats):
         s = stats[rel]
-        out.append(f"  {rel}: {s['killed']}/{s['survived']}/{s['tce']}/{s['uncompilable']}")
+        out.append(f"  {rel}: {'/'.join(str(s[k]) for k in keys)}")
     out += ["", "Survivors"]
     for rel, name, diff in survivors:
         out += [f"--- {name}", diff.rstrip(), ""]
     out += ["", "Log"] + log
     with open(path, "w") as f:
         f.write("\n".join(out) + "\n")
-
 
 if __name__ == "__main__":
     main()
