@@ -101,7 +101,7 @@ void RankComm::call() {
   }
 }
 
-void RankComm::point() {
+void RankComm::own_process() const {
   if (getpid() != pid_) {
     // A process the rank forked shares its slot: a call from it would act as the rank.
     throw CommError(Errc::comm_usage,
@@ -109,6 +109,10 @@ void RankComm::point() {
                         std::to_string(getpid()) +
                         ", which the rank forked: only the rank's own process may call it");
   }
+}
+
+void RankComm::point() {
+  own_process();
   if (++calls_ == crash_at_) {
     std::fflush(nullptr);
 #ifdef HPREF_GCOV_DUMP
@@ -225,6 +229,7 @@ std::uint64_t RankComm::stage_blocks(char* stage, const Launch& l, SimWork& w) {
 }
 
 void RankComm::wait_work(SimWork& w) {
+  own_process();  // before the lock: a fork copies it held if a thread of the rank waits
   std::lock_guard<std::mutex> one_wait(w.waiting);
   if (w.done) {
     if (w.error) throw *w.error;

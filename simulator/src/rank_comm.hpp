@@ -46,9 +46,10 @@ class RankComm final : public Communicator {
 
  private:
   Slot& slot() { return control_->slots[rank_]; }
-  void call();   // hand the baton to the monitor, wait for the turn
-  void point();  // a scheduling point: count it, and crash here if the plan says so
-  class InCall;  // one call at a time (comm_usage for a second thread's)
+  void call();               // hand the baton to the monitor, wait for the turn
+  void own_process() const;  // comm_usage when called from a process the rank forked
+  void point();              // a scheduling point: count it, and crash here if the plan says so
+  class InCall;              // one call at a time (comm_usage for a second thread's)
   [[noreturn]] void throw_response();
   Work launch(const Launch& l);
   // A launch whose blocks have displacements: the peers' blocks into `stage` (their packed

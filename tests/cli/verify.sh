@@ -244,6 +244,8 @@ bad rank "line 2 of rank1.jsonl: \"rank\" is 0 in the log of rank 1" '{"rank":0,
 bad kindname "line 2 of rank1.jsonl: \"kind\" 'scatter' is not" '{"rank":1,"group":5,"ranks":[0,1],"seq":0,"kind":"scatter"}'
 bad counts "line 2 of rank1.jsonl: \"counts_in\" must be an array of 2" '{"rank":1,"group":5,"ranks":[0,1],"seq":0,"kind":"all_to_all_v","bytes":0,"counts_in":[0],"counts_out":[0,0]}'
 bad negative "\"counts_out\" holds -4, not a byte count" '{"rank":1,"group":5,"ranks":[0,1],"seq":0,"kind":"all_to_all_v","bytes":0,"counts_in":[0,0],"counts_out":[0,-4]}'
+# A long value is quoted shortened (the whole of it was: 5 KB of error for a 5 KB rank entry).
+bad longrank "\"ranks\" holds \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx... (302 characters), not a distinct world rank" '{"rank":1,"group":5,"ranks":[0,"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"],"seq":0,"kind":"barrier"}'
 bad sum "\"bytes\" is not the sum of \"counts_in\"" '{"rank":1,"group":5,"ranks":[0,1],"seq":0,"kind":"all_to_all_v","bytes":1,"counts_in":[0,0],"counts_out":[0,0]}'
 bad seqgap "line 2 of rank1.jsonl: group 0 seq 5 follows seq 0 (an edited or truncated log?)" '{"rank":1,"group":0,"ranks":[0,1,2,3],"seq":5,"kind":"barrier"}'
 # The group's first record not seq 0 ("follows seq -1" until 2026-12-03).

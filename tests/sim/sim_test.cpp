@@ -621,6 +621,56 @@ BOOST_AUTO_TEST_CASE(two_threads_waiting_on_one_work_both_return_it) {
   }
 }
 
+// A process forked while a thread of the rank waits on a Work, waiting on that Work itself:
+// comm_usage naming the fork, as any call from it, not a wait forever on the Work's lock
+// (copied held by the fork).
+BOOST_AUTO_TEST_CASE(a_forked_process_waiting_on_a_work_the_rank_waits_on_is_refused) {
+  Options o;
+  auto r = Cluster::run(2, o, [](Communicator& c) {
+    std::int64_t v = c.rank() + 1;
+    if (c.rank() == 1) {  // late: rank 0's helper thread is inside its wait at the fork
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      c.all_reduce(c.world(), {&v, 8}, DType::int64, ReduceOp::sum).wait();
+      return std::to_string(v);
+    }
+    Work w = c.all_reduce(c.world(), {&v, 8}, DType::int64, ReduceOp::sum);
+    std::thread t([&] { w.wait(); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    int pipe_fds[2];
+    if (pipe(pipe_fds) != 0) return std::string("no pipe");
+    pid_t child = fork();
+    if (child == 0) {
+      std::string said = "returned";
+      try {
+        w.wait();
+      } catch (const CommError& e) {
+        said = std::string(errc_name(e.code())) + ": " + e.what();
+      }
+      (void)!write(pipe_fds[1], said.data(), said.size());
+      _exit(0);
+    }
+    close(pipe_fds[1]);
+    pollfd in{pipe_fds[0], POLLIN, 0};
+    std::string said = "the child hung";
+    if (poll(&in, 1, 10000) == 1) {
+      char buf[512];
+      ssize_t n = read(pipe_fds[0], buf, sizeof buf);
+      said.assign(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+    }
+    close(pipe_fds[0]);
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+    t.join();
+    return said + " | " + std::to_string(v);
+  });
+  BOOST_TEST(
+      r.outcomes[0].value.rfind("comm_usage: rank 0's communicator called from process ", 0) == 0,
+      describe(r));
+  BOOST_TEST(r.outcomes[0].value.find("which the rank forked") != std::string::npos, describe(r));
+  BOOST_TEST(r.outcomes[0].value.ends_with(" | 3"), describe(r));
+  BOOST_TEST(r.outcomes[1].value == "3", describe(r));
+}
+
 BOOST_AUTO_TEST_CASE(delay_changes_the_schedule_not_the_results) {
   auto plain = run_scenario("free_interleaving", 4, 1);
   auto delayed = run_scenario("free_interleaving", 4, 1, {Fault::parse("delay:0@30")});

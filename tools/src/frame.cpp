@@ -27,7 +27,7 @@ KeyClass key_class_of(const Json& request, KeyClass base) {
     for (const Json& f : *it) {
       if (!f.is_string()) {
         throw Error(Errc::invalid_request,
-                    "a \"key_fields\" entry must be a string, got " + dump_json(f));
+                    "a \"key_fields\" entry must be a string, got " + shortened(dump_json(f), 80));
       }
       base.fields.push_back(f.get<std::string>());
     }
@@ -64,8 +64,8 @@ std::vector<std::uint64_t> splits_from_json(const Json& j) {
   std::vector<std::uint64_t> out;
   for (const Json& s : j) {
     if (!s.is_number_unsigned() && !(s.is_number_integer() && s.get<std::int64_t>() >= 0)) {
-      throw Error(Errc::invalid_request,
-                  "a split must be a non-negative JSON integer, got " + dump_json(s));
+      throw Error(Errc::invalid_request, "a split must be a non-negative JSON integer, got " +
+                                             shortened(dump_json(s), 80));
     }
     out.push_back(s.get<std::uint64_t>());
   }
@@ -85,9 +85,9 @@ std::uint64_t max_output_bytes(const Json& request, std::uint64_t cap) {
   if (it == request.end() || it->is_null()) return cap;
   auto v = json_as_int64(*it);
   if (!v || *v < 0) {
-    throw Error(
-        Errc::invalid_request,
-        "\"max_output_bytes\" must be a non-negative int64 JSON integer, got " + dump_json(*it));
+    throw Error(Errc::invalid_request,
+                "\"max_output_bytes\" must be a non-negative int64 JSON integer, got " +
+                    shortened(dump_json(*it), 80));
   }
   return static_cast<std::uint64_t>(*v);
 }

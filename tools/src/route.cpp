@@ -14,8 +14,9 @@ namespace {
 // `j`, the value of field `name`, as an int64; Error invalid_request otherwise.
 std::int64_t int_value(const Json& j, const char* name) {
   if (auto v = json_as_int64(j)) return *v;
-  throw Error(Errc::invalid_request,
-              std::string("\"") + name + "\" must be an int64 JSON integer, got " + dump_json(j));
+  throw Error(Errc::invalid_request, std::string("\"") + name +
+                                         "\" must be an int64 JSON integer, got " +
+                                         shortened(dump_json(j), 80));
 }
 
 std::int64_t int_field(const Json& request, const char* name) {
@@ -40,7 +41,7 @@ std::vector<Interval> interval_list(const Json& j) {
   for (const Json& pair : j) {
     if (!pair.is_array() || pair.size() != 2) {
       throw Error(Errc::invalid_request,
-                  "each interval must be [start, end], got " + dump_json(pair));
+                  "each interval must be [start, end], got " + shortened(dump_json(pair), 80));
     }
     auto v = int_list(pair, "intervals");
     out.push_back({v[0], v[1]});

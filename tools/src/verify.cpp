@@ -112,7 +112,8 @@ std::vector<std::uint64_t> counts_field(const RankLog& log, std::size_t line, co
   for (const Json& c : *it) {
     if (!c.is_number_integer() || (!c.is_number_unsigned() && c.get<std::int64_t>() < 0)) {
       bad_line(log, line,
-               std::string("\"") + name + "\" holds " + dump_json(c) + ", not a byte count");
+               std::string("\"") + name + "\" holds " + shortened(dump_json(c), 80) +
+                   ", not a byte count");
     }
     out.push_back(c.get<std::uint64_t>());
   }
@@ -170,7 +171,8 @@ void add_line(RankLog& log, std::size_t line, std::string_view text) {
     auto v = json_as_int64(m);
     if (!v || *v < 0 || *v > std::numeric_limits<int>::max() ||
         !seen.insert(static_cast<int>(*v)).second) {
-      bad_line(log, line, "\"ranks\" holds " + dump_json(m) + ", not a distinct world rank");
+      bad_line(log, line,
+               "\"ranks\" holds " + shortened(dump_json(m), 80) + ", not a distinct world rank");
     }
     r.ranks.push_back(static_cast<int>(*v));
   }
@@ -189,7 +191,9 @@ void add_line(RankLog& log, std::size_t line, std::string_view text) {
       auto v = json_as_int64(m);
       if (!v || *v < 0 || *v > std::numeric_limits<int>::max() ||
           !distinct.insert(static_cast<int>(*v)).second) {
-        bad_line(log, line, "\"members\" holds " + dump_json(m) + ", not a distinct world rank");
+        bad_line(
+            log, line,
+            "\"members\" holds " + shortened(dump_json(m), 80) + ", not a distinct world rank");
       }
       r.members.push_back(static_cast<int>(*v));
     }
