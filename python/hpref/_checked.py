@@ -20,8 +20,9 @@ Python: hpref.torch's checked process groups").
 
 Every wait has a deadline (``timeout_s``): past it, ``CommTimeout`` names what each member
 last launched on the group, and where a member's latest launch is on another group, that one
-too ("rank 1: nothing (latest: all_reduce on group 2 seq 0 [0, 1])": the member waits there),
-and what a member's wait raised (", which raised comm_timeout at ...": it gave up). A peer
+too ("rank 1: nothing (latest launch: all_reduce on group 2 seq 0)": it may wait there), and
+what a member's last wait raised where none completed since (", whose last wait raised
+comm_timeout at ...": it gave up or left). A peer
 that went away is ``PeerFailed``, naming the same. Messages name groups and ranks as the
 code knows them (``names``: torch's group id and global ranks).
 """
@@ -54,15 +55,58 @@ def store_has(store: Any, key: str, wait_s: float = 0.5) -> bool:
     """Whether ``store`` holds ``key``, without waiting for it: ``check`` where the store has
     it (torch 2.x), else a wait of ``wait_s`` given to that one call (torch 1.13): the
     store's own timeout is torch's, shared with every later get and barrier of the job, and
-    stays as it is."""
-    if hasattr(store, "check"):
-        return bool(store.check([key]))
+    stays as it is. A store that fails otherwise (gone with its server: "Broken pipe") raises.
+    A Python ``Store`` subclass without ``check`` is asked with a wait too."""
+    check = getattr(store, "check", None)
+    if check is not None:
+        try:
+            return bool(check([key]))
+        except RuntimeError as e:
+            if "pure virtual" not in str(e):  # c10d's base Store has check() but no body
+                raise
     from datetime import timedelta
     try:
         store.wait([key], timedelta(seconds=wait_s))
         return True
-    except Exception:  # noqa: BLE001 - absent: the wait timed out
-        return False
+    except Exception as e:  # noqa: BLE001 - absent: the wait timed out; anything else is raised
+        text = str(e).lower()
+        if "timeout" in text or "timed out" in text:
+            return False
+        raise
+
+
+class _RankRecord:
+    """This process's rank as every checked group of one run keeps it in the job's store
+    (LATEST_KEY): its latest launch on any group (rank, run, group, seq, kind), the error its
+    last wait to end raised (cleared when a wait completes), and why a call to the store
+    failed, once one has (no call is made after: each failed one printed a page of torch's
+    C++ stack trace). Shared by the groups of a run through the same ``latest_store``."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.launch: Optional[Dict[str, Any]] = None
+        self.raised: Optional[str] = None
+        self.gone: Optional[str] = None
+
+
+_RECORDS: Dict[Tuple[int, Any], _RankRecord] = {}  # (run, latest_store) -> the record
+_RECORDS_LOCK = threading.Lock()
+
+
+def _shared_record(run: int, latest_store: Any) -> _RankRecord:
+    with _RECORDS_LOCK:
+        return _RECORDS.setdefault((run, latest_store), _RankRecord())
+
+
+def _forget_records() -> None:
+    """A forked rank starts with no record (and a lock no thread holds)."""
+    global _RECORDS_LOCK
+    _RECORDS.clear()
+    _RECORDS_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_records)
 
 
 def peer_went_away(text: str) -> bool:
@@ -225,11 +269,9 @@ class CheckedComm:
         self._store = store
         self._find_latest_store = latest_store
         self._latest_store: Any = None  # found at the first launch after the job's store exists
-        self._latest_line: Optional[Dict[str, Any]] = None  # this rank's latest launch, as kept there
-        self._raised: Optional[str] = None  # the last error a wait raised here, kept with it
-        # Why the job's store failed, once a call to it has (its server gone with its rank):
-        # no call is made after, as each failed one printed a page of torch's C++ stack trace.
-        self._store_gone: Optional[str] = None
+        # The rank's latest launch, last error and the store's state, shared with the run's
+        # other groups (the same latest_store), else this group's own.
+        self._rec = _shared_record(run, latest_store) if latest_store is not None else _RankRecord()
         self._timeout_s = float(timeout_s)
         if check_buffers not in (True, False, "all"):
             raise _from_core("invalid_argument", f"check_buffers must be True, False or 'all', got {check_buffers!r}")
@@ -459,12 +501,10 @@ class CheckedComm:
                 self._raise("comm_peer_failed", what,
                             f"a peer went away ({text.strip()}); last launches: {self.last_launches(what)}", e)
             raise
-        if self._raised is not None:  # an operation completed since: the program went on
-            self._raised = None
-            try:
+        if self._rec.raised is not None:  # an operation completed since: the program went on
+            with self._rec.lock:
+                self._rec.raised = None
                 self._keep_latest()
-            except Exception as e:  # noqa: BLE001 - a store gone with a peer: the next operation says so
-                self._lost(e)
 
     def _record(self, group: Any, gid: int, ranks: Tuple[int, ...], me: int, seq: int, kind: str,
                 fields: Dict[str, Any], log: bool = True) -> None:
@@ -474,13 +514,15 @@ class CheckedComm:
         entry.update(group=gid, ranks=list(ranks), seq=seq, kind=kind)
         entry.update(fields)
         line = json.dumps(entry, separators=(",", ":"))
-        if self._store is not None and self._store_gone is None:
+        if self._store is not None and self._rec.gone is None:
             try:
                 self._store.set(f"{LAST_KEY}{group.index}", line)
-                self._latest_line = entry
-                self._keep_latest()
             except Exception as e:  # noqa: BLE001 - a store gone with a peer: the operation says so
                 self._lost(e)
+            launch = {k: entry[k] for k in ("rank", "run", "group", "seq", "kind") if k in entry}
+            with self._rec.lock:
+                self._rec.launch = launch
+                self._keep_latest()
         if self._log_dir is not None and log:
             if self._log is None:
                 os.makedirs(self._log_dir, exist_ok=True)
@@ -488,15 +530,20 @@ class CheckedComm:
             self._log.write(line + "\n")
 
     def _keep_latest(self) -> None:
-        """Writes this rank's latest launch, with the last error a wait raised here, under its
-        world rank in the store every group shares."""
-        latest = self._latest()
-        if latest is None or self._latest_line is None or self._store_gone is not None:
+        """Writes the rank's record (its latest launch on any group, the error its last wait
+        raised) under its world rank in the store every group shares; the caller holds the
+        record's lock, so that two groups' threads write in the order they changed it."""
+        rec = self._rec
+        if rec.launch is None or rec.gone is not None:
             return
-        entry = dict(self._latest_line)
-        if self._raised is not None:
-            entry["raised"] = self._raised
-        latest.set(f"{LATEST_KEY}{entry['rank']}", json.dumps(entry, separators=(",", ":")))
+        latest = self._latest()
+        if latest is None:
+            return
+        entry = dict(rec.launch, raised=rec.raised) if rec.raised is not None else rec.launch
+        try:
+            latest.set(f"{LATEST_KEY}{entry['rank']}", json.dumps(entry, separators=(",", ":")))
+        except Exception as e:  # noqa: BLE001 - a store gone with a peer: the operation says so
+            self._lost(e)
 
     def _raise(self, kind: str, what: str, detail: str, cause: Optional[BaseException] = None) -> None:
         """Raises the comm error ``kind``, "``what``: ``detail``", after keeping "``kind`` at
@@ -504,19 +551,17 @@ class CheckedComm:
         member whose peer gave up (a timeout) or raised and left reads which rank raised
         what, where it read only "a peer went away" (the detail is in that rank's own
         message); a program that caught the error and went on reads as it is."""
-        self._raised = f"{kind} at {what}"
-        try:
+        with self._rec.lock:
+            self._rec.raised = f"{kind} at {what}"
             self._keep_latest()
-        except Exception as e:  # noqa: BLE001 - a store gone with a peer: the error is raised anyway
-            self._lost(e)
         raise _from_core(kind, f"{what}: {detail}") from cause
 
     def _lost(self, error: BaseException) -> None:
         """Notes that a call to the job's store failed (the first reason is kept)."""
-        if self._store_gone is None:
+        if self._rec.gone is None:
             lines = str(error).strip().splitlines()
             text = lines[0] if lines else ""
-            self._store_gone = f"{type(error).__name__}: {text[:200]}" if text else type(error).__name__
+            self._rec.gone = f"{type(error).__name__}: {text[:200]}" if text else type(error).__name__
 
     def _latest(self) -> Any:
         """The store every group shares (``latest_store``), once there is one."""
@@ -529,10 +574,10 @@ class CheckedComm:
         members) last launched on it in this run, as its store keys say ("rank 0:
         all_to_all_v seq 3 (...); rank 2: nothing"), or why they cannot be read; where a
         member's latest launch of all is on another group (``latest_store``), that one follows
-        ("rank 2: nothing (latest: barrier on group 2 seq 0 [1, 2])"): the member waits there;
-        where the member's wait raised and none of its operations completed since, what and
-        where (", which raised comm_timeout at all_reduce on group 1 seq 3 [0, 1]"): the
-        member gave up or left."""
+        ("rank 2: nothing (latest launch: barrier on group 2 seq 0)"): it may wait there, or
+        have finished it and be computing; where the member's last wait to end raised and
+        none completed since, what and where (", whose last wait raised comm_timeout at
+        all_reduce on group 1 seq 3 [0, 1]"): the member gave up or left."""
         if self._store is None:
             return "unknown (no store)"
         group = self._inner.world()
@@ -549,25 +594,24 @@ class CheckedComm:
                                    if k not in ("rank", "run", "group", "ranks", "seq", "kind", "raised"))
                 part = f"rank {rank}: {entry['kind']} seq {entry['seq']}" + (f" ({detail})" if detail else "")
             latest = self._entry(self._latest(), f"{LATEST_KEY}{rank}") if self._latest() is not None else None
-            if self._store_gone is not None:
+            if self._rec.gone is not None:
                 break
             if isinstance(latest, dict) and latest.get("group") != gid:
-                part += (f" (latest: {latest.get('kind')} on group {latest.get('group')} seq {latest.get('seq')} "
-                         f"{latest.get('ranks')})")
+                part += f" (latest launch: {latest['kind']} on group {latest.get('group')} seq {latest['seq']})"
             if isinstance(latest, dict) and latest.get("raised"):
-                part += f", which raised {latest['raised']}"
+                part += f", whose last wait raised {latest['raised']}"
             parts.append(part)
-        if self._store_gone is not None:  # nothing more is asked of it
-            parts = [f"unknown: the job's store is unreachable ({self._store_gone}), as when the process "
-                     "serving it (rank 0's, with env:// or torchrun) is gone"]
+        if self._rec.gone is not None:  # nothing more is asked of it
+            parts = [f"unknown: a call to the job's store failed ({self._rec.gone}), as when the process "
+                     "serving it is gone (rank 0's with init_method env://)"]
         return "; ".join(parts)
 
     def _entry(self, store: Any, key: str) -> Any:
         """The launch kept under ``key`` in ``store`` in this run (a dict), or what to say
         instead: "nothing" (absent, or an earlier default group's on a reused store), or
         "unreadable (...)" (not a launch's JSON); None once a call to the store has failed
-        (the store may have died with its host: ``_store_gone``)."""
-        if self._store_gone is not None:
+        (the store may have died with its host: the record's ``gone``)."""
+        if self._rec.gone is not None:
             return None
         try:
             if not store_has(store, key):
@@ -580,8 +624,8 @@ class CheckedComm:
             entry = json.loads(raw.decode())
         except ValueError as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
             return f"unreadable ({type(e).__name__})"
-        if not isinstance(entry, dict):
-            return "unreadable (not a JSON object)"
+        if not isinstance(entry, dict) or "kind" not in entry or "seq" not in entry:
+            return "unreadable (not a launch)"
         if entry.get("run", 0) != self._run:  # an earlier default group's, on a reused store
             return "nothing"
         return entry

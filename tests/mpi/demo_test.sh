@@ -34,4 +34,4 @@ want='hpref: error [invalid_argument]: --dp 2 must divide the 3 ranks mpirun sta
 echo "$bad" | grep -qxF "$want" || { echo "$bad"; fail "3 MPI ranks: no line '$want'"; }
 torn=$(echo "$bad" | grep -E 'hpref: |invalid_argument|must divide' | grep -vxF "$want")
 [ -z "$torn" ] || { echo "$bad"; fail "3 MPI ranks: a line other than '$want': $torn"; }
-echo "ok: a configuration error under mpirun is one whole line per rank"
+echo "ok: a configuration error under mpirun: whole lines, none torn"

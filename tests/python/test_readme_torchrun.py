@@ -1,5 +1,5 @@
 """README "Check a real job", under torchrun: the README's two torchrun commands are run as
-shown (2 processes, --standalone: torchrun's own rendezvous on a free port) on the README's
+shown (4 processes, --standalone: torchrun's own rendezvous on a free port) on the README's
 check_job.py, and each prints what the README shows below it.
 
 torchrun is the `torchrun` script beside this interpreter, else this interpreter's
