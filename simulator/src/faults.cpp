@@ -4,15 +4,21 @@
 #include <charconv>
 #include <limits>
 
+#include "hpref/repr.hpp"
+
 namespace hpref::sim {
 namespace {
+
+// The spec as messages quote it: Python's repr, cut at 60 characters (a spec is user input of
+// any length and bytes).
+std::string quoted(std::string_view spec) { return "fault " + quote_text(spec, 60); }
 
 std::uint64_t parse_number(std::string_view text, std::string_view spec) {
   std::uint64_t v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
-    throw Error(Errc::invalid_argument, "fault '" + std::string(spec) +
-                                            "' is not crash:R@K, flip:R@K[:B], delay:R@K or "
+    throw Error(Errc::invalid_argument, quoted(spec) +
+                                            " is not crash:R@K, flip:R@K[:B], delay:R@K or "
                                             "random (one drawn from the seed)");
   }
   return v;
@@ -44,7 +50,7 @@ Fault Fault::parse(std::string_view spec) {
   std::uint64_t rank = parse_number(spec.substr(colon + 1, at - colon - 1), spec);
   if (rank > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
     throw Error(Errc::invalid_argument,
-                "fault '" + std::string(spec) + "' names rank " + std::to_string(rank) +
+                quoted(spec) + " names rank " + std::to_string(rank) +
                     ", past any cluster");  // it wrapped to another rank until 2026-12-02
   }
   f.rank = static_cast<int>(rank);
@@ -55,13 +61,13 @@ Fault Fault::parse(std::string_view spec) {
     if (f.kind != Kind::flip) parse_number("", spec);
     std::uint64_t byte = parse_number(rest.substr(second + 1), spec);
     if (byte > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-      throw Error(Errc::invalid_argument, "fault '" + std::string(spec) + "' names byte " +
-                                              std::to_string(byte) + ", past any payload");
+      throw Error(Errc::invalid_argument,
+                  quoted(spec) + " names byte " + std::to_string(byte) + ", past any payload");
     }
     f.byte = static_cast<std::int64_t>(byte);
   }
   if (f.at == 0 && f.kind != Kind::delay) {
-    throw Error(Errc::invalid_argument, "fault '" + std::string(spec) + "': K counts from 1");
+    throw Error(Errc::invalid_argument, quoted(spec) + ": K counts from 1");
   }
   return f;
 }

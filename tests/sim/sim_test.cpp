@@ -740,6 +740,18 @@ BOOST_AUTO_TEST_CASE(fault_specs) {
     return std::string(e.what()) ==
            "fault 'random' is drawn from the seed (Fault::drawn), not parsed";
   });
+  // A spec is quoted as Python's repr writes it, cut at 60 characters: a long or binary one
+  // was quoted whole, control bytes and all.
+  std::string long_spec = "crash:1@" + std::string(100000, '7');
+  BOOST_CHECK_EXCEPTION(Fault::parse(long_spec), Error, [](const Error& e) {
+    std::string m = e.what();
+    BOOST_TEST_INFO(m);
+    return m.size() < 200 && m.starts_with("fault 'crash:1@777") &&
+           m.find("...' is not crash:R@K") != std::string::npos;
+  });
+  BOOST_CHECK_EXCEPTION(Fault::parse("crash:\n\x01@1"), Error, [](const Error& e) {
+    return std::string(e.what()).starts_with("fault 'crash:\\n\\x01@1' is not");
+  });
   Options o;
   o.faults = {Fault::parse("crash:5@1")};
   BOOST_CHECK_THROW(Cluster::run(2, o, [](Communicator&) { return std::string(); }), Error);
