@@ -205,6 +205,7 @@ class CheckedWork(OnceWork):
         """``send``: (address, bytes, memory space, checksum at launch), or None when nothing
         is checked; ``launched``: time.monotonic() at the launch (default: now), where the
         deadline counts from."""
+        super().__init__()
         self._comm = comm
         self._inner = inner
         self._what = what

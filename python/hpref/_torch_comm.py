@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import ctypes
 import dataclasses
+import threading
 from datetime import timedelta
 from typing import Any, Callable, Deque, Dict, Optional, Sequence, Tuple
 
@@ -102,13 +104,34 @@ _TORCH_DTYPES = {"int32": "int32", "int64": "int64", "float32": "float32", "floa
 _REDUCE_OPS = {"sum": "SUM", "min": "MIN", "max": "MAX"}
 
 
+@contextlib.contextmanager
+def _one_waiter(lock: Any, timeout_s: Optional[float], what: str):
+    """Holds a work's ``lock`` while a wait() completes it, so that the work completes once
+    when two threads wait on it: the second waits for the first, then returns or raises
+    what the first did (its checks and copies were made twice, and it could find them
+    half released). ``timeout_s`` (None: no limit) bounds that wait too: past it
+    ``CommTimeout`` naming ``what``, and the work is left to the first thread."""
+    if not lock.acquire(timeout=-1 if timeout_s is None else max(timeout_s, 0.0)):
+        raise _from_core("comm_timeout", f"{what}: not complete within the {timeout_s:g} s given to wait() "
+                                         "(another thread is waiting for it)")
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 class OnceWork:
     """The shape every Python Work here shares (SPEC 9.1: a Work completes once): ``wait()``
     runs ``_complete()`` the first time, then returns at once — or raises the error the
-    first call raised, the same one on every call — and ``_release()`` runs either way."""
+    first call raised, the same one on every call — and ``_release()`` runs either way.
+    Two threads waiting: one completes it, the other waits for that (``_one_waiter``)."""
 
     _done = False
     _error: Optional[BaseException] = None
+    _what = "the operation"  # named in messages
+
+    def __init__(self) -> None:
+        self._wait_lock = threading.RLock()
 
     def wait(self, timeout_s: Optional[float] = None) -> None:
         """Completes the operation or raises its error (the same one on every call).
@@ -119,14 +142,19 @@ class OnceWork:
             raise self._error
         if self._done:
             return
-        try:
-            self._complete(timeout_s)
-        except BaseException as e:
-            self._error = e
-            raise
-        finally:
-            self._release()
-        self._done = True
+        with _one_waiter(self._wait_lock, timeout_s, self._what):
+            if self._error is not None:
+                raise self._error
+            if self._done:
+                return
+            try:
+                self._complete(timeout_s)
+            except BaseException as e:
+                self._error = e
+                raise
+            finally:
+                self._release()
+            self._done = True
 
     def is_completed(self) -> bool:
         """Whether wait() would return or raise at once: completed, failed, or finished
@@ -221,6 +249,7 @@ class _GlooWork(OnceWork):
     library running it ("gloo" or "nccl"), for that message."""
 
     def __init__(self, work: Any, what: str, keep: Tuple[Any, ...] = (), library: str = "gloo"):
+        super().__init__()
         self._work = work
         self._what = what
         self._keep = keep  # the views the work reads and writes

@@ -27,6 +27,7 @@ import collections
 import functools
 import itertools
 import sys
+import threading
 import time
 import warnings
 import weakref
@@ -36,7 +37,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as _c10d
 
-from ._torch_comm import OnceWork, _park, _prune, _settled, is_accelerator_backend_name
+from ._torch_comm import OnceWork, _park, _prune, _settled, is_accelerator_backend_name, _one_waiter
 from . import _core
 from .errors import _from_core
 
@@ -383,6 +384,7 @@ class HprefWork(dist.distributed_c10d.Work):
         self._result = list(result)
         self._done = False
         self._error: Optional[BaseException] = None
+        self._wait_lock = threading.RLock()  # two threads waiting: one completes it (_one_waiter)
 
     @property
     def _where(self) -> str:
@@ -425,28 +427,36 @@ class HprefWork(dist.distributed_c10d.Work):
             raise self._error
         if self._done:
             return True
-        staging = self._staging
         seconds = _seconds(timeout)
-        try:
-            if seconds is not None and isinstance(self._comm_work, OnceWork):
-                self._comm_work.wait(seconds)
-            else:
-                self._comm_work.wait()
-            # A backend writes the caller's tensors outside autograd (a view of a parameter
-            # included), as gloo does.
-            if staging.pending():
-                self._finish(staging)
-            if self._written:
-                _increment_version(self._result)
-        except BaseException as e:
-            self._error = e
-            # A timeout given to wait() leaves the library moving the bytes: the staged
-            # memory stays alive until it has finished.
-            _park(self._comm_work, staging)
-            raise
-        finally:
-            self._staging = None
-        self._done = True
+        # A second thread waits for the first's completion (its copies made once); bounded by
+        # its timeout where the communicator's work takes one.
+        limited = seconds is not None and isinstance(self._comm_work, OnceWork)
+        with _one_waiter(self._wait_lock, seconds if limited else None, f"{self._op} on {self._where}"):
+            if self._error is not None:
+                raise self._error
+            if self._done:
+                return True
+            staging = self._staging
+            try:
+                if limited:
+                    self._comm_work.wait(seconds)
+                else:
+                    self._comm_work.wait()
+                # A backend writes the caller's tensors outside autograd (a view of a
+                # parameter included), as gloo does.
+                if staging.pending():
+                    self._finish(staging)
+                if self._written:
+                    _increment_version(self._result)
+            except BaseException as e:
+                self._error = e
+                # A timeout given to wait() leaves the library moving the bytes: the staged
+                # memory stays alive until it has finished.
+                _park(self._comm_work, staging)
+                raise
+            finally:
+                self._staging = None
+            self._done = True
         _prune()
         return True
 
@@ -858,7 +868,10 @@ class _AllOf(OnceWork):
     """The works of a coalesced call, completed in order (the first error is raised); done
     when every one is."""
 
+    _what = "a coalesced operation"
+
     def __init__(self, works: Sequence[HprefWork]):
+        super().__init__()
         self._works = list(works)
 
     def _complete(self, timeout_s: Optional[float]) -> None:

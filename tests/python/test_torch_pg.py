@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import os
+import threading
 import time
 from datetime import timedelta
 
@@ -316,6 +317,83 @@ def test_send_buffers_changed_before_wait_are_refused(loop):
         work.wait()
     with pytest.raises(CommBufferMutatedError):  # the same error again
         work.wait()
+
+
+class _Meeting:
+    """Wraps a communicator's work: a wait() returns only once a second thread's wait() has
+    returned too, or after ``patience`` seconds, so that two threads waiting on one work
+    come out together where nothing keeps the second out."""
+
+    def __init__(self, work, patience=1.0):
+        self.work, self.patience = work, patience
+        self.came = []
+
+    def wait(self):
+        self.work.wait()
+        self.came.append(threading.get_ident())
+        deadline = time.monotonic() + self.patience
+        while time.monotonic() < deadline and len(self.came) < 2:
+            time.sleep(0.01)
+
+
+def test_two_threads_waiting_on_one_work_complete_it_once(loop):
+    """SPEC 9.1 (a Work completes once): two threads waiting on one work both return True, and
+    its staged outputs are copied into the caller's tensors once. Both copied them (a change
+    the first thread made after its wait was undone by the second), or the second found the
+    staging released under it (AttributeError on None)."""
+    ins, outs = [torch.arange(8.0)[::2]], [torch.zeros(4)]
+    work = dist.all_to_all(outs, ins, async_op=True)  # not contiguous: staged, copied out at wait
+    work._comm_work = _Meeting(work._comm_work)
+    copies = []
+    copy_out = work._staging.copy_out
+    work._staging.copy_out = lambda: (copies.append(threading.get_ident()), copy_out())
+    results = {}
+
+    def waiter(name):
+        try:
+            results[name] = work.wait()
+        except BaseException as e:  # noqa: BLE001 - the test names it
+            results[name] = e
+
+    threads = [threading.Thread(target=waiter, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert results == {"a": True, "b": True}, results
+    assert len(copies) == 1, copies
+    assert outs[0].tolist() == [0.0, 2.0, 4.0, 6.0]
+
+
+def test_a_second_waiter_with_a_timeout_leaves_the_work_to_the_first():
+    """A wait(timeout) while another thread completes the work is CommTimeout past its timeout,
+    naming the operation, and does not fail the work: the first thread's wait, and every
+    later one, returns."""
+    from hpref._torch_comm import _GlooWork
+
+    class HeldWork:  # torch's Work: wait() returns once released
+        def __init__(self):
+            self.release = threading.Event()
+
+        def wait(self, timeout=None):
+            assert self.release.wait(30)
+            return True
+
+        def is_completed(self):
+            return self.release.is_set()
+
+    held = HeldWork()
+    work = _GlooWork(held, "all_reduce on group 0 [0, 1]", (), "gloo")
+    first = threading.Thread(target=work.wait)
+    first.start()
+    time.sleep(0.2)  # the first thread is inside wait()
+    with pytest.raises(hpref.CommTimeout, match=r"^all_reduce on group 0 \[0, 1\]: not complete within the "
+                                                r"0.1 s given to wait\(\) \(another thread is waiting for it\)"):
+        work.wait(0.1)
+    held.release.set()
+    first.join(30)
+    work.wait()
+    assert work.is_completed() and work._error is None
 
 
 def _changed_pieces(rank, which):
