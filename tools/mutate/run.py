@@ -3,7 +3,8 @@
 
 The working tree is never touched: the files of the committed HEAD are copied into
 build/mutate/tree (uncommitted edits are not part of the run), which gets its own
-RelWithDebInfo build with _GLIBCXX_ASSERTIONS (no bench, no fuzzers) in build/mutate/tree/build. For each mutant of a seeded random sample:
+RelWithDebInfo build with _GLIBCXX_ASSERTIONS (no bench, no fuzzers) in
+build/mutate/tree/build. For each mutant of a seeded random sample:
   1. the mutant is written over the copy's source file;
   2. only its object file is compiled; a compile error discards the mutant (uncompilable);
   3. trivial compiler equivalence: the object's .text section is hashed (an inserted line
@@ -239,11 +240,13 @@ def main():
     ap.add_argument("files", nargs="*", help="sources to mutate, e.g. simulator/src/matcher.cpp "
                     "(default reference/src/*.cpp), or Python modules, python/hpref/x.py "
                     "(tools/mutate/python_run.py; not both kinds in one run)")
-    ap.add_argument("--sample", type=whole(0), default=0, help="mutants to run (0: all)")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--jobs", type=whole(1), default=2, help="C++: build parallelism "
+    ap.add_argument("--sample", type=whole(0), default=0, metavar="N",
+                    help="run a seeded random sample of N mutants (default 0: all)")
+    ap.add_argument("--seed", type=int, default=1, metavar="S",
+                    help="seed of the sample (default 1): same files and seed, same mutants")
+    ap.add_argument("--jobs", type=whole(1), default=2, metavar="J", help="C++: build parallelism "
                     "(default 2); Python mutants run one at a time")
-    ap.add_argument("--timeout", type=whole(1), default=None,
+    ap.add_argument("--timeout", type=whole(1), default=None, metavar="SECS",
                     help="limit on one mutant's tests, seconds (C++: all labels, default 120; "
                          "Python: stubtest and the module's test files, default twice the "
                          "unmutated run's time plus 60)")
@@ -253,7 +256,7 @@ def main():
                          "are given: a bare name is C++ where reference/src or simulator/src "
                          "has its .cpp, else python/hpref's .py; add .py to choose Python); "
                          "--sample is ignored")
-    ap.add_argument("--report", default=os.path.join(OUT, "report.txt"),
+    ap.add_argument("--report", default=os.path.join(OUT, "report.txt"), metavar="FILE",
                     help="where to write the report (default build/mutate/report.txt)")
     args = ap.parse_args()
     if args.report != ap.get_default("report"):  # refused now, not after the build and a mutant
@@ -266,7 +269,7 @@ def main():
             ap.error(f"--report {args.report!r}: cannot write in {where!r}")
     if is_python_run(args):
         import python_run  # tools/mutate/python_run.py, beside this file
-        python_run.main(args, write_report)
+        python_run.main(args, write_report, log_mutant)
         return
     if args.timeout is None:
         args.timeout = 120
@@ -327,10 +330,9 @@ def main():
         st = stats.setdefault(rel, {"killed": 0, "survived": 0, "tce": 0, "uncompilable": 0})
         with open(mpath) as f:
             mutant = keep_line_numbers(originals[rel], f.read())
-        diff = "".join(difflib.unified_diff(originals[rel].splitlines(True),
-                                            mutant.splitlines(True), rel, rel + " (mutant)", n=1))
         name = os.path.basename(mpath)
         t = time.time()
+        detail = ""
         try:
             with open(src, "w") as f:
                 f.write(mutant)
@@ -357,20 +359,29 @@ def main():
             with open(src, "w") as f:
                 f.write(originals[rel])
         st[verdict] += 1
-        dt = time.time() - t
-        line = f"[{i}/{len(mutants)}] {rel} {name}: {verdict}"
-        if verdict in ("killed", "tce") and detail:
-            line += f" ({detail})"
-        line += f" {dt:.0f}s"
-        print(line, flush=True)
-        log.append(line)
-        if verdict == "survived":
-            survivors.append((rel, name, diff))
+        log_mutant(log, survivors, f"{i}/{len(mutants)}", rel, name, verdict, detail,
+                   time.time() - t, originals[rel], mutant)
         write_report(report, args, files, stats, survivors, log, time.time() - t_start)
     # Leave the copy's objects matching the restored sources.
     build(TARGETS, args.jobs)
     write_report(report, args, files, stats, survivors, log, time.time() - t_start)
     print(open(report).read().split("\n\nLog\n")[0])
+
+
+def log_mutant(log, survivors, progress, rel, name, verdict, detail, seconds, original, mutant):
+    """Prints a mutant's line (`progress`: "3/30"; `detail`, such as the tests that failed, is
+    shown unless it survived) and adds it to `log`; a survivor goes to `survivors` with its
+    diff against `original`. Both runners' loops end here."""
+    line = f"[{progress}] {rel} {name}: {verdict}"
+    if detail and verdict != "survived":
+        line += f" ({detail})"
+    line += f" {seconds:.0f}s"
+    print(line, flush=True)
+    log.append(line)
+    if verdict == "survived":
+        diff = "".join(difflib.unified_diff(original.splitlines(True), mutant.splitlines(True),
+                                            rel, rel + " (mutant)", n=1))
+        survivors.append((rel, name, diff))
 
 
 CPP_KINDS = (("killed", "killed"), ("survived", "survived"), ("tce", "TCE"),
@@ -386,7 +397,8 @@ def write_report(path, args, files, stats, survivors, log, elapsed, kinds=CPP_KI
     run = sum(tot[k] for k in (run_kinds or keys))
     denom = tot["killed"] + tot["survived"]
     score = f"{100.0 * tot['killed'] / denom:.1f}%" if denom else "n/a"
-    out = [f"hpref mutation testing (universalmutator 1.14.1), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+    when = time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())
+    out = [f"hpref mutation testing (universalmutator 1.14.1), {when}",
            f"files: {' '.join(files) if len(files) < 6 else str(len(files)) + ' files'}",
            (f"only: {' '.join(sorted(args.only))}; run so far: {run}" if args.only else
             f"sample: {args.sample or 'all'}, seed {args.seed}; run so far: {run}"),
@@ -404,6 +416,7 @@ def write_report(path, args, files, stats, survivors, log, elapsed, kinds=CPP_KI
     out += ["", "Log"] + log
     with open(path, "w") as f:
         f.write("\n".join(out) + "\n")
+
 
 if __name__ == "__main__":
     main()
