@@ -308,7 +308,8 @@ def run(world_size: int, fn: Callable, *args: Any, seed: int = 1, faults: Sequen
     ``seed`` (an int in [0, 2**64)) picks the schedule; ``faults`` is a list of SPEC 9.3
     fault plans ("crash:R@K", "flip:R@K[:B]", "delay:R@K", or "random": one drawn from the
     seed). ``timeout_s`` (seconds, in (0, 2147483]): a rank that runs longer than this
-    without a communicator call is killed and reported dead.
+    without a communicator call is killed and reported dead (in whole milliseconds, at
+    least 1).
     ``trace``: True keeps the trace lines in the result; a path also writes them there
     (".json": Chrome trace-event JSON, else one line per operation). ``torch_distributed``:
     initialise torch.distributed on the simulator in each rank (when the calling process has

@@ -7,6 +7,7 @@ line's arguments, the ranks' output (nothing printed twice, nothing lost to a ki
 in-memory sys.stdout) and the hash seed the process started with."""
 import os
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -97,6 +98,20 @@ def test_an_exception_is_reported_and_its_peers_fail_without_waiting():
     for r in (0, 1, 3):
         assert result.ranks[r].kind == "comm_peer_failed" and "rank 2" in result.ranks[r].message
     assert result.failure == "peer failure"
+
+
+def _sleeps(rank):
+    time.sleep(0.3)
+    return rank
+
+
+def test_a_sub_millisecond_timeout_is_one_millisecond():
+    """timeout_s below a millisecond is the simulator's shortest turn, 1 ms (its unit): a rank
+    that sleeps past it is killed, and the message names 1 ms (0 ms killed a rank at once)."""
+    result = sim.run(1, _sleeps, timeout_s=0.0004, torch_distributed=False)
+    [rank] = result.ranks
+    assert rank.status == "died", rank
+    assert rank.message == "rank 0 held the baton for more than 1 ms without reaching a scheduling point, and was killed"
 
 
 def test_a_crash_fault_kills_the_rank_and_is_named_in_the_replay_line():
