@@ -597,7 +597,7 @@ def main(args, write_report, log_mutant):
                 fail("no such mutant: " + ", ".join(missing))
             pool += [(m, names[n]) for n in sorted(only, key=lambda n: int(n.rsplit(".", 1)[1]))
                      if n in names]
-            print(f"mutate: {m}.py: {len(ms)} mutants", flush=True)
+            print(f"mutate: {m}.py: {len(ms)} mutant{'' if len(ms) == 1 else 's'}", flush=True)
             continue
         distinct = 0
         for p in ms:
@@ -624,7 +624,7 @@ def main(args, write_report, log_mutant):
     if not args.timeout:
         print("mutate: --timeout per mutant (twice the unmutated run, plus 60 s): " +
               ", ".join(f"{m}.py {limit[m]}s" for m in sorted({m for m, _ in pool})), flush=True)
-    print(f"mutate: running {len(pool)} mutants (seed {args.seed})", flush=True)
+    print(f"mutate: running {len(pool)} mutant{'' if len(pool) == 1 else 's'} (seed {args.seed})", flush=True)
 
     survivors, log = [], []
     t_start = time.time()

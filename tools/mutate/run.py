@@ -302,7 +302,7 @@ def main():
         mdir = os.path.join(OUT, "mutants", rel.replace("/", "_"))
         shutil.rmtree(mdir, ignore_errors=True)
         ms = generate(rel, mdir)
-        print(f"mutate: {rel}: {len(ms)} mutants", flush=True)
+        print(f"mutate: {rel}: {len(ms)} mutant{'' if len(ms) == 1 else 's'}", flush=True)
         mutants += [(rel, m) for m in ms]
     rng = random.Random(args.seed)
     if only:
@@ -313,7 +313,7 @@ def main():
         mutants = [(r, m) for r, m in mutants if os.path.basename(m) in only]
     elif args.sample and args.sample < len(mutants):
         mutants = rng.sample(mutants, args.sample)
-    print(f"mutate: running {len(mutants)} mutants (seed {args.seed})", flush=True)
+    print(f"mutate: running {len(mutants)} mutant{'' if len(mutants) == 1 else 's'} (seed {args.seed})", flush=True)
 
     originals, orig_hash, seen = {}, {}, {}
     stats = {}  # file -> counts
@@ -419,4 +419,8 @@ def write_report(path, args, files, stats, survivors, log, elapsed, kinds=CPP_KI
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:  # the mutated source was restored on the way out (finally)
+        print("mutate: interrupted", file=sys.stderr)
+        sys.exit(130)
