@@ -34,7 +34,6 @@ import os
 import struct
 import threading
 import time
-import weakref
 import zlib
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -88,8 +87,6 @@ class _RankRecord:
         self.launch: Optional[Dict[str, Any]] = None
         self.raised: Optional[str] = None
         self.gone: Optional[str] = None
-        self.threads: set = set()  # the threads that launched checked operations in the run
-        self.comms: Any = weakref.WeakSet()  # the run's checked communicators (one per group)
 
 
 _RECORDS: Dict[Tuple[int, Any], _RankRecord] = {}  # (run, latest_store) -> the record
@@ -195,12 +192,6 @@ _LAUNCH_HINT = (" (a checked launch, async_op=True too, returns only once every 
                 "another group, which this rank has not launched yet, is still on its way)")
 
 
-# Said when two ranks wait for each other in signature exchanges (CommDeadlock).
-_CROSSED_HINT = (" (a checked launch, async_op=True too, returns only once every member has launched "
-                 "the operation; plain gloo would queue an async_op=True launch and return, and run such a "
-                 "program where each rank waits only later: docs/backends.md)")
-
-
 class CheckedWork(OnceWork):
     """A checked operation: ``wait()`` completes the inner operation within the deadline
     (``CommTimeout``/``PeerFailed`` otherwise), then compares the send buffer with its
@@ -282,7 +273,6 @@ class CheckedComm:
         # The rank's latest launch, last error and the store's state, shared with the run's
         # other groups (the same latest_store), else this group's own.
         self._rec = _shared_record(run, latest_store) if latest_store is not None else _RankRecord()
-        self._rec.comms.add(self)
         self._timeout_s = float(timeout_s)
         if check_buffers not in (True, False, "all"):
             raise _from_core("invalid_argument", f"check_buffers must be True, False or 'all', got {check_buffers!r}")
@@ -456,84 +446,14 @@ class CheckedComm:
         launched = time.monotonic()
         work = self._inner.all_to_all_v(group, src.data_ptr(), counts, out.data_ptr(), counts, space)
         extra = meanwhile() if meanwhile is not None else None
-        # A hang here is a hang of the group: it times out like any wait, or is CommDeadlock
-        # once certain.
+        # A hang here is a hang of the group: it times out like any wait.
         try:
-            self._await_members(work, gid, ranks, seq, f"the signature exchange of {what}", launched)
             self._wait(work, f"the signature exchange of {what}", launched, hint=_LAUNCH_HINT)
         except BaseException:
             _park(work, (src, out))  # kept while the library may still write them
             raise
         check_signatures(out.cpu().numpy().tobytes(), gid, list(ranks), seq)
         return what, extra
-
-    def _await_members(self, work: Any, gid: int, ranks: Tuple[int, ...], seq: int, what: str,
-                       launched: float) -> None:
-        """Waits for a signature exchange while it can be waited for without ending it (gloo:
-        ``waited``), checking, from 0.5 s on, for two ranks that wait for each other
-        (``_crossing``); the same pair seen at two checks in a row is CommDeadlock. Returns
-        when the exchange has ended or its deadline is near: ``_wait`` completes it."""
-        waited = getattr(work, "waited", None)
-        if waited is None or self._store is None or self._find_latest_store is None:
-            return
-        step, seen = 0.5, None
-        while time.monotonic() - launched + step < self._timeout_s:
-            if waited(step):
-                return
-            crossing = self._crossing(gid, ranks, seq)
-            if crossing is not None and crossing[0] == seen:
-                self._raise("comm_deadlock", what, f"{crossing[1]}; last launches: {self.last_launches(what)}"
-                                                   f"{_CROSSED_HINT}")
-            seen = None if crossing is None else crossing[0]
-            step = min(step * 2, 4.0)
-
-    def _crossing(self, gid: int, ranks: Tuple[int, ...], seq: int) -> Optional[Tuple[Tuple[int, Any, int], str]]:
-        """Two ranks certain to wait for each other — (the other rank, its group and seq), and
-        in words — or None: this rank waits in
-        the signature exchange of seq ``seq`` on group ``gid`` (``ranks``) for a member that
-        has not launched it, whose latest launch of all (the job's store) is on another
-        group of which this rank is a member and has not launched that one: that member
-        waits in its exchange for this rank (or raised CommDeadlock there, having seen the
-        same first). Certain only where every checked launch of either rank came from one
-        thread (a second thread could launch the missing one)."""
-        rec = self._rec
-        latest_store = self._latest()
-        if latest_store is None or rec.gone is not None or len(rec.threads) > 1:
-            return None
-        me = self._world_rank()
-        for index, rank in enumerate(ranks):
-            if rank == me:
-                continue
-            last = self._entry(self._store, f"{LAST_KEY}{index}")
-            if last is None:  # the store is gone: the wait says so
-                return None
-            if last != "nothing" and (not isinstance(last, dict) or last["seq"] >= seq):
-                continue  # it launched this one (or its record is unreadable)
-            latest = self._entry(latest_store, f"{LATEST_KEY}{rank}")
-            if not isinstance(latest, dict) or latest.get("threads", 1) != 1 or latest.get("group") == gid:
-                continue
-            other, other_seq = latest.get("group"), latest["seq"]
-            raised = latest.get("raised")
-            if raised and not raised.startswith("comm_deadlock at "):
-                continue  # it gave up there (or left): the wait says so
-            mine = self._next_seq(other)
-            if mine is None or mine > other_seq:
-                continue  # not a member there, or launched it already
-            where = f"{latest['kind']} on group {other} seq {other_seq}"
-            return ((rank, other, other_seq),
-                    f"rank {me} and rank {rank} wait for each other: rank {rank} has not launched this "
-                    f"operation, and " + (f"raised CommDeadlock in {where}" if raised else f"waits in {where}")
-                    + f", which rank {me} has not launched")
-        return None
-
-    def _next_seq(self, gid: Any) -> Optional[int]:
-        """This rank's next sequence number on the group the messages call ``gid`` (one of the
-        run's checked communicators'), or None where it is no member."""
-        for comm in list(self._rec.comms):
-            group = comm._inner.world()
-            if comm._label(group)[0] == gid and group.id in comm._labels:  # a kept label: names()'s
-                return comm._seq.get(group.id, 0)
-        return None
 
     def _launch(self, group: Any, kind: str, fields: Dict[str, Any], send: Optional[Tuple[int, int]],
                 space: str, run: Callable[[], Any]) -> CheckedWork:
@@ -602,9 +522,6 @@ class CheckedComm:
                 self._lost(e)
             launch = {k: entry[k] for k in ("rank", "run", "group", "seq", "kind") if k in entry}
             with self._rec.lock:
-                self._rec.threads.add(threading.get_ident())
-                if len(self._rec.threads) > 1:  # launches from several threads: no deadlock is certain
-                    launch["threads"] = len(self._rec.threads)
                 self._rec.launch = launch
                 self._keep_latest()
         if self._log_dir is not None and log:

@@ -269,19 +269,6 @@ class _GlooWork(OnceWork):
                                                  f"given to wait() ({e})") from e
             raise _from_core("comm_backend", f"{self._what} failed in {self._library}: {e}") from e
 
-    def waited(self, seconds: float) -> bool:
-        """Whether the operation has ended (completed or failed: ``wait()`` says which)
-        within ``seconds``, the work left as it was either way: gloo's ``Work.wait(timeout)``
-        only waits (torch 1.13 and 2.x). Other libraries: True at once (NCCL's timed wait
-        may end the communicator), so the caller goes on to ``wait()``."""
-        if self._work is None or self._done or self._error is not None or self._library != "gloo":
-            return True
-        try:
-            self._work.wait(timedelta(seconds=seconds))
-        except RuntimeError as e:
-            return "timed out" not in str(e).lower()  # another error: wait() raises it
-        return True
-
     def _finished(self) -> bool:
         return self._work is None or bool(self._work.is_completed())
 

@@ -27,7 +27,6 @@ class OnceWork:
 
 class _GlooWork(OnceWork):
     def __init__(self, work: Any, what: str, keep: Tuple[Any, ...] = ..., library: str = ...) -> None: ...
-    def waited(self, seconds: float) -> bool: ...
 
 class _DeviceMemory:
     __cuda_array_interface__: Dict[str, Any]

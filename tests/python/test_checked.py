@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import re
 import subprocess
 import time
 import traceback
@@ -375,11 +374,11 @@ def _check_later_bug(name, res):
     - empty_sender_skips_the_exchange: the constructors 0 and 2 have nothing to send and
       skip the payload exchange (split sizes and payload), going on to the model-parallel
       broadcast, while the readers 1 and 3 wait in the split-size all_to_all_v. The two
-      never meet on one group, so no signature can be compared; each reader and its
-      constructor wait in each other's missing exchange: CommDeadlock on every rank, naming
-      the pair, the readers' message each rank's last launch on the data plane (rank 0's
-      plan broadcast seq 3, rank 1's all_to_all_v seq 4), the constructors' their reader as
-      having launched nothing on the model group."""
+      never meet on one group, so no signature can be compared: CommTimeout (or, on a rank
+      whose peer timed out and left first, PeerFailed) on every rank, the readers' naming
+      each rank's last launch on the data plane (rank 0's plan broadcast seq 3, rank 1's
+      all_to_all_v seq 4), the constructors' naming their reader as having launched nothing
+      on the model group."""
     if name == "one_rank_skips_new_group":
         want = "new_group mismatch on group 0 seq 1: rank 0 asked for [0, 1] on gloo but rank 3 asked for [2, 3] on gloo"
         assert [(r["status"], r.get("type"), r.get("message")) for r in res] == \
@@ -391,32 +390,16 @@ def _check_later_bug(name, res):
             assert "all_gather on group 1 seq 0" in r["message"] and "a peer went away" in r["message"]
             assert "last launches: rank 0: all_gather seq 0" in r["message"] and "rank 3: nothing" in r["message"]
     else:
-        # Each reader and the constructor it serves wait for each other, one in the other's
-        # missing exchange: CommDeadlock within seconds (it was a timeout at the deadline),
-        # naming the pair, then the last launches as a timeout does; a rank whose peer saw
-        # it first and exited may see the connection close first: PeerFailed, naming what
-        # the peer raised.
+        # Each rank waits out its own deadline; the first to reach it raises CommTimeout and
+        # exits, and a rank still waiting on it may then see its connection close first
+        # (PeerFailed, with the same list of last launches): seen under load on 2 cores.
         types = [r.get("type") for r in res]
-        assert set(types) <= {"CommDeadlockError", "CommPeerFailedError"}, [r.get("message") for r in res]
-        assert "CommDeadlockError" in types[:2] and "CommDeadlockError" in types[2:], types
-        data, model = "all_to_all_v on group 1 seq 4 [0, 1, 2, 3]", {0: "broadcast on group 2 seq 0 [0, 1]",
-                                                                      2: "broadcast on group 3 seq 0 [2, 3]"}
-        for me, peer in ((0, 1), (1, 0), (2, 3), (3, 2)):
-            mine, theirs = (model[me], data) if me in model else (data, model[peer])
-            m = res[me]["message"]
-            if types[me] == "CommPeerFailedError":
-                assert m.startswith(f"the signature exchange of {mine}: a peer went away"), m
-                assert "whose last wait raised comm_deadlock at the signature exchange of" in m, m
-                continue
-            assert re.match(re.escape(f"the signature exchange of {mine}: rank {me} and rank {peer} wait for each "
-                                      f"other: rank {peer} has not launched this operation, and ")
-                            + r"(waits in|raised CommDeadlock in) "
-                            + re.escape(f"{theirs.rsplit(' [', 1)[0]}, which rank {me} has not launched; last "
-                                        "launches: "), m), m
+        assert set(types) <= {"CommTimeoutError", "CommPeerFailedError"}, [r.get("message") for r in res]
+        assert "CommTimeoutError" in types, [r.get("message") for r in res]
         for reader in (1, 3):
             m = res[reader]["message"]
-            assert "rank 0: broadcast seq 3" in m and "rank 1: all_to_all_v seq 4" in m, m
-            assert "rank 2: broadcast seq 3" in m, m
+            assert "all_to_all_v on group 1 seq 4" in m and "rank 0: broadcast seq 3" in m, m
+            assert "rank 1: all_to_all_v seq 4" in m and "rank 2: broadcast seq 3" in m, m
         assert "rank 0: broadcast seq 0 (root 0, bytes 32); rank 1: nothing" in res[0]["message"]
         assert "rank 2: broadcast seq 0 (root 2, bytes 32); rank 3: nothing" in res[2]["message"]
 
