@@ -21,6 +21,7 @@ import collections
 import contextlib
 import ctypes
 import dataclasses
+import os
 import threading
 from datetime import timedelta
 from typing import Any, Callable, Deque, Dict, Optional, Sequence, Tuple
@@ -104,20 +105,37 @@ _TORCH_DTYPES = {"int32": "int32", "int64": "int64", "float32": "float32", "floa
 _REDUCE_OPS = {"sum": "SUM", "min": "MIN", "max": "MAX"}
 
 
+class _WaitLock:
+    """A work's wait lock (``_one_waiter``) and the process that made it."""
+
+    __slots__ = ("lock", "pid")
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.pid = os.getpid()
+
+
 @contextlib.contextmanager
-def _one_waiter(lock: Any, timeout_s: Optional[float], what: str):
-    """Holds a work's ``lock`` while a wait() completes it, so that the work completes once
-    when two threads wait on it: the second waits for the first, then returns or raises
-    what the first did (its checks and copies were made twice, and it could find them
-    half released). ``timeout_s`` (None: no limit) bounds that wait too: past it
-    ``CommTimeout`` naming ``what``, and the work is left to the first thread."""
-    if not lock.acquire(timeout=-1 if timeout_s is None else max(timeout_s, 0.0)):
+def _one_waiter(wait_lock: _WaitLock, timeout_s: Optional[float], what: str):
+    """Holds a work's lock while a wait() completes it, so that the work completes once when
+    two threads wait on it: the second waits for the first, then returns or raises what the
+    first did (its checks and copies were made twice, and it could find them half
+    released). ``timeout_s`` (None: no limit; longer than threading.TIMEOUT_MAX: none
+    either) bounds that wait too: past it ``CommTimeout`` naming ``what``, and the work is
+    left to the first thread. In a process forked from the one that made the lock it is
+    not taken: the fork may have copied it held by a thread the child does not have (its
+    wait would block forever; the work's own wait refuses or fails there)."""
+    if wait_lock.pid != os.getpid():
+        yield
+        return
+    limit = -1 if timeout_s is None or timeout_s >= threading.TIMEOUT_MAX else max(timeout_s, 0.0)
+    if not wait_lock.lock.acquire(timeout=limit):
         raise _from_core("comm_timeout", f"{what}: not complete within the {timeout_s:g} s given to wait() "
                                          "(another thread is waiting for it)")
     try:
         yield
     finally:
-        lock.release()
+        wait_lock.lock.release()
 
 
 class OnceWork:
@@ -131,7 +149,7 @@ class OnceWork:
     _what = "the operation"  # named in messages
 
     def __init__(self) -> None:
-        self._wait_lock = threading.RLock()
+        self._wait_lock = _WaitLock()
 
     def wait(self, timeout_s: Optional[float] = None) -> None:
         """Completes the operation or raises its error (the same one on every call).

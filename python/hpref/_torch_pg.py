@@ -27,7 +27,6 @@ import collections
 import functools
 import itertools
 import sys
-import threading
 import time
 import warnings
 import weakref
@@ -37,7 +36,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as _c10d
 
-from ._torch_comm import OnceWork, _park, _prune, _settled, is_accelerator_backend_name, _one_waiter
+from ._torch_comm import OnceWork, _one_waiter, _park, _prune, _settled, _WaitLock, is_accelerator_backend_name
 from . import _core
 from .errors import _from_core
 
@@ -384,7 +383,7 @@ class HprefWork(dist.distributed_c10d.Work):
         self._result = list(result)
         self._done = False
         self._error: Optional[BaseException] = None
-        self._wait_lock = threading.RLock()  # two threads waiting: one completes it (_one_waiter)
+        self._wait_lock = _WaitLock()  # two threads waiting: one completes it (_one_waiter)
 
     @property
     def _where(self) -> str:

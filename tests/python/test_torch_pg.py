@@ -396,6 +396,56 @@ def test_a_second_waiter_with_a_timeout_leaves_the_work_to_the_first():
     assert work.is_completed() and work._error is None
 
 
+def test_a_wait_with_a_timeout_beyond_any_lock_is_no_limit():
+    """A timeout past threading.TIMEOUT_MAX (float('inf'), timedelta.max's seconds) waits
+    without a limit, as a CheckedComm deadline treats it: the lock two waiters share raised
+    OverflowError for it."""
+    from hpref._torch_comm import _one_waiter, _WaitLock
+    for timeout_s in (float("inf"), threading.TIMEOUT_MAX, 1e300):
+        with _one_waiter(_WaitLock(), timeout_s, "all_reduce on group 0 [0]"):
+            pass
+
+
+def test_a_process_forked_while_another_thread_waits_is_not_blocked_by_its_lock():
+    """A process forked while one of its threads waits on a work holds a copy of that work's
+    lock held by a thread it does not have: its own wait() must not block on it forever
+    (the work underneath then answers for that process, as the simulator's refuses a
+    forked wait)."""
+    from hpref._torch_comm import _GlooWork
+    parent = os.getpid()
+
+    class ParentsWork:  # torch's Work: blocks the parent until released, answers a child at once
+        def __init__(self):
+            self.release = threading.Event()
+
+        def wait(self, timeout=None):
+            if os.getpid() == parent:
+                assert self.release.wait(30)
+            return True
+
+        def is_completed(self):
+            return self.release.is_set()
+
+    held = ParentsWork()
+    work = _GlooWork(held, "all_reduce on group 0 [0, 1]", (), "gloo")
+    first = threading.Thread(target=work.wait)
+    first.start()
+    time.sleep(0.2)  # the thread holds the work's lock, inside wait()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            work.wait(5)
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    held.release.set()
+    first.join(30)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    assert work.is_completed() and work._error is None
+
+
 def _changed_pieces(rank, which):
     ins = [torch.arange(4.0) + 10 * i for i in range(3)]  # separate tensors: staged by memcpy
     if which == "mixed":
