@@ -51,19 +51,32 @@ LAST_KEY = "hpref_checked/last/"
 LATEST_KEY = "hpref_checked/latest/"
 
 
+# compare_set's expected value that no key of checked mode ever holds: asked for a key it
+# answers the key's value, or this where the key is absent, and sets nothing.
+_ABSENT = "\x00hpref: no such key\x00"
+
+
 def store_has(store: Any, key: str, wait_s: float = 0.5) -> bool:
     """Whether ``store`` holds ``key``, without waiting for it: ``check`` where the store has
-    it (torch 2.x), else a wait of ``wait_s`` given to that one call (torch 1.13): the
-    store's own timeout is torch's, shared with every later get and barrier of the job, and
-    stays as it is. A store that fails otherwise (gone with its server: "Broken pipe") raises.
-    A Python ``Store`` subclass without ``check`` is asked with a wait too."""
-    check = getattr(store, "check", None)
-    if check is not None:
+    it (torch 2.x), else ``compare_set`` against a value no key holds (torch 1.13's stores:
+    it answers at once and sets nothing), else a wait of ``wait_s`` given to that one call
+    (a Python ``Store`` subclass without either; the store's own timeout is torch's, shared
+    with every later get and barrier of the job, and stays as it is). Not a timed wait on
+    1.13's TCPStore: its server answers a wait that timed out once the key is set, and the
+    client reads that answer as the reply to its next call ("Socket Timeout", or another
+    key's value). A store that fails otherwise (gone with its server: "Broken pipe")
+    raises."""
+    for method in ("check", "compare_set"):
+        call = getattr(store, method, None)
+        if call is None:
+            continue
         try:
-            return bool(check([key]))
+            if method == "check":
+                return bool(call([key]))
+            return bytes(call(key, _ABSENT, _ABSENT + "?")) != _ABSENT.encode()
         except RuntimeError as e:
-            if "pure virtual" not in str(e):  # c10d's base Store has check() but no body
-                raise
+            if "pure virtual" not in str(e) and "not implemented" not in str(e).lower():
+                raise  # c10d's base Store has both but no body; a subclass may not implement them
     from datetime import timedelta
     try:
         store.wait([key], timedelta(seconds=wait_s))

@@ -203,8 +203,9 @@ _ARRIVED_KEY = "hpref_checked/arrived/"
 
 
 def _present(store: Any, key: str) -> bool:
-    """Whether ``store`` holds ``key`` (store_has, a tenth of a second on 1.13's stores);
-    False too when the store is gone."""
+    """Whether ``store`` holds ``key`` (store_has: at once on torch's stores; a tenth of a
+    second on a Python Store subclass without check or compare_set); False too when the
+    store is gone."""
     try:
         return store_has(store, key, 0.1)
     except Exception:  # noqa: BLE001 - the store is gone

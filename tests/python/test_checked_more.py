@@ -346,6 +346,13 @@ def runn(tmp_path, name, world, fn, *args, env=None, limit_s=RUN_LIMIT_S):
                           lambda r: (r, world, str(tmp), fn, args, dict(env or {})))
 
 
+def _free_port():
+    """A TCP port of 127.0.0.1 nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def _init(rank, world, store_path, backend="gloo", timeout_s=30.0):
     dist.init_process_group(backend, store=dist.FileStore(store_path, world), rank=rank, world_size=world,
                             timeout=timedelta(seconds=timeout_s))
@@ -1139,9 +1146,7 @@ def test_a_store_gone_with_its_host_is_said_once_not_asked_again(tmp_path):
     printed a page of C++ stack trace for each failed call (8 or 9 per rank, 280 lines for
     two ranks). The first failed call is kept; the message says the store is unreachable
     and why, and no call is made after it."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = _free_port()
     res = runn(tmp_path, "host", 3, _store_host_leaves, port)
     assert res[0]["value"] == "left", res[0]
     for r in (1, 2):
@@ -1206,14 +1211,29 @@ def test_a_store_that_dies_while_a_rank_waits_is_not_read_as_nothing(tmp_path):
     """A review: on torch 1.13 (stores without check) a lookup's failure read as the key
     being absent, so a store gone while rank 1 waited said "rank 1: nothing; rank 2:
     nothing" - rank 1 had launched. Only a lookup that timed out is an absent key now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = _free_port()
     res = runn(tmp_path, "dies", 3, _store_dies_while_waiting, port)
     assert res[2]["value"] == "late", res[2]
     [(kind, message)] = res[1]["value"]
     assert kind == "CommTimeoutError", message
     assert "last launches: unknown: a call to the job's store failed (" in message, message
+
+
+def test_asking_a_tcp_store_for_an_absent_key_leaves_its_connection_in_step():
+    """store_has (a timeout message's lookups of members that launched nothing, a group's
+    arrival check) asked torch 1.13's TCPStore, which has no check(), with a timed wait; its
+    server answers that wait once the key is set, and the client read the answer as the
+    reply to its next call: a get of another key raised "Socket Timeout" (a review's
+    finding). compare_set against a value no key holds answers at once and sets nothing."""
+    port = _free_port()
+    server = dist.TCPStore("127.0.0.1", port, 2, True, timedelta(seconds=10), wait_for_workers=False)
+    client = dist.TCPStore("127.0.0.1", port, 2, False, timedelta(seconds=10))
+    server.set("other", "OTHER")
+    assert not _checked.store_has(client, "k")
+    server.set("k", "V")
+    time.sleep(0.2)  # a late answer, where one is sent, has reached the client
+    assert bytes(client.get("other")) == b"OTHER"
+    assert _checked.store_has(client, "k") and bytes(client.get("k")) == b"V"
 
 
 # ---- test_checked_more.py ("polling a work") / test_torch_pg.py: a Work completes once -------------
