@@ -365,28 +365,39 @@ def test_two_threads_waiting_on_one_work_complete_it_once(loop):
     assert outs[0].tolist() == [0.0, 2.0, 4.0, 6.0]
 
 
+class _HeldWork:
+    """torch's Work as a test holds it: wait() returns once released, in the process that made
+    it; in a process forked from that one at once (nothing would release it there)."""
+
+    def __init__(self):
+        self.release = threading.Event()
+        self.pid = os.getpid()
+
+    def wait(self, timeout=None):
+        if os.getpid() == self.pid:
+            assert self.release.wait(30)
+        return True
+
+    def is_completed(self):
+        return self.release.is_set()
+
+
+def _held_in_a_thread():
+    """A _GlooWork over a _HeldWork, and a thread inside its wait() (holding its lock)."""
+    from hpref._torch_comm import _GlooWork
+    held = _HeldWork()
+    work = _GlooWork(held, "all_reduce on group 0 [0, 1]", (), "gloo")
+    first = threading.Thread(target=work.wait)
+    first.start()
+    time.sleep(0.2)  # the thread is inside wait()
+    return held, work, first
+
+
 def test_a_second_waiter_with_a_timeout_leaves_the_work_to_the_first():
     """A wait(timeout) while another thread completes the work is CommTimeout past its timeout,
     naming the operation, and does not fail the work: the first thread's wait, and every
     later one, returns."""
-    from hpref._torch_comm import _GlooWork
-
-    class HeldWork:  # torch's Work: wait() returns once released
-        def __init__(self):
-            self.release = threading.Event()
-
-        def wait(self, timeout=None):
-            assert self.release.wait(30)
-            return True
-
-        def is_completed(self):
-            return self.release.is_set()
-
-    held = HeldWork()
-    work = _GlooWork(held, "all_reduce on group 0 [0, 1]", (), "gloo")
-    first = threading.Thread(target=work.wait)
-    first.start()
-    time.sleep(0.2)  # the first thread is inside wait()
+    held, work, first = _held_in_a_thread()
     with pytest.raises(hpref.CommTimeout, match=r"^all_reduce on group 0 \[0, 1\]: not complete within the "
                                                 r"0.1 s given to wait\(\) \(another thread is waiting for it\)"):
         work.wait(0.1)
@@ -411,26 +422,7 @@ def test_a_process_forked_while_another_thread_waits_is_not_blocked_by_its_lock(
     lock held by a thread it does not have: its own wait() must not block on it forever
     (the work underneath then answers for that process, as the simulator's refuses a
     forked wait)."""
-    from hpref._torch_comm import _GlooWork
-    parent = os.getpid()
-
-    class ParentsWork:  # torch's Work: blocks the parent until released, answers a child at once
-        def __init__(self):
-            self.release = threading.Event()
-
-        def wait(self, timeout=None):
-            if os.getpid() == parent:
-                assert self.release.wait(30)
-            return True
-
-        def is_completed(self):
-            return self.release.is_set()
-
-    held = ParentsWork()
-    work = _GlooWork(held, "all_reduce on group 0 [0, 1]", (), "gloo")
-    first = threading.Thread(target=work.wait)
-    first.start()
-    time.sleep(0.2)  # the thread holds the work's lock, inside wait()
+    held, work, first = _held_in_a_thread()
     pid = os.fork()
     if pid == 0:
         code = 1

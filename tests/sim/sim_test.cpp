@@ -20,6 +20,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <numeric>
@@ -549,6 +550,26 @@ BOOST_AUTO_TEST_CASE(a_segment_that_cannot_be_made_leaves_nothing_in_dev_shm) {
   BOOST_TEST(leftover_segments(static_cast<int>(child)).empty());
 }
 
+// Rank 1 is late (300 ms, then one all_reduce of v); rank 0 launches that all_reduce, waits
+// on it in a helper thread, and runs `meanwhile` while the thread is inside its wait. Returns
+// rank 1's v, or what `meanwhile` returned followed by rank 0's v.
+namespace {
+std::string with_a_thread_inside_a_wait(Communicator& c, std::int64_t& v,
+                                        const std::function<std::string(Work&)>& meanwhile) {
+  if (c.rank() == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    c.all_reduce(c.world(), {&v, 8}, DType::int64, ReduceOp::sum).wait();
+    return std::to_string(v);
+  }
+  Work w = c.all_reduce(c.world(), {&v, 8}, DType::int64, ReduceOp::sum);
+  std::thread t([&] { w.wait(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::string said = meanwhile(w);
+  t.join();
+  return said + std::to_string(v);
+}
+}  // namespace
+
 // SPEC 9.1: one thread at a time drives a Communicator. Rank 0 waits on a Work in a helper
 // thread while its main thread launches: the second call overwrote the first's request in
 // the slot, and the whole run failed ("map::at"); it is comm_usage in that thread now. The
@@ -562,22 +583,14 @@ BOOST_AUTO_TEST_CASE(calls_from_two_threads_at_once_are_comm_usage) {
     auto r = Cluster::run(2, o, [](Communicator& c) {
       std::int64_t v = c.rank() + 1;
       c.all_reduce(c.world(), {&v, 8}, DType::int64, ReduceOp::sum).wait();
-      if (c.rank() == 1) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));
-        c.all_reduce(c.world(), {&v, 8}, DType::int64, ReduceOp::sum).wait();
-        return std::to_string(v);
-      }
-      Work w = c.all_reduce(c.world(), {&v, 8}, DType::int64, ReduceOp::sum);
-      std::thread t([&] { w.wait(); });
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      std::string second = "accepted";
-      try {
-        c.barrier(c.world());
-      } catch (const CommError& e) {
-        second = std::string(errc_name(e.code()));
-      }
-      t.join();
-      return second + " " + std::to_string(v);
+      return with_a_thread_inside_a_wait(c, v, [&c](Work&) {
+        try {
+          c.barrier(c.world());
+        } catch (const CommError& e) {
+          return std::string(errc_name(e.code())) + " ";
+        }
+        return std::string("accepted ");
+      });
     });
     BOOST_TEST((r.outcomes[0].value == "comm_usage 6" || r.outcomes[0].value == "accepted 6"),
                "seed " << seed << ": " << describe(r));
@@ -628,40 +641,33 @@ BOOST_AUTO_TEST_CASE(a_forked_process_waiting_on_a_work_the_rank_waits_on_is_ref
   Options o;
   auto r = Cluster::run(2, o, [](Communicator& c) {
     std::int64_t v = c.rank() + 1;
-    if (c.rank() == 1) {  // late: rank 0's helper thread is inside its wait at the fork
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      c.all_reduce(c.world(), {&v, 8}, DType::int64, ReduceOp::sum).wait();
-      return std::to_string(v);
-    }
-    Work w = c.all_reduce(c.world(), {&v, 8}, DType::int64, ReduceOp::sum);
-    std::thread t([&] { w.wait(); });
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    int pipe_fds[2];
-    if (pipe(pipe_fds) != 0) return std::string("no pipe");
-    pid_t child = fork();
-    if (child == 0) {
-      std::string said = "returned";
-      try {
-        w.wait();
-      } catch (const CommError& e) {
-        said = std::string(errc_name(e.code())) + ": " + e.what();
+    return with_a_thread_inside_a_wait(c, v, [](Work& w) {
+      int pipe_fds[2];
+      if (pipe(pipe_fds) != 0) return std::string("no pipe");
+      pid_t child = fork();
+      if (child == 0) {
+        std::string said = "returned";
+        try {
+          w.wait();
+        } catch (const CommError& e) {
+          said = std::string(errc_name(e.code())) + ": " + e.what();
+        }
+        (void)!write(pipe_fds[1], said.data(), said.size());
+        _exit(0);
       }
-      (void)!write(pipe_fds[1], said.data(), said.size());
-      _exit(0);
-    }
-    close(pipe_fds[1]);
-    pollfd in{pipe_fds[0], POLLIN, 0};
-    std::string said = "the child hung";
-    if (poll(&in, 1, 10000) == 1) {
-      char buf[512];
-      ssize_t n = read(pipe_fds[0], buf, sizeof buf);
-      said.assign(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
-    }
-    close(pipe_fds[0]);
-    kill(child, SIGKILL);
-    waitpid(child, nullptr, 0);
-    t.join();
-    return said + " | " + std::to_string(v);
+      close(pipe_fds[1]);
+      pollfd in{pipe_fds[0], POLLIN, 0};
+      std::string said = "the child hung";
+      if (poll(&in, 1, 10000) == 1) {
+        char buf[512];
+        ssize_t n = read(pipe_fds[0], buf, sizeof buf);
+        said.assign(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+      }
+      close(pipe_fds[0]);
+      kill(child, SIGKILL);
+      waitpid(child, nullptr, 0);
+      return said + " | ";
+    });
   });
   BOOST_TEST(
       r.outcomes[0].value.rfind("comm_usage: rank 0's communicator called from process ", 0) == 0,
