@@ -1499,3 +1499,31 @@ def test_outputs_are_marked_written_where_gloo_marks_them():
         assert v == {"all_reduce": 0, "broadcast": 0, "all_gather": [1, 1], "all_gather in place": 2,
                      "all_gather_into_tensor": 1, "all_to_all_single": 0, "all_to_all": [1, 1],
                      "backward": "refused"}, v
+
+
+# ---- found by mutation testing (seed 24, 2026-12-04) ---------------------------------------
+
+
+def test_an_nccl_communicators_addresses_are_viewed_as_device_memory(monkeypatch):
+    """_torch_comm.mutant.951: a TorchComm on a CUDA device views its addresses as device memory:
+    torch.as_tensor is handed an object whose CUDA array interface (version 2) describes
+    exactly nbytes uint8 bytes at the address, on the communicator's device, and the tensor
+    is viewed as the operation's dtype. No GPU runs the suite, so as_tensor is replaced by one
+    that records what it is given. Nothing checked this path before: a mutant that swapped
+    its arguments (TypeError before any nccl operation could start) survived the suite."""
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
+    store = dist.HashStore()
+    inner = dist.ProcessGroupGloo(dist.PrefixStore("inner/", store), 0, 1, timedelta(seconds=2))
+    comm = GlooComm(inner, store=store, timeout=timedelta(seconds=2), device="cuda:0")
+    assert (comm.world_backend(), comm.world().memory) == ("nccl", "accelerator")
+    given = []
+
+    def as_tensor(obj, device=None):
+        given.append((obj.__cuda_array_interface__, device))
+        return torch.arange(obj.__cuda_array_interface__["shape"][0], dtype=torch.uint8)
+
+    monkeypatch.setattr(torch, "as_tensor", as_tensor)
+    view = comm._view(0x1000, 8, torch.int32)
+    assert given == [({"shape": (8,), "typestr": "|u1", "data": (0x1000, False), "strides": None, "version": 2},
+                      torch.device("cuda:0"))], given
+    assert view.dtype == torch.int32 and view.tolist() == torch.arange(8, dtype=torch.uint8).view(torch.int32).tolist()
