@@ -430,7 +430,9 @@ class HprefWork(dist.distributed_c10d.Work):
         # A second thread waits for the first's completion (its copies made once); bounded by
         # its timeout where the communicator's work takes one.
         limited = seconds is not None and isinstance(self._comm_work, OnceWork)
-        with _one_waiter(self._wait_lock, seconds if limited else None, f"{self._op} on {self._where}"):
+        # (The group's text is formatted only where a timeout may be said: not per wait.)
+        what = f"{self._op} on {self._where}" if limited else ""
+        with _one_waiter(self._wait_lock, seconds if limited else None, what):
             if self._error is not None:
                 raise self._error
             if self._done:
