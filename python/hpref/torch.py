@@ -212,17 +212,39 @@ def _present(store: Any, key: str) -> bool:
         return False
 
 
+def _poll(store: Any, keys: List[str], until: float) -> None:
+    """Returns once ``store`` holds every key of ``keys``, asking each missing one again after
+    a pause that doubles from 1 ms to 50 ms; TimeoutError at ``until`` (time.monotonic())."""
+    pause = 0.001
+    while True:
+        keys = [k for k in keys if not store_has(store, k, 0.01)]
+        now = time.monotonic()
+        if not keys:
+            return
+        if now >= until:
+            raise TimeoutError(f"timed out waiting for {len(keys)} of the store's keys")
+        time.sleep(min(pause, until - now))
+        pause = min(2 * pause, 0.05)
+
+
 def _arrive(store: Any, rank: int, size: int, wait: timedelta) -> None:
     """Waits, within ``wait`` (torch's timeout of the group, or the deadline where longer),
     until every rank of the group has come to make it: ``timeout_s`` is the deadline of
     operations, not of a job's start (a rank that loads data before init_process_group);
     once all are there, gloo's connect (made with the deadline) has its peers at hand. A
-    rank that never comes is CommTimeout naming it."""
+    rank that never comes is CommTimeout naming it. Where the store has no ``check``
+    (torch 1.13's) the keys are polled (store_has), not waited for: 1.13's TCPStore answers
+    a wait that timed out once its keys are set, and the client reads that answer as the
+    reply to its next call - a rank that came late would break the store's connection of
+    the ranks that gave up on it."""
     store.set(f"{_ARRIVED_KEY}{rank}", "1")
     keys = [f"{_ARRIVED_KEY}{r}" for r in range(size)]
     start = time.monotonic()
     try:
-        store.wait(keys, wait)
+        if hasattr(store, "check"):
+            store.wait(keys, wait)
+        else:
+            _poll(store, keys, start + wait.total_seconds())
     except Exception as e:  # noqa: BLE001 - the store's wait timed out (or its host went)
         missing = [r for r in range(size) if not _present(store, keys[r])]
         if not missing:
