@@ -91,9 +91,9 @@ def store_has(store: Any, key: str, wait_s: float = 0.5) -> bool:
 class _RankRecord:
     """This process's rank as every checked group of one run keeps it in the job's store
     (LATEST_KEY): its latest launch on any group (rank, run, group, seq, kind), the error its
-    last wait to end raised (cleared when a wait completes), and why a call to the store
-    failed, once one has (no call is made after: each failed one printed a page of torch's
-    C++ stack trace). Shared by the groups of a run through the same ``latest_store``."""
+    last launch or wait to end raised (cleared when a wait completes), and why a call to the
+    store failed, once one has (no call is made after: each failed one printed a page of
+    torch's C++ stack trace). Shared by the groups of a run through the same ``latest_store``."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -445,6 +445,17 @@ class CheckedComm:
         self._seq[group.id] = seq + 1
         what = f"{kind} on group {gid} seq {seq} {list(ranks)}"
         me = ranks[group.index] if 0 <= group.index < len(ranks) else self._world_rank()
+        try:
+            return what, self._exchange(group, gid, ranks, me, seq, kind, fields, sig, space, log, meanwhile, what)
+        except BaseException as e:  # recorded as launched here: a peer's message says it raised
+            if not getattr(e, "_hpref_noted", False):  # _raise's are
+                self._note_raised(f"{getattr(e, 'kind', None) or type(e).__name__} at {what}")
+            raise
+
+    def _exchange(self, group: Any, gid: int, ranks: Tuple[int, ...], me: int, seq: int, kind: str,
+                  fields: Dict[str, Any], sig: bytes, space: str, log: bool,
+                  meanwhile: Optional[Callable[[], Any]], what: str) -> Any:
+        """_agree's record and signature exchange; returns what ``meanwhile()`` returned."""
         self._record(group, gid, ranks, me, seq, kind, fields, log)
         n = len(sig)
         # One all-gather of the signatures, made as an all-to-all of this member's signature
@@ -466,7 +477,7 @@ class CheckedComm:
             _park(work, (src, out))  # kept while the library may still write them
             raise
         check_signatures(out.cpu().numpy().tobytes(), gid, list(ranks), seq)
-        return what, extra
+        return extra
 
     def _launch(self, group: Any, kind: str, fields: Dict[str, Any], send: Optional[Tuple[int, int]],
                 space: str, run: Callable[[], Any]) -> CheckedWork:
@@ -565,10 +576,18 @@ class CheckedComm:
         member whose peer gave up (a timeout) or raised and left reads which rank raised
         what, where it read only "a peer went away" (the detail is in that rank's own
         message); a program that caught the error and went on reads as it is."""
+        self._note_raised(f"{kind} at {what}")
+        error = _from_core(kind, f"{what}: {detail}")
+        error._hpref_noted = True  # type: ignore[attr-defined]
+        raise error from cause
+
+    def _note_raised(self, text: str) -> None:
+        """Keeps ``text`` ("comm_timeout at all_reduce on group 1 seq 3 [0, 1]") beside this
+        rank's latest launch, as the error its last wait (or launch: the signature exchange is
+        one) raised."""
         with self._rec.lock:
-            self._rec.raised = f"{kind} at {what}"
+            self._rec.raised = text
             self._keep_latest()
-        raise _from_core(kind, f"{what}: {detail}") from cause
 
     def _lost(self, error: BaseException) -> None:
         """Notes that a call to the job's store failed (the first reason is kept)."""

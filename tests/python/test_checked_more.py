@@ -1158,6 +1158,40 @@ def test_a_store_gone_with_its_host_is_said_once_not_asked_again(tmp_path):
         assert warnings <= 1, (warnings, message)
 
 
+def _fails_to_launch(rank, world, store_path):
+    ht.enable(["gloo"], timeout_s=2)
+    _init(rank, world, store_path)
+    dist.barrier()
+    if rank == 0:
+        return _each([lambda: dist.all_reduce(torch.ones(1))])
+
+    def no_memory(nbytes, device=None):  # the signature exchange's buffers are not made
+        raise RuntimeError("out of memory (the test's)")
+
+    _checked._u8 = no_memory
+    try:
+        dist.all_reduce(torch.ones(1))
+        seen = "launched"
+    except RuntimeError as e:
+        seen = str(e)
+    while not os.path.exists(os.path.join(os.path.dirname(store_path), "rank0.pt")):
+        time.sleep(0.05)  # stays while rank 0 reads the store
+    return seen
+
+
+def test_a_launch_that_failed_before_its_exchange_is_named_with_what_it_raised(tmp_path):
+    """A checked launch that failed outside the exchange's own timeout and peer checks (here
+    the signature buffers not made; also a send-buffer checksum or the log file failing)
+    left the rank's record saying only that it launched there: its peers' timeout read as
+    if it waited with them. The record now says what it raised."""
+    res = runn(tmp_path, "oom", 2, _fails_to_launch)
+    assert res[1]["value"] == "out of memory (the test's)", res[1]
+    [(kind, message)] = res[0]["value"]
+    assert kind == "CommTimeoutError", message
+    assert ("rank 1: all_reduce seq 1 (op sum, dtype float32, bytes 4), whose last wait raised RuntimeError at "
+            "all_reduce on group 0 seq 1 [0, 1]") in message, message
+
+
 def _caught_and_went_on(rank, world, store_path):
     ht.enable(["gloo"], timeout_s=2)
     _init(rank, world, store_path)
@@ -1234,6 +1268,23 @@ def test_asking_a_tcp_store_for_an_absent_key_leaves_its_connection_in_step():
     time.sleep(0.2)  # a late answer, where one is sent, has reached the client
     assert bytes(client.get("other")) == b"OTHER"
     assert _checked.store_has(client, "k") and bytes(client.get("k")) == b"V"
+
+
+def test_a_rank_late_to_a_checked_groups_arrival_leaves_the_stores_connection_in_step():
+    """A checked gloo group's arrival check (_arrive) waited for every rank's key with the
+    store's own timed wait; on torch 1.13's TCPStore (no check()) the server answers that
+    wait once the late rank sets its key, and the client that gave up read the answer as the
+    reply to its next call ("Socket Timeout"). It polls such stores now."""
+    port = _free_port()
+    server = dist.TCPStore("127.0.0.1", port, 2, True, timedelta(seconds=10), wait_for_workers=False)
+    client = dist.TCPStore("127.0.0.1", port, 2, False, timedelta(seconds=10))
+    server.set("other", "OTHER")
+    with pytest.raises(CommTimeoutError, match=r"\(rank 0 of 2\): rank 1 did not come within 0\.[345]\d* s"):
+        ht._arrive(client, 0, 2, timedelta(seconds=0.3))
+    server.set(f"{ht._ARRIVED_KEY}1", "1")  # rank 1 comes, late
+    time.sleep(0.2)  # a late answer, where one is sent, has reached the client
+    assert bytes(client.get("other")) == b"OTHER"
+    ht._arrive(client, 0, 2, timedelta(seconds=0.3))  # both there: returns
 
 
 # ---- test_checked_more.py ("polling a work") / test_torch_pg.py: a Work completes once -------------
