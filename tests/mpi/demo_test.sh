@@ -4,10 +4,11 @@
 set -uo pipefail
 hpref=$1
 fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/bounded.sh"
 for seed in 3 11; do
   sim=$("$hpref" demo --seed "$seed" --steps 4) || { echo "$sim"; fail "the simulated demo failed (seed $seed)"; }
-  mpi=$(timeout 600 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 8 \
-        "$hpref" demo --backend mpi --seed "$seed" --steps 4 --timeout-ms 120000 2>&1 < /dev/null) ||
+  mpi=$(bounded 600 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 8 \
+        "$hpref" demo --backend mpi --seed "$seed" --steps 4 --timeout-ms 120000) ||
     { echo "$mpi"; fail "the MPI demo failed (seed $seed)"; }
   keep() { grep -E '^(SEED=|step |\| (steps|samples|bytes exchanged|token imbalance|checks|data checksum) )'; }
   if [ "$(echo "$sim" | keep)" != "$(echo "$mpi" | keep)" ]; then
@@ -19,8 +20,8 @@ for seed in 3 11; do
 done
 # A deadline past the clock's range waits without end (it overflowed into a deadline already
 # past: every wait timed out at once and the job was aborted).
-far=$(timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 \
-      "$hpref" demo --backend mpi --steps 1 --timeout-ms 9223372036854775807 2>&1 < /dev/null) ||
+far=$(bounded 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 \
+      "$hpref" demo --backend mpi --steps 1 --timeout-ms 9223372036854775807) ||
   { echo "$far"; fail "the MPI demo with --timeout-ms 9223372036854775807 failed"; }
 echo "$far" | grep -q '^every check passed$' || { echo "$far"; fail "--timeout-ms 9223372036854775807: not every check passed"; }
 echo "ok: --timeout-ms 9223372036854775807 waits without end"
@@ -28,8 +29,8 @@ echo "ok: --timeout-ms 9223372036854775807 waits without end"
 # in pieces interleaved: "hpref: error [hpref: error [..."), naming mpirun's rank count, not a
 # --ranks that was never given. mpirun aborts the job when the first rank exits, so the
 # others may be killed before they write: at least one line, and every hpref line whole.
-bad=$(timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 3 \
-      "$hpref" demo --backend mpi --steps 1 2>&1 < /dev/null) && fail "--dp 2 on 3 MPI ranks was accepted"
+bad=$(bounded 120 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 3 \
+      "$hpref" demo --backend mpi --steps 1) && fail "--dp 2 on 3 MPI ranks was accepted"
 want='hpref: error [invalid_argument]: --dp 2 must divide the 3 ranks mpirun started'
 echo "$bad" | grep -qxF "$want" || { echo "$bad"; fail "3 MPI ranks: no line '$want'"; }
 torn=$(echo "$bad" | grep -E 'hpref: |invalid_argument|must divide' | grep -vxF "$want")

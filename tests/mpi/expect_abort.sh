@@ -5,7 +5,8 @@
 set -uo pipefail
 want=$1
 shift
-out=$(timeout 120 "$@" 2>&1 < /dev/null)
+. "$(dirname "$0")/bounded.sh"
+out=$(bounded 120 "$@")
 rc=$?
 echo "$out"
 echo "$out" | grep -q '^ok: ' || { echo "FAIL: no rank printed its ok line"; exit 1; }

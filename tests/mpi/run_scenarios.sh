@@ -12,6 +12,7 @@ mode=$1 np=$2 runner=$3 hpref=$4
 shift 4
 mpirun=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$np")
 fail() { echo "FAIL: $*"; exit 1; }
+. "$(dirname "$0")/bounded.sh"
 # (A missing binary read as every scenario disagreeing with an empty simulator answer.)
 [ -x "$runner" ] || fail "no runner at $runner"
 [ -x "$hpref" ] || fail "no hpref binary at $hpref"
@@ -24,7 +25,7 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 mkdir "$dir/ranks"
 run_ranks() {
-  timeout 900 "${mpirun[@]}" "$@" --stdout-to "$dir/ranks" > "$dir/mpirun.log" 2>&1 < /dev/null
+  timeout -k 10 900 "${mpirun[@]}" "$@" --stdout-to "$dir/ranks" > "$dir/mpirun.log" 2>&1 < /dev/null
   local rc=$?
   local r
   for r in $(ls "$dir/ranks" | sort -V); do cat "$dir/ranks/$r"; done
@@ -112,7 +113,7 @@ unchecked)
   # CommError comm_backend naming it (MPI_Testall's error came through MPI_COMM_WORLD's
   # fatal handler and killed the job), then the job is aborted (the communicator failed).
   for name in mismatch_count; do
-    out=$(timeout 120 "${mpirun[@]}" "$runner" --broken "$name" --unchecked --timeout-ms 5000 2>&1 < /dev/null)
+    out=$(bounded 120 "${mpirun[@]}" "$runner" --broken "$name" --unchecked --timeout-ms 5000)
     rc=$?
     if echo "$out" | grep -q 'MPI_ERRORS_ARE_FATAL'; then echo "$out"; fail "$name unchecked: MPI's fatal handler ended the job"; fi
     echo "$out" | grep -q ": error comm_backend: MPI_Testall for " || { echo "$out"; fail "$name unchecked: no rank raised comm_backend"; }
@@ -122,7 +123,7 @@ unchecked)
   done
   # Unchecked with max_count 4, a block's 2 bytes beyond it go as a tail the receiver (which
   # expects 4) never takes: the next exchange between the two must still get its own bytes.
-  out=$(timeout 120 "${mpirun[@]}" "$runner" --broken a2av_short_receive --unchecked --max-count 4 --timeout-ms 5000 2>&1 < /dev/null)
+  out=$(bounded 120 "${mpirun[@]}" "$runner" --broken a2av_short_receive --unchecked --max-count 4 --timeout-ms 5000)
   rc=$?
   if echo "$out" | grep -q ' instead$'; then echo "$out"; fail "a2av_short_receive unchecked: a stale tail reached the next exchange"; fi
   [ "$(echo "$out" | grep -c 'a2av_short_receive rank [0-9]*: expected an MPI error, returned$')" -eq "$np" ] ||
@@ -130,7 +131,7 @@ unchecked)
   echo "ok: a2av_short_receive unchecked: the next exchange got its own bytes"
   ;;
 twice)
-  out=$(timeout 120 "${mpirun[@]}" "$runner" --twice 2>&1 < /dev/null)
+  out=$(bounded 120 "${mpirun[@]}" "$runner" --twice)
   rc=$?
   [ "$rc" -eq 0 ] || { echo "$out"; fail "--twice exited $rc"; }
   [ "$(echo "$out" | grep -c '^twice: comm_usage: MPI was finalized')" -eq "$np" ] ||
