@@ -472,7 +472,9 @@ def has_stub(module):
 
 
 def failed_tests(out):
-    return re.findall(r"^(?:FAILED|ERROR) (\S+)", out, re.M)
+    """The node ids of pytest's short summary ("FAILED tests/x.py::t[a b] - AssertionError"):
+    whole, spaces in a parameter id included, without the message after " - "."""
+    return re.findall(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", out, re.M)
 
 
 def summary(out):
