@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import atexit
 import collections
-import contextlib
 import ctypes
 import dataclasses
 import os
@@ -115,8 +114,7 @@ class _WaitLock:
         self.pid = os.getpid()
 
 
-@contextlib.contextmanager
-def _one_waiter(wait_lock: _WaitLock, timeout_s: Optional[float], what: str):
+class _one_waiter:
     """Holds a work's lock while a wait() completes it, so that the work completes once when
     two threads wait on it: the second waits for the first, then returns or raises what the
     first did (its checks and copies were made twice, and it could find them half
@@ -124,18 +122,28 @@ def _one_waiter(wait_lock: _WaitLock, timeout_s: Optional[float], what: str):
     either) bounds that wait too: past it ``CommTimeout`` naming ``what``, and the work is
     left to the first thread. In a process forked from the one that made the lock it is
     not taken: the fork may have copied it held by a thread the child does not have (its
-    wait would block forever; the work's own wait refuses or fails there)."""
-    if wait_lock.pid != os.getpid():
-        yield
-        return
-    limit = -1 if timeout_s is None or timeout_s >= threading.TIMEOUT_MAX else max(timeout_s, 0.0)
-    if not wait_lock.lock.acquire(timeout=limit):
-        raise _from_core("comm_timeout", f"{what}: not complete within the {timeout_s:g} s given to wait() "
-                                         "(another thread is waiting for it)")
-    try:
-        yield
-    finally:
-        wait_lock.lock.release()
+    wait would block forever; the work's own wait refuses or fails there). A class, not a
+    generator context manager: it is entered at every wait (1 us less a wait)."""
+
+    __slots__ = ("_held",)
+
+    def __init__(self, wait_lock: _WaitLock, timeout_s: Optional[float], what: str) -> None:
+        self._held: Any = None
+        if wait_lock.pid != os.getpid():
+            return
+        limit = -1 if timeout_s is None or timeout_s >= threading.TIMEOUT_MAX else max(timeout_s, 0.0)
+        if not wait_lock.lock.acquire(timeout=limit):
+            raise _from_core("comm_timeout", f"{what}: not complete within the {timeout_s:g} s given to wait() "
+                                             "(another thread is waiting for it)")
+        self._held = wait_lock.lock
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._held is not None:
+            self._held.release()
+            self._held = None
 
 
 class OnceWork:
