@@ -30,6 +30,7 @@ import sys
 import time
 import warnings
 import weakref
+from datetime import timedelta
 from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -1079,6 +1080,20 @@ def _get_msg_dict(original: Callable[..., Any]) -> Callable[..., Any]:
     return get_msg_dict
 
 
+def _default_timeout(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def get_default_timeout(backend: Any) -> Any:
+        # A torch built without NCCL warns, at every nccl group's making, that it has no
+        # nccl default timeout, then gives the default of other backends. Here an nccl
+        # group is the communicator's, and the warning would be noise (an error where tests
+        # run with -W error): the same value, without it.
+        if backend == dist.Backend.NCCL and not isinstance(getattr(_c10d, "default_pg_nccl_timeout", None),
+                                                           timedelta):
+            return _c10d.default_pg_timeout
+        return original(backend)
+    return get_default_timeout
+
+
 def _object_to_tensor(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def object_to_tensor(obj: Any, device: Any, *args: Any, **kwargs: Any) -> Any:
@@ -1188,6 +1203,8 @@ def install(comm: Any, *, device_tensors: Optional[str] = "cpu", backend: Option
     if hasattr(_c10d, "_new_group_with_tag"):
         _patch(st, _c10d, "_new_group_with_tag", _new_group_with_tag)
     _patch(st, _c10d, "_object_to_tensor", _object_to_tensor)
+    if hasattr(_c10d, "_get_default_timeout"):  # torch 2.x
+        _patch(st, _c10d, "_get_default_timeout", _default_timeout)
     if hasattr(dist, "Logger"):
         _patch(st, dist, "Logger", _ddp_logger)
     _refuse_ddp_on_torch1()  # what DistributedDataParallel's construction calls

@@ -18,6 +18,7 @@ import gc
 import os
 import threading
 import time
+import warnings
 from datetime import timedelta
 
 import pytest
@@ -242,6 +243,21 @@ def test_new_group_is_a_communicator_new_group_named_as_asked(loop):
     dist.all_reduce(t, group=g)
     assert [e for e in loop.log if e[0] == "all_reduce"] == [
         ("all_reduce", n.hpref_group.id, "accelerator"), ("all_reduce", g.hpref_group.id, "host")]
+
+
+def test_an_nccl_group_on_a_torch_without_nccl_is_made_without_torchs_warning():
+    """torch 2.x built without NCCL warned at every nccl group's making that it has no nccl
+    default timeout ("Attempted to get default timeout for nccl backend, but NCCL support is
+    not compiled"): noise on the simulator, whose nccl groups are its own, and an error in a
+    test suite run with -W error. Made here with every warning an error."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _torch_pg.install(LoopbackComm(), backend="nccl")
+        try:
+            n = dist.new_group([0], backend="nccl")
+            assert dist.get_backend() == "nccl" and dist.get_backend(n) == "nccl"
+        finally:
+            _torch_pg.uninstall()
 
 
 def test_accelerator_group_refuses_cpu_tensors_unless_they_stand_in():
