@@ -34,6 +34,7 @@ import os
 import struct
 import threading
 import time
+import weakref
 import zlib
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -49,6 +50,11 @@ LAST_KEY = "hpref_checked/last/"
 # And LATEST_KEY + str(world rank), in the store every group of the job shares (``latest_store``):
 # where a rank that a group waits for launched last, whichever group that is.
 LATEST_KEY = "hpref_checked/latest/"
+
+
+# The errors _raise made, noted in the rank's record already (an error's identity: nothing
+# added to the error, which pickles with its attributes).
+_NOTED: "weakref.WeakSet[BaseException]" = weakref.WeakSet()
 
 
 # compare_set's expected value that no key of checked mode ever holds: asked for a key it
@@ -75,8 +81,10 @@ def store_has(store: Any, key: str, wait_s: float = 0.5) -> bool:
                 return bool(call([key]))
             return bytes(call(key, _ABSENT, _ABSENT + "?")) != _ABSENT.encode()
         except RuntimeError as e:
-            if "pure virtual" not in str(e) and "not implemented" not in str(e).lower():
+            text = str(e).lower()
+            if not any(s in text for s in ("pure virtual", "not implemented", "internal assert failed")):
                 raise  # c10d's base Store has both but no body; a subclass may not implement them
+                # (torch 1.13's binding then fails an internal assert: "fn INTERNAL ASSERT FAILED")
     from datetime import timedelta
     try:
         store.wait([key], timedelta(seconds=wait_s))
@@ -448,8 +456,7 @@ class CheckedComm:
         try:
             return what, self._exchange(group, gid, ranks, me, seq, kind, fields, sig, space, log, meanwhile, what)
         except BaseException as e:  # recorded as launched here: a peer's message says it raised
-            if not getattr(e, "_hpref_noted", False):  # _raise's are
-                self._note_raised(f"{getattr(e, 'kind', None) or type(e).__name__} at {what}")
+            self._note_error(e, what)
             raise
 
     def _exchange(self, group: Any, gid: int, ranks: Tuple[int, ...], me: int, seq: int, kind: str,
@@ -469,9 +476,9 @@ class CheckedComm:
         counts = [n] * group.size
         launched = time.monotonic()
         work = self._inner.all_to_all_v(group, src.data_ptr(), counts, out.data_ptr(), counts, space)
-        extra = meanwhile() if meanwhile is not None else None
-        # A hang here is a hang of the group: it times out like any wait.
         try:
+            extra = meanwhile() if meanwhile is not None else None
+            # A hang here is a hang of the group: it times out like any wait.
             self._wait(work, f"the signature exchange of {what}", launched, hint=_LAUNCH_HINT)
         except BaseException:
             _park(work, (src, out))  # kept while the library may still write them
@@ -489,7 +496,12 @@ class CheckedComm:
         with self._alone(group, kind):
             what, checked = self._agree(group, kind, fields, sig, space, meanwhile=checksum)
             launched = time.monotonic()
-            work = CheckedWork(self, run(), what, checked, launched)
+            try:
+                inner = run()
+            except BaseException as e:  # agreed, but not launched here: a peer's message says so
+                self._note_error(e, what)
+                raise
+            work = CheckedWork(self, inner, what, checked, launched)
             work.seq = self._seq[group.id] - 1
         return work
 
@@ -578,8 +590,14 @@ class CheckedComm:
         message); a program that caught the error and went on reads as it is."""
         self._note_raised(f"{kind} at {what}")
         error = _from_core(kind, f"{what}: {detail}")
-        error._hpref_noted = True  # type: ignore[attr-defined]
+        _NOTED.add(error)
         raise error from cause
+
+    def _note_error(self, error: BaseException, what: str) -> None:
+        """Notes ``error``, raised by the launch of ``what`` before or while its operation
+        was agreed or launched, as "<kind or type> at ``what``", unless _raise noted it."""
+        if error not in _NOTED:
+            self._note_raised(f"{getattr(error, 'kind', None) or type(error).__name__} at {what}")
 
     def _note_raised(self, text: str) -> None:
         """Keeps ``text`` ("comm_timeout at all_reduce on group 1 seq 3 [0, 1]") beside this

@@ -125,20 +125,21 @@ class _one_waiter:
     wait would block forever; the work's own wait refuses or fails there). A class, not a
     generator context manager: it is entered at every wait (1 us less a wait)."""
 
-    __slots__ = ("_held",)
+    __slots__ = ("_wait_lock", "_timeout_s", "_what", "_held")
 
     def __init__(self, wait_lock: _WaitLock, timeout_s: Optional[float], what: str) -> None:
+        self._wait_lock, self._timeout_s, self._what = wait_lock, timeout_s, what
         self._held: Any = None
+
+    def __enter__(self) -> None:
+        wait_lock, timeout_s = self._wait_lock, self._timeout_s
         if wait_lock.pid != os.getpid():
             return
         limit = -1 if timeout_s is None or timeout_s >= threading.TIMEOUT_MAX else max(timeout_s, 0.0)
         if not wait_lock.lock.acquire(timeout=limit):
-            raise _from_core("comm_timeout", f"{what}: not complete within the {timeout_s:g} s given to wait() "
-                                             "(another thread is waiting for it)")
+            raise _from_core("comm_timeout", f"{self._what}: not complete within the {timeout_s:g} s given to "
+                                             "wait() (another thread is waiting for it)")
         self._held = wait_lock.lock
-
-    def __enter__(self) -> None:
-        return None
 
     def __exit__(self, *exc: Any) -> None:
         if self._held is not None:

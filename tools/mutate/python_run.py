@@ -472,9 +472,10 @@ def has_stub(module):
 
 
 def failed_tests(out):
-    """The node ids of pytest's short summary ("FAILED tests/x.py::t[a b] - AssertionError"):
-    whole, spaces in a parameter id included, without the message after " - "."""
-    return re.findall(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", out, re.M)
+    """The node ids of pytest's short summary ("FAILED tests/x.py::t[a - b] - AssertionError"):
+    whole, a parameter id in brackets included (spaces and " - " in it too), without the
+    message after it."""
+    return re.findall(r"^(?:FAILED|ERROR) ([^\s\[]+(?:\[[^\]]*\])?)", out, re.M)
 
 
 def summary(out):
