@@ -120,6 +120,26 @@ BOOST_AUTO_TEST_CASE(a_gone_ranks_areas_are_freed_not_pooled_spec_9_3) {
   BOOST_TEST(p.segment.memory.get_free_memory() == free_before);
 }
 
+// A rank's pool keeps four areas (delivery.hpp, kPoolAreas); a fifth frees the smallest.
+BOOST_AUTO_TEST_CASE(a_ranks_pool_keeps_four_areas_and_a_fifth_frees_the_smallest_spec_9_3) {
+  Parts p;
+  std::vector<OpKey> keys;
+  for (std::uint64_t i = 0; i < 5; ++i) keys.push_back(p.launch(0, p.staged(1, kArea + i * 4096)));
+  std::size_t free_before = p.segment.memory.get_free_memory();
+  for (std::size_t i = 0; i < 4; ++i) {
+    p.delivery.consume(keys[i], 0);
+    p.delivery.consume(keys[i], 1);
+  }
+  BOOST_TEST(p.matcher.ops().size() == 1u);
+  BOOST_TEST(p.segment.memory.get_free_memory() == free_before);  // all four pooled
+  p.delivery.consume(keys[4], 0);
+  p.delivery.consume(keys[4], 1);
+  BOOST_TEST(p.matcher.ops().empty());
+  std::size_t freed = p.segment.memory.get_free_memory() - free_before;
+  BOOST_TEST(freed >= kArea);  // the smallest, and only it
+  BOOST_TEST(freed < 2 * kArea);
+}
+
 // The spares and pools are only a speed-up: when a launch's data has no room, every rank's
 // spare, rank 0's included, and every pool are freed before the launch is refused. Rank 0's
 // first launch leaves it a spare of kSpareBytes and a pooled area of as many; its second

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -157,6 +158,37 @@ BOOST_AUTO_TEST_CASE(new_group_order_mismatch) {
   auto r = run_scenario("new_group_mismatch", 3, 1);
   BOOST_TEST(r.failure() == Failure::mismatch);
   expect_everyone(r, "comm_mismatch", {"new_group #1 mismatch", "rank 0 asked for [0]", "[0, 1]"});
+}
+
+// A rank in new_group while the other waits on an operation: a skipped or reordered new_group,
+// a mismatch (not a deadlock) told to both and traced as one; the error names the waiting
+// rank's operation (group 0, seq 0) and no group for the rank in new_group. The new_group's
+// arrivals are then forgotten: both ranks, going on, make the group together.
+BOOST_AUTO_TEST_CASE(a_skipped_new_group_is_a_mismatch_then_forgotten_spec_9_1) {
+  auto r = Cluster::run(2, Options{}, [](Communicator& c) {
+    std::vector<int> both{0, 1};
+    std::string first = "no error";
+    try {
+      if (c.rank() == 0) {
+        c.new_group(both, "sim");
+      } else {
+        c.barrier(c.world()).wait();
+      }
+    } catch (const CommError& e) {
+      bool skipped =
+          std::string(e.what()).find("a skipped or reordered new_group") != std::string::npos;
+      first = std::string(e.kind()) + (skipped ? " (skipped)" : "") + " group " +
+              std::to_string(e.group()) + " seq " + std::to_string(e.seq());
+    }
+    Group g = c.new_group(both, "sim");
+    c.barrier(g).wait();
+    return first + ", then grouped";
+  });
+  BOOST_TEST(r.outcomes[0].value == "comm_mismatch (skipped) group -1 seq -1, then grouped",
+             describe(r));
+  BOOST_TEST(r.outcomes[1].value == "comm_mismatch (skipped) group 0 seq 0, then grouped",
+             describe(r));
+  BOOST_TEST(std::count(r.trace.begin(), r.trace.end(), "mismatch new_group #1 [0, 1]") == 1);
 }
 
 BOOST_AUTO_TEST_CASE(deadlock_cycle_across_two_groups) {
@@ -407,6 +439,20 @@ BOOST_AUTO_TEST_CASE(flipped_byte_is_seen_by_the_receiver) {
   BOOST_TEST(r.outcomes[1].message.find("corrupted word 0") !=
              std::string::npos);  // byte 3 is in word 0
   BOOST_TEST(r.outcomes[2].status == RankOutcome::Status::ok);
+}
+
+// A flip of the payload's first byte (byte 0) is applied like any other.
+BOOST_AUTO_TEST_CASE(a_flip_of_byte_0_is_seen_by_the_receiver_spec_9_3) {
+  Options o;
+  o.faults = {Fault::parse("flip:1@1:0")};
+  auto r = Cluster::run(2, o, [](Communicator& c) {
+    std::vector<unsigned char> data(4, 0x11);
+    c.broadcast(c.world(), {data.data(), data.size()}, 0).wait();
+    return std::to_string(data[0]) + " " + std::to_string(data[1]);
+  });
+  BOOST_TEST(r.outcomes[0].value == "17 17", describe(r));
+  BOOST_TEST(r.outcomes[1].value == "238 17", describe(r));
+  BOOST_TEST(r.unfired_faults.empty());
 }
 
 // A fault that never takes effect is reported with why, and a flip past the received payload
@@ -1006,6 +1052,61 @@ BOOST_AUTO_TEST_CASE(a_rank_stopped_after_its_report_does_not_hold_the_run) {
   BOOST_TEST(leftover_segments(getpid()).empty());
 }
 
+// A rank that dies while it waits (not holding the baton) is found on the running rank's
+// next tick, not only once it could run again: rank 1 launches a barrier rank 0 never joins,
+// says it is about to wait (a marker pipe) and waits; on rank 0's first tick (rank 0 holds
+// the baton until then: an ack pipe) the hook kills it, then rank 0 calls new_group. Found,
+// rank 1 fails that new_group as a dead peer; missed, both ranks look blocked and rank 0 is
+// told of a skipped new_group. Only the seeds that let rank 1 wait first have it killed.
+BOOST_AUTO_TEST_CASE(a_rank_killed_while_it_waits_is_found_on_the_next_tick_spec_9_3) {
+  int kills = 0;
+  for (std::uint64_t seed = 1; seed <= 8; ++seed) {
+    int waiting[2];
+    int ack[2];
+    BOOST_REQUIRE(pipe(waiting) == 0);
+    BOOST_REQUIRE(pipe(ack) == 0);
+    int rank1 = 0;
+    bool acked = false;
+    bool killed = false;
+    Options o;
+    o.seed = seed;
+    o.on_started = [&](std::span<const int> pids) { rank1 = pids[1]; };
+    o.on_turn_tick = [&](int rank) {
+      if (rank != 0 || acked || rank1 <= 0) return;
+      acked = write(ack[1], "A", 1) == 1;
+      pollfd p{waiting[0], POLLIN, 0};
+      char marker = 0;
+      if (poll(&p, 1, 0) != 1 || read(waiting[0], &marker, 1) != 1) return;  // not waiting yet
+      killed = kill(rank1, SIGKILL) == 0;
+      for (int i = 0; i < 10000 && proc_state(rank1) != 'Z'; ++i) usleep(1000);  // dead now
+    };
+    auto r = Cluster::run(2, o, [&](Communicator& c) {
+      if (c.rank() == 1) {
+        Work w = c.barrier(c.world());
+        if (write(waiting[1], "W", 1) != 1) _exit(3);
+        w.wait();
+        return std::string("waited");
+      }
+      pollfd p{ack[0], POLLIN, 0};
+      char a = 0;
+      if (poll(&p, 1, 10000) != 1 || read(ack[0], &a, 1) != 1) _exit(3);
+      std::vector<int> both{0, 1};
+      c.new_group(both, "sim");
+      return std::string("grouped");
+    });
+    for (int fd : {waiting[0], waiting[1], ack[0], ack[1]}) close(fd);
+    BOOST_TEST_CONTEXT("seed " << seed << ": " << describe(r)) {
+      BOOST_TEST(acked);
+      if (!killed) continue;  // rank 0 ran first: nothing to find
+      ++kills;
+      BOOST_TEST(r.outcomes[1].status == RankOutcome::Status::died);
+      BOOST_TEST(r.outcomes[0].kind == "comm_peer_failed");
+      BOOST_TEST(r.outcomes[0].message.find("rank 1, which died") != std::string::npos);
+    }
+  }
+  BOOST_TEST(kills > 0, "no seed let rank 1 wait before rank 0's tick");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(sim_processes)
@@ -1041,6 +1142,51 @@ BOOST_AUTO_TEST_CASE(ranks_keep_the_callers_policy_and_nice_value) {
   BOOST_REQUIRE(waitpid(child, &status, 0) == child);
   BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0),
              "child status " << status << " (1: a rank's nice or policy differed, 2: setup)");
+}
+
+// Each rank asks the kernel for its shortest time slice, 0.1 ms (cluster.cpp): where the
+// kernel keeps a slice for a SCHED_OTHER or SCHED_BATCH task (Linux 6.12 on; a child of this
+// process tries), sched_getattr shows it in every rank.
+BOOST_AUTO_TEST_CASE(ranks_run_with_the_shortest_time_slice_spec_9_3) {
+  struct Attr {  // the kernel's struct sched_attr
+    std::uint32_t size, sched_policy;
+    std::uint64_t sched_flags;
+    std::int32_t sched_nice;
+    std::uint32_t sched_priority;
+    std::uint64_t sched_runtime, sched_deadline, sched_period;
+    std::uint32_t sched_util_min, sched_util_max;
+  };
+  auto runtime = [] {
+    Attr a{};
+    if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0) return std::string("failed");
+    return std::to_string(a.sched_runtime);
+  };
+  std::fflush(nullptr);
+  pid_t child = fork();
+  BOOST_REQUIRE(child >= 0);
+  if (child == 0) {
+    Attr a{};
+    if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0) _exit(1);
+    if (a.sched_policy != SCHED_OTHER && a.sched_policy != SCHED_BATCH) _exit(1);
+    a.size = sizeof a;
+    a.sched_flags = 0;
+    a.sched_runtime = 100 * 1000;
+    if (syscall(SYS_sched_setattr, 0, &a, 0) != 0) _exit(1);
+    Attr b{};
+    if (syscall(SYS_sched_getattr, 0, &b, sizeof b, 0) != 0) _exit(1);
+    _exit(b.sched_runtime == 100 * 1000 ? 0 : 1);
+  }
+  int status = 0;
+  BOOST_REQUIRE(waitpid(child, &status, 0) == child);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    BOOST_TEST_MESSAGE("skipped: this kernel keeps no time slice of 0.1 ms for this process");
+    return;
+  }
+  auto r = Cluster::run(2, Options{}, [&](Communicator& c) {
+    c.barrier(c.world()).wait();
+    return runtime();
+  });
+  for (const RankOutcome& o : r.outcomes) BOOST_TEST(o.value == "100000", describe(r));
 }
 
 // The monitor and the ranks share one CPU (Options::pin_to_one_cpu, docs/simulator.md): every
@@ -1080,6 +1226,54 @@ BOOST_AUTO_TEST_CASE(ranks_share_one_cpu_unless_told_otherwise) {
   BOOST_TEST(CPU_EQUAL(&mine, &after));
 }
 
+// The pin is to the CPU the caller is on, whichever: CPU 0 too. The caller is moved to CPU 0
+// (an affinity of CPU 0 alone), then allowed CPU 0 and another, and runs at once; its ranks
+// must be on one CPU each time, the same for all. (A caller without CPU 0 or without a
+// second CPU cannot tell.)
+BOOST_AUTO_TEST_CASE(a_caller_on_cpu_0_has_its_ranks_pinned_there_too_spec_9_3) {
+  cpu_set_t mine;
+  BOOST_REQUIRE(sched_getaffinity(0, sizeof mine, &mine) == 0);
+  int other = -1;
+  for (int i = 1; i < CPU_SETSIZE && other < 0; ++i) {
+    if (CPU_ISSET(i, &mine)) other = i;
+  }
+  if (!CPU_ISSET(0, &mine) || other < 0) {
+    BOOST_TEST_MESSAGE("skipped: CPU 0 and another are not both among the caller's CPUs");
+    return;
+  }
+  struct Restore {
+    cpu_set_t set;
+    ~Restore() { sched_setaffinity(0, sizeof set, &set); }
+  } restore{mine};
+  cpu_set_t zero;
+  cpu_set_t two;
+  CPU_ZERO(&zero);
+  CPU_SET(0, &zero);
+  CPU_ZERO(&two);
+  CPU_SET(0, &two);
+  CPU_SET(other, &two);
+  auto on = [](Communicator& c) {
+    c.barrier(c.world()).wait();
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return std::string("sched_getaffinity failed");
+    std::string out;
+    for (int i = 0; i < CPU_SETSIZE; ++i) {
+      if (CPU_ISSET(i, &set)) out += (out.empty() ? "" : " ") + std::to_string(i);
+    }
+    return out;
+  };
+  for (int trial = 0; trial < 5; ++trial) {
+    BOOST_REQUIRE(sched_setaffinity(0, sizeof zero, &zero) == 0);  // onto CPU 0
+    BOOST_REQUIRE(sched_setaffinity(0, sizeof two, &two) == 0);    // free to leave it again
+    auto r = Cluster::run(2, Options{}, on);
+    std::string one = r.outcomes[0].value;
+    BOOST_TEST_CONTEXT("trial " << trial << describe(r)) {
+      BOOST_TEST((one == "0" || one == std::to_string(other)));
+      BOOST_TEST(r.outcomes[1].value == one);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(sim_determinism)
@@ -1116,6 +1310,18 @@ BOOST_AUTO_TEST_CASE(a_run_that_keeps_no_trace_lines_has_the_same_hash) {
       BOOST_TEST(hashed.failure() == kept.failure());
     }
   }
+}
+
+// Each rank's exit is traced with how it ended: ok, or an error and its kind.
+BOOST_AUTO_TEST_CASE(an_exit_is_traced_ok_or_with_its_errors_kind_spec_9_3) {
+  auto r = Cluster::run(2, Options{}, [](Communicator& c) -> std::string {
+    c.barrier(c.world()).wait();
+    if (c.rank() == 1) throw std::runtime_error("gave up");
+    return "done";
+  });
+  BOOST_TEST(r.outcomes[1].kind == "exception", describe(r));
+  BOOST_TEST(std::count(r.trace.begin(), r.trace.end(), "r0 exit ok") == 1);
+  BOOST_TEST(std::count(r.trace.begin(), r.trace.end(), "r1 exit error exception") == 1);
 }
 
 BOOST_AUTO_TEST_CASE(different_seeds_give_different_schedules) {
