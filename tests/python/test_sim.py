@@ -281,7 +281,11 @@ def test_the_command_writes_the_same_chrome_trace(tmp_path):
 
 
 SLEEPER = """
-import sys, time
+import signal, sys, time
+# Ctrl-C raises KeyboardInterrupt even where this process was started with SIGINT ignored
+# (a background job of a non-interactive shell: the test failed there, its parent never
+# interrupted).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path.insert(0, {here!r})
 import hpref.sim as sim
 
