@@ -4,8 +4,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <cstdint>
-
 namespace hpref::sim::detail {
 
 CpuPin::CpuPin(bool enabled) {
@@ -23,14 +21,7 @@ CpuPin::~CpuPin() {
 }
 
 void request_short_slice() {
-  struct {  // the kernel's struct sched_attr (its header clashes with glibc's sched.h)
-    std::uint32_t size, sched_policy;
-    std::uint64_t sched_flags;
-    std::int32_t sched_nice;
-    std::uint32_t sched_priority;
-    std::uint64_t sched_runtime, sched_deadline, sched_period;
-    std::uint32_t sched_util_min, sched_util_max;
-  } attr{};
+  SchedAttr attr{};
   if (syscall(SYS_sched_getattr, 0, &attr, sizeof attr, 0) != 0) return;
   if (attr.sched_policy != SCHED_OTHER && attr.sched_policy != SCHED_BATCH) return;
   attr.size = sizeof attr;

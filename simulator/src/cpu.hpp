@@ -4,7 +4,20 @@
 
 #include <sched.h>
 
+#include <cstdint>
+
 namespace hpref::sim::detail {
+
+// The kernel's struct sched_attr (sched_getattr / sched_setattr; its header clashes with
+// glibc's sched.h).
+struct SchedAttr {
+  std::uint32_t size, sched_policy;
+  std::uint64_t sched_flags;
+  std::int32_t sched_nice;
+  std::uint32_t sched_priority;
+  std::uint64_t sched_runtime, sched_deadline, sched_period;
+  std::uint32_t sched_util_min, sched_util_max;
+};
 
 // Pins the calling thread (and so the processes it forks) to its current CPU; restores on
 // exit.

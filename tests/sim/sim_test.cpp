@@ -29,6 +29,7 @@
 #include <set>
 #include <thread>
 
+#include "cpu.hpp"
 #include "hpref/scenarios/scenario.hpp"
 #include "hpref/sim/chrome_trace.hpp"
 #include "hpref/sim/cluster.hpp"
@@ -1148,14 +1149,7 @@ BOOST_AUTO_TEST_CASE(ranks_keep_the_callers_policy_and_nice_value) {
 // kernel keeps a slice for a SCHED_OTHER or SCHED_BATCH task (Linux 6.12 on; a child of this
 // process tries), sched_getattr shows it in every rank.
 BOOST_AUTO_TEST_CASE(ranks_run_with_the_shortest_time_slice_spec_9_3) {
-  struct Attr {  // the kernel's struct sched_attr
-    std::uint32_t size, sched_policy;
-    std::uint64_t sched_flags;
-    std::int32_t sched_nice;
-    std::uint32_t sched_priority;
-    std::uint64_t sched_runtime, sched_deadline, sched_period;
-    std::uint32_t sched_util_min, sched_util_max;
-  };
+  using Attr = hpref::sim::detail::SchedAttr;
   auto runtime = [] {
     Attr a{};
     if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0) return std::string("failed");
